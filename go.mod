@@ -2,4 +2,7 @@ module github.com/batonhq/baton
 
 go 1.26.8
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/benbjohnson/clock v1.3.5
+	go.uber.org/goleak v1.3.0
+)

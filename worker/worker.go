@@ -1,0 +1,97 @@
+// Package worker runs task attempts. It holds the Worker interface that
+// custom worker types implement, Func, the default worker that calls the
+// task's own function, and Loop, the pool loop that receives batches of
+// attempts from the coordinator, runs each one with panic recovery and an
+// optional timeout, and sends the batch back with its outcomes.
+//
+// A worker never decides what runs next: the coordinator owns all
+// scheduling state. A task's failure, timeout or panic is recorded in its
+// Item and travels back as part of the batch; it is never an error of the
+// worker goroutine itself.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+)
+
+// Job is what a Worker is asked to run: one attempt of one task.
+type Job struct {
+	ID      string                          // the task's ID
+	Run     func(ctx context.Context) error // the task's function; may be nil for custom workers
+	Payload any                             // the task's Payload, for custom workers
+	Attempt int                             // 1 for the first attempt of a run, 2 for its first retry, ...
+	Round   int                             // 1-based run number (recurring tasks run several times)
+}
+
+// Worker runs attempts. Implementations must be safe for concurrent use:
+// every goroutine of a pool calls Do on the same Worker.
+//
+// Do blocks until the attempt ends and returns its error (nil for success).
+// It must return soon after ctx ends: ctx ends when the task is cancelled,
+// when its timeout passes and when the scheduler shuts down. A Do that
+// ignores ctx past a timeout is abandoned: its result is discarded and the
+// pool goes on without it. A panic in Do is recovered by the pool and
+// reported as a failed attempt with a *PanicError; it never crashes the
+// process.
+type Worker interface {
+	Do(ctx context.Context, j Job) error
+}
+
+// Validator is implemented by a Worker that can reject a job before it is
+// ever scheduled. Submit calls Validate on every task bound for the pool
+// (with Attempt and Round zero) and rejects the whole batch on an error.
+type Validator interface {
+	Validate(j Job) error
+}
+
+// ErrNilRun is returned by Func.Validate for a job without a function.
+var ErrNilRun = errors.New("worker: task has no Run function")
+
+// ErrTimeout is the error of an attempt that did not end before its timeout.
+// The attempt's context is cancelled with it as the cause.
+var ErrTimeout = errors.New("worker: attempt timed out")
+
+// Func is the default worker: it calls the job's Run function.
+type Func struct{}
+
+// Do calls j.Run(ctx).
+func (Func) Do(ctx context.Context, j Job) error { return j.Run(ctx) }
+
+// Validate rejects a job whose Run is nil.
+func (Func) Validate(j Job) error {
+	if j.Run == nil {
+		return ErrNilRun
+	}
+	return nil
+}
+
+// PanicError is the error of an attempt that panicked. It carries the
+// panic value and the stack of the panicking goroutine.
+type PanicError struct {
+	Value any    // what was passed to panic
+	Stack []byte // the goroutine's stack at the recovery point
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("worker: task panicked: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value if it is an error, so errors.Is and
+// errors.As see through the panic.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// call runs one attempt, turning a panic into a *PanicError.
+func call(ctx context.Context, w Worker, j Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return w.Do(ctx, j)
+}
