@@ -6,3 +6,5 @@ require (
 	github.com/benbjohnson/clock v1.3.5
 	go.uber.org/goleak v1.3.0
 )
+
+require golang.org/x/sync v0.25.0 // indirect

@@ -38,11 +38,16 @@ type Item struct {
 	Ctx     context.Context         // the attempt's context
 	Cancel  context.CancelCauseFunc // ends Ctx; the loop calls it with ErrTimeout
 	Timeout time.Duration           // 0: none
+	RetryIf func(error) bool        // nil: every error may be retried
 	Ref     int32                   // opaque to the loop: the coordinator's task index
 
 	// Results, written by the loop.
 	Outcome Outcome
 	Err     error
+	// Retry is RetryIf(Err) for a failed attempt, evaluated here so that
+	// user code never runs on the coordinator's goroutine. A RetryIf that
+	// panics counts as false.
+	Retry bool
 }
 
 // Batch is the unit of dispatch: a run of attempts that one worker goroutine
@@ -98,6 +103,12 @@ func (l *Loop) run(b *Batch) {
 		}
 		l.runWithTimeout(it)
 	}
+	for i := range b.Items {
+		it := &b.Items[i]
+		if it.Err != nil {
+			it.Retry = retryable(it.RetryIf, it.Err)
+		}
+	}
 	b.Elapsed = l.Clock.Now().Sub(start)
 }
 
@@ -121,4 +132,16 @@ func (l *Loop) runWithTimeout(it *Item) {
 		it.Cancel(err)
 		it.Outcome, it.Err = TimedOut, err
 	}
+}
+
+func retryable(retryIf func(error) bool, err error) (ok bool) {
+	if retryIf == nil {
+		return true
+	}
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return retryIf(err)
 }

@@ -1,0 +1,107 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/batonhq/baton/worker"
+	"github.com/benbjohnson/clock"
+)
+
+// ErrInvalidOption is returned by New for an option it cannot honour.
+var ErrInvalidOption = errors.New("coordinator: invalid option")
+
+// Option configures a Scheduler in New.
+type Option func(*config) error
+
+type poolConfig struct {
+	name   string
+	size   int
+	worker worker.Worker
+}
+
+type config struct {
+	workers int
+	clock   clock.Clock
+	pools   []poolConfig // named pools, in the order given
+	rng     *rand.Rand
+
+	testHookArmed func(due time.Time) // only for testing: the timer was armed for due
+}
+
+// WithWorkers sets the size of the default pool (default runtime.GOMAXPROCS(0)).
+func WithWorkers(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithWorkers(%d): need at least 1", ErrInvalidOption, n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithClock sets the clock every time reading and timer comes from
+// (default clock.New(), the real clock). Pass a *clock.Mock to drive time in
+// tests.
+func WithClock(c clock.Clock) Option {
+	return func(cfg *config) error {
+		if c == nil {
+			return fmt.Errorf("%w: WithClock(nil)", ErrInvalidOption)
+		}
+		cfg.clock = c
+		return nil
+	}
+}
+
+// WithPool adds a named pool of size goroutines that run their tasks with w.
+// Tasks choose it with Task.Pool = name. The name "" is the default pool's.
+func WithPool(name string, size int, w worker.Worker) Option {
+	return func(c *config) error {
+		switch {
+		case name == "":
+			return fmt.Errorf("%w: WithPool: the empty name is the default pool's", ErrInvalidOption)
+		case size < 1:
+			return fmt.Errorf("%w: WithPool(%q, %d): need at least 1 worker", ErrInvalidOption, name, size)
+		case w == nil:
+			return fmt.Errorf("%w: WithPool(%q): nil worker", ErrInvalidOption, name)
+		}
+		for _, p := range c.pools {
+			if p.name == name {
+				return fmt.Errorf("%w: WithPool(%q) given twice", ErrInvalidOption, name)
+			}
+		}
+		c.pools = append(c.pools, poolConfig{name: name, size: size, worker: w})
+		return nil
+	}
+}
+
+// WithRandSource sets the source that retry jitter is drawn from (default:
+// randomly seeded). A fixed seed makes backoff waits repeatable.
+func WithRandSource(src rand.Source) Option {
+	return func(c *config) error {
+		if src == nil {
+			return fmt.Errorf("%w: WithRandSource(nil)", ErrInvalidOption)
+		}
+		c.rng = rand.New(src)
+		return nil
+	}
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{workers: runtime.GOMAXPROCS(0)}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.clock == nil {
+		c.clock = clock.New()
+	}
+	if c.rng == nil {
+		c.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return c, nil
+}

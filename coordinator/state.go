@@ -1,0 +1,588 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/timerwheel"
+	"github.com/batonhq/baton/worker"
+)
+
+const (
+	noTask = -1
+
+	// dispatchBudget bounds the measured work one batch may hold: a ready
+	// task of a better priority never waits behind more than about this much
+	// work of a batch already handed out. Pools whose attempts take longer
+	// than the budget get batches of one, so their order is exact.
+	dispatchBudget = 20 * time.Microsecond
+	// maxBatch caps a batch however cheap its tasks are.
+	maxBatch = 256
+	// maxFirePerStep bounds how many delayed entries one loop iteration
+	// makes ready; the rest follow in the next iterations.
+	maxFirePerStep = 4096
+)
+
+// rec is the coordinator's record of one task. Hot fields are inline;
+// fields most tasks never use live in *extra.
+type rec struct {
+	id        string
+	run       func(context.Context) error
+	x         *extra // nil for a plain task
+	prio      int
+	unmet     int32 // dependencies not yet succeeded
+	succHead  int32 // first edge of the successor list, or noTask
+	succTail  int32
+	cause     int32 // for Skipped: the root task that failed or was cancelled
+	attempts  int32 // attempts started in the current run
+	runs      int32 // runs finished successfully
+	pool      uint16
+	status    Status
+	cancelReq bool // Cancel or Shutdown reached it while running
+}
+
+type extra struct {
+	payload   any
+	retry     RetryPolicy
+	every     time.Duration
+	timeout   time.Duration
+	times     int
+	notBefore time.Time // submission + Delay
+	planned   time.Time // recurring: planned start of the current run
+	timer     timerwheel.Handle
+	inWheel   bool
+	err       error // the last failed attempt's error
+}
+
+type edge struct{ to, next int32 }
+
+// poolState is one worker pool as the coordinator sees it.
+type poolState struct {
+	name      string
+	size      int
+	ready     readyQueue
+	readyLive int // ready entries of tasks still Ready
+	idle      int // workers without a batch
+	inflight  []*worker.Batch
+	measured  bool
+	cost      time.Duration // moving average of one attempt's measured time
+}
+
+// state is all scheduling state: task records, dependency edges, ready
+// queues and the delayed set. It has no goroutines, channels or clock; its
+// methods take now. It is not safe for concurrent use: the coordinator
+// goroutine owns it (the one exception is state.final, see Scheduler).
+type state struct {
+	tasks  []rec
+	ids    map[string]int32
+	edges  []edge
+	pools  []poolState
+	byName map[string]int
+	wheel  *timerwheel.Wheel[int32]
+
+	open    int // tasks not final
+	running int // attempts handed out and not yet back
+	closing bool
+
+	observe bool    // somebody subscribed: record events
+	events  []Event // decided since the last flush
+	out     []*worker.Batch
+
+	taskCtx context.Context // parent of every attempt's context; ends at shutdown
+	rng     *rand.Rand
+	free    []*worker.Batch
+	scratch []int32 // reused by submit and advance
+	work    []int32 // reused by skipDependents
+}
+
+func newState(now time.Time, pools []poolState, taskCtx context.Context, rng *rand.Rand) *state {
+	s := &state{
+		ids:     make(map[string]int32),
+		pools:   pools,
+		byName:  make(map[string]int, len(pools)),
+		wheel:   timerwheel.New[int32](now, time.Millisecond),
+		taskCtx: taskCtx,
+		rng:     rng,
+	}
+	for i := range s.pools {
+		p := &s.pools[i]
+		p.idle = p.size
+		s.byName[p.name] = i
+	}
+	return s
+}
+
+func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
+	if !s.observe {
+		return nil
+	}
+	r := &s.tasks[t]
+	s.events = append(s.events, Event{Kind: kind, TaskID: r.id, Attempt: int(r.attempts), Run: int(r.runs) + 1, At: now})
+	return &s.events[len(s.events)-1]
+}
+
+func (s *state) extra(t int32) *extra {
+	r := &s.tasks[t]
+	if r.x == nil {
+		r.x = &extra{}
+	}
+	return r.x
+}
+
+func needsExtra(t *Task) bool {
+	p := t.Retry
+	return t.Payload != nil || t.Delay > 0 || t.Every > 0 || t.Timeout > 0 ||
+		p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0 || p.RetryIf != nil
+}
+
+// submit checks what only the state can check (duplicates with earlier
+// tasks, unknown dependencies, cycles) and then stores the whole batch, or
+// nothing. Static checks (validateTask) have already passed.
+func (s *state) submit(tasks []Task, now time.Time) error {
+	if s.closing {
+		return ErrClosed
+	}
+	local := make(map[string]int32, len(tasks))
+	for i := range tasks {
+		id := tasks[i].ID
+		if _, dup := local[id]; dup {
+			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: "twice in the batch"}
+		}
+		if _, dup := s.ids[id]; dup {
+			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: "submitted before"}
+		}
+		local[id] = int32(i)
+	}
+	for i := range tasks {
+		for _, d := range tasks[i].Deps {
+			if _, ok := local[d]; ok {
+				continue
+			}
+			if _, ok := s.ids[d]; !ok {
+				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: fmt.Sprintf("%q", d)}
+			}
+		}
+	}
+	if err := findCycle(tasks, local); err != nil {
+		return err
+	}
+
+	base := int32(len(s.tasks))
+	s.tasks = slices.Grow(s.tasks, len(tasks))
+	for i := range tasks {
+		t := &tasks[i]
+		r := rec{id: t.ID, run: t.Run, prio: t.Priority, succHead: noTask, succTail: noTask, cause: noTask,
+			pool: uint16(s.byName[t.Pool])}
+		if needsExtra(t) {
+			r.x = &extra{payload: t.Payload, retry: t.Retry, every: t.Every, timeout: t.Timeout, times: t.Times}
+			if t.Delay > 0 {
+				r.x.notBefore = now.Add(t.Delay)
+			}
+		}
+		s.tasks = append(s.tasks, r)
+		s.ids[t.ID] = base + int32(i)
+	}
+	s.open += len(tasks)
+
+	// Wire the edges. A dependency that already ended badly skips the task.
+	skip := s.scratch[:0]
+	for i := range tasks {
+		t := base + int32(i)
+		for _, d := range tasks[i].Deps {
+			j := s.ids[d]
+			switch st := s.tasks[j].status; {
+			case st == Succeeded:
+			case st.Final():
+				if s.tasks[t].cause == noTask {
+					s.tasks[t].cause = s.root(j)
+					skip = append(skip, t)
+				}
+			default:
+				s.addEdge(j, t)
+				s.tasks[t].unmet++
+			}
+		}
+	}
+	for _, t := range skip {
+		if !s.tasks[t].status.Final() {
+			cause := s.tasks[t].cause
+			s.finish(t, Skipped, now)
+			s.tasks[t].cause = cause
+			s.emit(EventSkipped, t, now).setCause(s, cause)
+			s.skipDependents(t, cause, now)
+		}
+	}
+	s.scratch = skip[:0]
+	for t := base; t < int32(len(s.tasks)); t++ {
+		if r := &s.tasks[t]; r.status == Pending && r.unmet == 0 {
+			s.eligible(t, now)
+		}
+	}
+	return nil
+}
+
+func (e *Event) setCause(s *state, cause int32) {
+	if e != nil {
+		e.Cause = s.tasks[cause].id
+	}
+}
+
+// root is the task to blame for j's bad end: j itself, or j's own cause.
+func (s *state) root(j int32) int32 {
+	if s.tasks[j].status == Skipped {
+		return s.tasks[j].cause
+	}
+	return j
+}
+
+func (s *state) addEdge(from, to int32) {
+	e := int32(len(s.edges))
+	s.edges = append(s.edges, edge{to: to, next: noTask})
+	r := &s.tasks[from]
+	if r.succTail == noTask {
+		r.succHead = e
+	} else {
+		s.edges[r.succTail].next = e
+	}
+	r.succTail = e
+}
+
+// eligible is called when t's dependencies have all succeeded.
+func (s *state) eligible(t int32, now time.Time) {
+	x := s.tasks[t].x
+	if x == nil {
+		s.pushReady(t)
+		return
+	}
+	start := now
+	if x.notBefore.After(now) {
+		start = x.notBefore
+	}
+	if x.every > 0 {
+		x.planned = start
+	}
+	s.schedule(t, start, now)
+}
+
+// schedule makes t ready at due: at once if due has come, else through the
+// delayed set.
+func (s *state) schedule(t int32, due, now time.Time) {
+	r := &s.tasks[t]
+	if due.After(now) {
+		if h, ok := s.wheel.Add(due, t); ok {
+			r.status = Pending
+			r.x.timer, r.x.inWheel = h, true
+			return
+		}
+	}
+	s.pushReady(t)
+}
+
+func (s *state) pushReady(t int32) {
+	r := &s.tasks[t]
+	r.status = Ready
+	p := &s.pools[r.pool]
+	p.ready.push(r.prio, t)
+	p.readyLive++
+}
+
+// advance makes the delayed entries due by now ready.
+func (s *state) advance(now time.Time) {
+	s.scratch = s.wheel.Advance(now, s.scratch[:0], maxFirePerStep)
+	for _, t := range s.scratch {
+		s.tasks[t].x.inWheel = false
+		s.pushReady(t)
+	}
+	s.scratch = s.scratch[:0]
+}
+
+// dispatch hands ready tasks to idle workers, one batch per worker, and
+// leaves the batches in s.out for the loop to send.
+func (s *state) dispatch(now time.Time) {
+	for pi := range s.pools {
+		p := &s.pools[pi]
+		for p.idle > 0 && p.readyLive > 0 {
+			b := s.newBatch(pi)
+			limit := p.batchLimit()
+			// Take from the best level only: a batch never mixes priorities.
+			for len(b.Items) == 0 && p.readyLive > 0 {
+				_, q, _ := p.ready.best()
+				for q.n > 0 && len(b.Items) < limit {
+					t := q.popFront()
+					if s.tasks[t].status != Ready {
+						continue // cancelled while queued
+					}
+					s.start(t, b, now)
+				}
+				if q.n == 0 {
+					p.ready.levelEmptied()
+				}
+			}
+			p.idle--
+			p.inflight = append(p.inflight, b)
+			s.out = append(s.out, b)
+		}
+	}
+}
+
+// batchLimit sizes the next batch: the backlog spread over the idle
+// workers, capped so that its expected work stays within dispatchBudget.
+// Until a pool has been measured its batches hold one task.
+func (p *poolState) batchLimit() int {
+	n := (p.readyLive + p.idle - 1) / p.idle
+	byCost := 1
+	if p.measured {
+		byCost = maxBatch
+		if p.cost > 0 {
+			byCost = max(1, int(dispatchBudget/p.cost))
+		}
+	}
+	return min(n, byCost, maxBatch)
+}
+
+func (s *state) newBatch(pool int) *worker.Batch {
+	var b *worker.Batch
+	if n := len(s.free); n > 0 {
+		b, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		b = &worker.Batch{}
+	}
+	b.Pool = pool
+	return b
+}
+
+func (s *state) start(t int32, b *worker.Batch, now time.Time) {
+	r := &s.tasks[t]
+	r.status = Running
+	r.attempts++
+	s.pools[r.pool].readyLive--
+	s.running++
+	ctx, cancel := context.WithCancelCause(s.taskCtx)
+	it := worker.Item{
+		Job:    worker.Job{ID: r.id, Run: r.run, Attempt: int(r.attempts), Round: int(r.runs) + 1},
+		Ctx:    ctx,
+		Cancel: cancel,
+		Ref:    t,
+	}
+	if x := r.x; x != nil {
+		it.Job.Payload, it.Timeout, it.RetryIf = x.payload, x.timeout, x.retry.RetryIf
+	}
+	b.Items = append(b.Items, it)
+	s.emit(EventStarted, t, now)
+}
+
+// complete takes back a batch from a worker and applies its outcomes.
+func (s *state) complete(b *worker.Batch, now time.Time) {
+	p := &s.pools[b.Pool]
+	p.idle++
+	if i := slices.Index(p.inflight, b); i >= 0 {
+		p.inflight = slices.Delete(p.inflight, i, i+1)
+	}
+	ran := 0
+	for i := range b.Items {
+		it := &b.Items[i]
+		t := it.Ref
+		r := &s.tasks[t]
+		s.running--
+		it.Cancel(nil) // releases the context's resources
+		switch {
+		case it.Outcome == worker.NotStarted:
+			r.attempts--
+			if r.cancelReq {
+				s.cancelled(t, now)
+			} else {
+				s.pushReady(t) // not reached in practice: only Cancel and Shutdown end a context early
+			}
+		case r.cancelReq:
+			ran++
+			s.cancelled(t, now)
+		case it.Err == nil:
+			ran++
+			s.succeeded(t, now)
+		default:
+			ran++
+			s.failed(t, it.Err, it.Retry, now)
+		}
+		it.Job, it.Ctx, it.Cancel, it.RetryIf, it.Err = worker.Job{}, nil, nil, nil, nil
+	}
+	if ran > 0 {
+		sample := b.Elapsed / time.Duration(ran)
+		if !p.measured {
+			p.cost, p.measured = sample, true
+		} else {
+			p.cost += (sample - p.cost) / 4
+		}
+	}
+	b.Items = b.Items[:0]
+	s.free = append(s.free, b)
+}
+
+func (s *state) succeeded(t int32, now time.Time) {
+	r := &s.tasks[t]
+	r.runs++
+	if x := r.x; x != nil && x.every > 0 && int(r.runs) < x.times {
+		r.status = Pending
+		if e := s.emit(EventRecurred, t, now); e != nil {
+			e.Run = int(r.runs)
+		}
+		r.attempts = 0
+		x.planned = x.planned.Add(x.every)
+		s.schedule(t, x.planned, now) // an overrun run is followed at once
+		return
+	}
+	s.finish(t, Succeeded, now)
+	if e := s.emit(EventSucceeded, t, now); e != nil {
+		e.Run = int(r.runs)
+	}
+	for e := r.succHead; e != noTask; e = s.edges[e].next {
+		c := s.edges[e].to
+		if rc := &s.tasks[c]; rc.status == Pending {
+			if rc.unmet--; rc.unmet == 0 {
+				s.eligible(c, now)
+			}
+		}
+	}
+}
+
+func (s *state) failed(t int32, err error, retry bool, now time.Time) {
+	x := s.extra(t)
+	x.err = err
+	r := &s.tasks[t]
+	if retry && int(r.attempts) < x.retry.attempts() {
+		wait := x.retry.Delay(int(r.attempts))
+		if j := x.retry.Jitter; j > 0 && wait > 0 {
+			lo := time.Duration(float64(wait) * (1 - j))
+			wait = lo + time.Duration(s.rng.Int64N(int64(wait-lo)+1))
+		}
+		r.status = Pending
+		if e := s.emit(EventRetrying, t, now); e != nil {
+			e.Err, e.Wait = err, wait
+		}
+		s.schedule(t, now.Add(wait), now)
+		return
+	}
+	s.finish(t, Failed, now)
+	if e := s.emit(EventFailed, t, now); e != nil {
+		e.Err = err
+	}
+	s.skipDependents(t, t, now)
+}
+
+func (s *state) cancelled(t int32, now time.Time) {
+	s.finish(t, Cancelled, now)
+	s.emit(EventCancelled, t, now)
+	s.skipDependents(t, t, now)
+}
+
+func (s *state) finish(t int32, st Status, now time.Time) {
+	s.tasks[t].status = st
+	s.open--
+}
+
+// skipDependents skips everything waiting on from, transitively, blaming
+// cause. It walks a worklist, so a chain of any length uses no stack.
+func (s *state) skipDependents(from, cause int32, now time.Time) {
+	work := append(s.work[:0], from)
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		for e := s.tasks[t].succHead; e != noTask; e = s.edges[e].next {
+			c := s.edges[e].to
+			rc := &s.tasks[c]
+			if rc.status != Pending {
+				continue
+			}
+			s.finish(c, Skipped, now)
+			rc.cause = cause
+			s.emit(EventSkipped, c, now).setCause(s, cause)
+			work = append(work, c)
+		}
+	}
+	s.work = work[:0]
+}
+
+// cancel implements Scheduler.Cancel.
+func (s *state) cancel(id string, now time.Time) bool {
+	t, ok := s.ids[id]
+	if !ok {
+		return false
+	}
+	r := &s.tasks[t]
+	switch r.status {
+	case Pending, Ready:
+		s.unqueue(t)
+		s.cancelled(t, now)
+		return true
+	case Running:
+		if r.cancelReq {
+			return false
+		}
+		r.cancelReq = true
+		s.cancelAttempt(t, ErrCancelled)
+		return true
+	}
+	return false
+}
+
+// unqueue takes a Pending or Ready task out of the ready queue or the
+// delayed set.
+func (s *state) unqueue(t int32) {
+	r := &s.tasks[t]
+	if r.status == Ready {
+		s.pools[r.pool].readyLive-- // its queue entry is skipped when popped
+	}
+	if x := r.x; x != nil && x.inWheel {
+		s.wheel.Cancel(x.timer)
+		x.inWheel = false
+	}
+}
+
+func (s *state) cancelAttempt(t int32, cause error) {
+	for _, b := range s.pools[s.tasks[t].pool].inflight {
+		for i := range b.Items {
+			if b.Items[i].Ref == t {
+				b.Items[i].Cancel(cause)
+				return
+			}
+		}
+	}
+}
+
+// shutdown cancels every task that is not running; running ones are marked
+// so that they end Cancelled when they come back (their contexts end when
+// the loop cancels taskCtx).
+func (s *state) shutdown(now time.Time) {
+	s.closing = true
+	for t := range s.tasks {
+		r := &s.tasks[t]
+		switch r.status {
+		case Pending, Ready:
+			s.unqueue(int32(t))
+			s.finish(int32(t), Cancelled, now)
+			s.emit(EventCancelled, int32(t), now)
+		case Running:
+			r.cancelReq = true
+		}
+	}
+}
+
+// info implements Scheduler.Info.
+func (s *state) info(id string) (TaskInfo, bool) {
+	t, ok := s.ids[id]
+	if !ok {
+		return TaskInfo{}, false
+	}
+	r := &s.tasks[t]
+	ti := TaskInfo{ID: r.id, Status: r.status, Pool: s.pools[r.pool].name, Priority: r.prio,
+		Attempts: int(r.attempts), Runs: int(r.runs)}
+	if r.x != nil && (r.status == Failed || r.status == Pending || r.status == Running) {
+		ti.Err = r.x.err
+	}
+	if r.cause != noTask {
+		ti.Cause = s.tasks[r.cause].id
+	}
+	return ti, true
+}

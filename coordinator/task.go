@@ -1,0 +1,195 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Task is one node of the graph. Submit copies what it needs; the caller may
+// reuse the Task afterwards.
+type Task struct {
+	ID   string                          // unique, non-empty
+	Run  func(ctx context.Context) error // the work; ctx ends on Cancel, on timeout and on Shutdown
+	Deps []string                        // tasks that must succeed first: earlier in the batch, or submitted before
+
+	// Priority orders ready tasks of one pool: lower runs first; ties start
+	// in the order they became ready (submission order for tasks ready at
+	// once).
+	Priority int
+	Retry    RetryPolicy
+
+	Delay   time.Duration // not started before submission time + Delay
+	Every   time.Duration // > 0: recurring at a fixed rate, next run planned from the last planned start
+	Times   int           // total runs of a recurring task (needs Every)
+	Timeout time.Duration // per attempt; 0 = none
+	Pool    string        // "" = the default pool
+	Payload any           // for custom worker types
+}
+
+// RetryPolicy says how often and when a failed attempt is tried again.
+// The zero value means one attempt, no retry.
+type RetryPolicy struct {
+	MaxAttempts int              // attempts per run, the first included; 0 means 1
+	BaseDelay   time.Duration    // wait after the first failure; doubles after each further failure
+	MaxDelay    time.Duration    // cap on one wait (0: no cap)
+	Jitter      float64          // 0..1: a wait of d is drawn uniformly from [d*(1-Jitter), d]
+	RetryIf     func(error) bool // nil: every error is retried
+}
+
+// Delay is the wait before the next attempt after the given number of
+// consecutive failures: min(MaxDelay, BaseDelay*2^(failures-1)), before
+// jitter. It is 0 for failures < 1 and never overflows.
+func (p RetryPolicy) Delay(failures int) time.Duration {
+	if failures < 1 || p.BaseDelay <= 0 {
+		return 0
+	}
+	d := p.BaseDelay
+	for i := 1; i < failures; i++ {
+		if d > (1<<62)/2 || (p.MaxDelay > 0 && d >= p.MaxDelay) {
+			break
+		}
+		d *= 2
+	}
+	if p.MaxDelay > 0 && d > p.MaxDelay {
+		d = p.MaxDelay
+	}
+	return d
+}
+
+func (p RetryPolicy) attempts() int {
+	if p.MaxAttempts == 0 {
+		return 1
+	}
+	return p.MaxAttempts
+}
+
+// Status is where a task is in its life cycle:
+//
+//	Pending ──deps met, delay passed──▶ Ready ──dispatched──▶ Running
+//	Running ──ok, last run──▶ Succeeded
+//	Running ──ok, more runs──▶ Pending (until the next planned start)
+//	Running ──error, attempts left──▶ Pending (backoff) ──▶ Ready
+//	Running ──error, none left──▶ Failed
+//	Pending, Ready ──Cancel──▶ Cancelled; Running ──Cancel──▶ Cancelled when Run returns
+//	Pending ──a dependency Failed, was Cancelled or Skipped──▶ Skipped
+//
+// Succeeded, Failed, Cancelled and Skipped are final.
+type Status uint8
+
+const (
+	Pending   Status = iota // waiting for dependencies, a delay, a backoff or its next run
+	Ready                   // queued for a worker of its pool
+	Running                 // handed to a worker
+	Succeeded               // final: every run succeeded
+	Failed                  // final: a run failed with no attempts left
+	Cancelled               // final: cancelled, or shut down before it finished
+	Skipped                 // final: a dependency failed or was cancelled
+)
+
+var statusNames = [...]string{"pending", "ready", "running", "succeeded", "failed", "cancelled", "skipped"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Final reports whether s is a final state.
+func (s Status) Final() bool { return s >= Succeeded }
+
+// EventKind says what an Event reports. The names carry an Event prefix
+// because Succeeded, Failed, Cancelled and Skipped already name statuses.
+type EventKind uint8
+
+const (
+	EventStarted   EventKind = iota // an attempt was handed to a worker
+	EventSucceeded                  // the task's last run succeeded: it is final
+	EventFailed                     // a run failed with no attempts left: final
+	EventRetrying                   // an attempt failed; the next one waits Event.Wait
+	EventCancelled                  // the task was cancelled: final
+	EventSkipped                    // a dependency failed or was cancelled (Event.Cause): final
+	EventRecurred                   // run Event.Run of a recurring task succeeded; more runs follow
+)
+
+var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred"}
+
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event reports one decision of the coordinator about one task.
+type Event struct {
+	Kind    EventKind
+	TaskID  string
+	Attempt int           // the attempt it concerns (1-based within the run)
+	Run     int           // the run it concerns (1-based; recurring tasks have several)
+	Err     error         // for EventRetrying and EventFailed: the attempt's error
+	Wait    time.Duration // for EventRetrying: the backoff chosen, jitter included
+	Cause   string        // for EventSkipped: the upstream task that failed or was cancelled
+	At      time.Time     // the coordinator's clock when it decided
+}
+
+// TaskInfo is a snapshot of one task, from Info.
+type TaskInfo struct {
+	ID       string
+	Status   Status
+	Pool     string
+	Priority int
+	Attempts int    // attempts made in the current (or last) run
+	Runs     int    // runs finished successfully
+	Err      error  // the last attempt's error, if it failed
+	Cause    string // for Skipped: the upstream task that failed or was cancelled
+}
+
+// Errors returned by Submit, wrapped in a *TaskError naming the task.
+var (
+	ErrInvalidTask       = errors.New("coordinator: invalid task")
+	ErrDuplicateID       = errors.New("coordinator: duplicate task id")
+	ErrUnknownDependency = errors.New("coordinator: unknown dependency")
+	ErrUnknownPool       = errors.New("coordinator: unknown pool")
+	ErrCycle             = errors.New("coordinator: dependency cycle")
+	ErrClosed            = errors.New("coordinator: scheduler is shut down")
+	ErrCancelled         = errors.New("coordinator: task cancelled")
+)
+
+// TaskError is a Submit error about one task. errors.Is sees the sentinel
+// in Err.
+type TaskError struct {
+	ID     string // the task's ID
+	Err    error  // one of the Err* sentinels, or a pool Validator's error
+	Detail string // what exactly is wrong, if more than Err says
+}
+
+func (e *TaskError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%v: %s (task %q)", e.Err, e.Detail, e.ID)
+	}
+	return fmt.Sprintf("%v (task %q)", e.Err, e.ID)
+}
+
+func (e *TaskError) Unwrap() error { return e.Err }
+
+// CycleError rejects a batch whose dependencies form a cycle. errors.Is(err,
+// ErrCycle) is true for it.
+type CycleError struct {
+	InCycle []string // tasks on a cycle, sorted
+	Behind  []string // tasks on no cycle that wait on one, sorted
+}
+
+func (e *CycleError) Error() string {
+	s := "coordinator: dependency cycle among " + strings.Join(e.InCycle, ", ")
+	if len(e.Behind) > 0 {
+		s += "; blocked behind it: " + strings.Join(e.Behind, ", ")
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrCycle) true.
+func (e *CycleError) Is(target error) bool { return target == ErrCycle }
