@@ -19,14 +19,14 @@ type Scheduler struct {
 	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
 	hook    func(time.Time)          // immutable; only for testing
 
-	mailbox  *actor.Mailbox[request]   // requests to the loop
-	outcomes chan *worker.Batch        // finished batches, from the workers
-	pools    []chan *worker.Batch      // immutable: per pool, batches to its workers
-	wake     actor.Signal              // from the timer goroutine: something may be due
-	due      actor.Latest[time.Time]   // to the timer goroutine: the earliest due time (zero: none)
-	stopc    chan struct{}             // closed by Shutdown
-	stopOnce sync.Once                 // guards close(stopc)
-	taskStop context.CancelCauseFunc   // ends every attempt's context; called by the loop
+	mailbox  *actor.Mailbox[request] // requests to the loop
+	outcomes chan *worker.Batch      // finished batches, from the workers
+	pools    []chan *worker.Batch    // immutable: per pool, batches to its workers
+	wake     actor.Signal            // from the timer goroutine: something may be due
+	due      actor.Latest[time.Time] // to the timer goroutine: the earliest due time (zero: none)
+	stopc    chan struct{}           // closed by Shutdown
+	stopOnce sync.Once               // guards close(stopc)
+	taskStop context.CancelCauseFunc // ends every attempt's context; called by the loop
 
 	g        *errgroup.Group
 	detached sync.WaitGroup // attempts running on their own goroutine (timeouts)

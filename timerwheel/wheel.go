@@ -283,7 +283,7 @@ func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 	nt := n / w.tick
 	fired := 0
 	for w.n > 0 {
-		b, at, ok := w.nextBucket()
+		_, at, ok := w.nextBucket()
 		if !ok || at > nt {
 			break
 		}
@@ -304,7 +304,7 @@ func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 			}
 		}
 		// Fire the level-0 bucket of this tick.
-		b = int32(w.cur & levelMask)
+		b := int32(w.cur & levelMask)
 		low := int64(-1)
 		for i := w.head[b]; i != noEntry; {
 			e := &w.entries[i]

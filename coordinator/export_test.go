@@ -1,0 +1,13 @@
+package coordinator
+
+import "time"
+
+// WithArmedHook reports every time the timer goroutine arms its timer, with
+// the due time. Tests that drive a mock clock wait for it before Add, so the
+// timer cannot miss the advance. only for testing
+func WithArmedHook(f func(due time.Time)) Option {
+	return func(c *config) error {
+		c.testHookArmed = f
+		return nil
+	}
+}

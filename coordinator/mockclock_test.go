@@ -1,0 +1,146 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/benbjohnson/clock"
+)
+
+// mockRig drives a scheduler on a mock clock. Tests wait for the timer to
+// be armed before they advance the clock, and wait on events, never on time.
+type mockRig struct {
+	clk    *clock.Mock
+	s      *coordinator.Scheduler
+	armed  chan time.Time
+	events chan coordinator.Event
+}
+
+func newMockRig(t *testing.T, opts ...coordinator.Option) *mockRig {
+	r := &mockRig{clk: clock.NewMock(), armed: make(chan time.Time, 100), events: make(chan coordinator.Event, 1000)}
+	r.clk.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts = append(opts, coordinator.WithClock(r.clk), coordinator.WithArmedHook(func(due time.Time) { r.armed <- due }))
+	r.s = newScheduler(t, opts...)
+	r.s.Subscribe(func(e coordinator.Event) { r.events <- e })
+	return r
+}
+
+// next returns the next event of one of the kinds, skipping others.
+func (r *mockRig) next(t *testing.T, kinds ...coordinator.EventKind) coordinator.Event {
+	t.Helper()
+	for {
+		select {
+		case e := <-r.events:
+			if slices.Contains(kinds, e.Kind) {
+				return e
+			}
+		case <-time.After(10 * time.Second): // only reports a failure
+			t.Fatalf("no %v event within 10s", kinds)
+		}
+	}
+}
+
+func (r *mockRig) nextArmed(t *testing.T) time.Time {
+	t.Helper()
+	select {
+	case due := <-r.armed:
+		return due
+	case <-time.After(10 * time.Second): // only reports a failure
+		t.Fatalf("timer not armed within 10s")
+	}
+	return time.Time{}
+}
+
+// Retries wait exactly Delay(failures), capped; the attempt starts when the
+// mock clock reaches the due time, not a tick later.
+func TestRetryTimestampsMockClock(t *testing.T) {
+	r := newMockRig(t, coordinator.WithWorkers(1))
+	start := r.clk.Now()
+	err := r.s.Submit(coordinator.Task{ID: "flaky", Run: func(context.Context) error { return errors.New("no") },
+		Retry: coordinator.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Second, MaxDelay: 3 * time.Second}})
+	if err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	wantWaits := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}
+	at := time.Duration(0)
+	for i, wait := range wantWaits {
+		e := r.next(t, coordinator.EventStarted)
+		if got := e.At.Sub(start); got != at || e.Attempt != i+1 {
+			t.Fatalf("attempt %d started at %v; want attempt %d at %v", e.Attempt, got, i+1, at)
+		}
+		e = r.next(t, coordinator.EventRetrying)
+		if e.Wait != wait {
+			t.Fatalf("retry %d waits %v; want %v", i+1, e.Wait, wait)
+		}
+		due := r.nextArmed(t)
+		at += wait
+		if got := due.Sub(start); got != at {
+			t.Fatalf("timer armed for %v; want %v", got, at)
+		}
+		r.clk.Add(wait - time.Nanosecond)
+		select {
+		case e := <-r.events:
+			t.Fatalf("event %v %v before the backoff passed", e.TaskID, e.Kind)
+		default:
+		}
+		r.clk.Add(time.Nanosecond)
+	}
+	e := r.next(t, coordinator.EventFailed)
+	if e.Attempt != 5 {
+		t.Fatalf("failed after attempt %d; want 5", e.Attempt)
+	}
+}
+
+// Jitter draws each wait from [d*(1-J), d]; a seeded source repeats them.
+func TestJitterSeeded(t *testing.T) {
+	waits := func() []time.Duration {
+		r := newMockRig(t, coordinator.WithRandSource(rand.NewPCG(7, 7)))
+		err := r.s.Submit(coordinator.Task{ID: "j", Run: func(context.Context) error { return errors.New("no") },
+			Retry: coordinator.RetryPolicy{MaxAttempts: 6, BaseDelay: time.Second, Jitter: 0.5}})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		var out []time.Duration
+		p := coordinator.RetryPolicy{BaseDelay: time.Second}
+		for i := 1; i <= 5; i++ {
+			e := r.next(t, coordinator.EventRetrying)
+			d := p.Delay(i)
+			if e.Wait < d/2 || e.Wait > d {
+				t.Fatalf("retry %d waits %v; want within [%v, %v]", i, e.Wait, d/2, d)
+			}
+			out = append(out, e.Wait)
+			r.nextArmed(t)
+			r.clk.Add(e.Wait)
+		}
+		r.next(t, coordinator.EventFailed)
+		return out
+	}
+	a, b := waits(), waits()
+	if !slices.Equal(a, b) {
+		t.Fatalf("waits %v then %v; want the same with the same seed", a, b)
+	}
+	if slices.Equal(a, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}) {
+		t.Fatalf("waits %v carry no jitter", a)
+	}
+}
+
+// A delayed task starts when the mock clock reaches submission + Delay.
+func TestDelayMockClock(t *testing.T) {
+	r := newMockRig(t)
+	start := r.clk.Now()
+	if err := r.s.Submit(coordinator.Task{ID: "d", Run: ok, Delay: 1500 * time.Microsecond}); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	if due := r.nextArmed(t); due.Sub(start) != 1500*time.Microsecond {
+		t.Fatalf("armed for %v; want 1.5ms", due.Sub(start))
+	}
+	r.clk.Add(1500 * time.Microsecond)
+	if e := r.next(t, coordinator.EventStarted); e.At.Sub(start) != 1500*time.Microsecond {
+		t.Fatalf("started at %v; want 1.5ms", e.At.Sub(start))
+	}
+}
