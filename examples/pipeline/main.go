@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"slices"
@@ -59,14 +60,14 @@ func (p *printer) event(e coordinator.Event) {
 // settle waits until the scheduler is idle and then prints every line the
 // phase produced. Lines arrive in the coordinator's order; once Wait has
 // returned, the phase's last line is its last final event.
-func settle(ctx context.Context, s *coordinator.Scheduler, p *printer, want int) error {
+func settle(ctx context.Context, out io.Writer, s *coordinator.Scheduler, p *printer, want int) error {
 	if err := s.Wait(ctx); err != nil {
 		return err
 	}
 	for range want {
 		select {
 		case line := <-p.lines:
-			fmt.Println(line)
+			fmt.Fprintln(out, line)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -77,13 +78,13 @@ func settle(ctx context.Context, s *coordinator.Scheduler, p *printer, want int)
 func ok(context.Context) error { return nil }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "pipeline:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := coordinator.New(coordinator.WithWorkers(1))
@@ -115,7 +116,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := settle(ctx, s, p, 9); err != nil {
+	if err := settle(ctx, out, s, p, 9); err != nil {
 		return err
 	}
 
@@ -130,7 +131,7 @@ func run() error {
 	if !errors.As(err, &cycle) {
 		return fmt.Errorf("cycle batch: got %v, want a *CycleError", err)
 	}
-	fmt.Printf("rejected: a cycle leaves %v unable to start\n", slices.Sorted(slices.Values(append(cycle.InCycle, cycle.Behind...))))
+	fmt.Fprintf(out, "rejected: a cycle leaves %v unable to start\n", slices.Sorted(slices.Values(append(cycle.InCycle, cycle.Behind...))))
 
 	// Cancelling a delayed task skips what waits on it.
 	err = s.Submit(
@@ -141,8 +142,8 @@ func run() error {
 		return err
 	}
 	first, again := s.Cancel("report"), s.Cancel("report")
-	fmt.Printf("cancel report: %v | again: %v\n", first, again)
-	if err := settle(ctx, s, p, 2); err != nil {
+	fmt.Fprintf(out, "cancel report: %v | again: %v\n", first, again)
+	if err := settle(ctx, out, s, p, 2); err != nil {
 		return err
 	}
 
@@ -155,7 +156,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := settle(ctx, s, p, 3); err != nil {
+	if err := settle(ctx, out, s, p, 3); err != nil {
 		return err
 	}
 
@@ -163,16 +164,16 @@ func run() error {
 	if err := s.Submit(coordinator.Task{ID: "heartbeat", Run: ok, Every: 50 * time.Millisecond, Times: 3}); err != nil {
 		return err
 	}
-	if err := settle(ctx, s, p, 3); err != nil {
+	if err := settle(ctx, out, s, p, 3); err != nil {
 		return err
 	}
-	return layers(ctx)
+	return layers(ctx, out)
 }
 
 // layers runs 5 layers of 8 tasks, each depending on two tasks of the layer
 // above, on 4 workers, and checks from each task's own start and end stamps
 // that it started after its dependencies ended.
-func layers(ctx context.Context) error {
+func layers(ctx context.Context, out io.Writer) error {
 	const width, depth = 8, 5
 	s, err := coordinator.New(coordinator.WithWorkers(4))
 	if err != nil {
@@ -218,6 +219,6 @@ func layers(ctx context.Context) error {
 			respected = respected && start[t.ID] > end[d]
 		}
 	}
-	fmt.Printf("%d tasks on 4 workers: all succeeded = %v | dependencies respected = %v\n", len(tasks), allOK, respected)
+	fmt.Fprintf(out, "%d tasks on 4 workers: all succeeded = %v | dependencies respected = %v\n", len(tasks), allOK, respected)
 	return nil
 }
