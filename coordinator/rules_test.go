@@ -641,3 +641,29 @@ func TestShutdownContext(t *testing.T) {
 		}
 	})
 }
+
+// Dispatch: with one worker and slow tasks the order is exact: a better
+// task submitted while a batch runs starts next.
+func TestSlowTasksExactOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		rec := record(s)
+		slow := func(context.Context) error { time.Sleep(time.Second); return nil }
+		var tasks []coordinator.Task
+		for _, id := range []string{"a", "b", "c", "d"} {
+			tasks = append(tasks, coordinator.Task{ID: id, Run: slow, Priority: 5})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		time.Sleep(1500 * time.Millisecond) // fake time: b is running
+		if err := s.Submit(coordinator.Task{ID: "urgent", Run: slow}); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		want := []string{"a started", "b started", "urgent started", "c started", "d started"}
+		if got := rec.lines(coordinator.EventStarted); !slices.Equal(got, want) {
+			t.Fatalf("start order %v; want %v", got, want)
+		}
+	})
+}

@@ -1,0 +1,136 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/worker"
+)
+
+// The pure state, driven without goroutines or clocks: each step is a method
+// call with an explicit now, and the dispatch log is what the loop would
+// send to the workers.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newTestState(workers int) *state {
+	return newState(t0, []poolState{{name: "", size: workers}}, context.Background(), rand.New(rand.NewPCG(1, 1)))
+}
+
+func noop(context.Context) error { return nil }
+
+// take returns the batches dispatch produced, as lists of task IDs.
+func take(s *state, now time.Time) ([]*worker.Batch, [][]string) {
+	s.dispatch(now)
+	batches := slices.Clone(s.out)
+	s.out = s.out[:0]
+	var ids [][]string
+	for _, b := range batches {
+		var l []string
+		for _, it := range b.Items {
+			l = append(l, it.Job.ID)
+		}
+		ids = append(ids, l)
+	}
+	return batches, ids
+}
+
+// finishAll reports every item of b as ran with err.
+func finishAll(s *state, b *worker.Batch, err error, now time.Time) {
+	for i := range b.Items {
+		b.Items[i].Outcome, b.Items[i].Err, b.Items[i].Retry = worker.Ran, err, err != nil
+	}
+	s.complete(b, now)
+}
+
+func TestStateDiamondDispatchLog(t *testing.T) {
+	s := newTestState(1)
+	err := s.submit([]Task{
+		{ID: "A", Run: noop},
+		{ID: "B", Run: noop, Deps: []string{"A"}},
+		{ID: "C", Run: noop, Deps: []string{"A"}},
+		{ID: "D", Run: noop, Deps: []string{"B", "C"}},
+	}, t0)
+	if err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	var log [][]string
+	for s.open > 0 {
+		batches, ids := take(s, t0)
+		if len(batches) != 1 {
+			t.Fatalf("dispatch made %d batches with one idle worker; want 1", len(batches))
+		}
+		log = append(log, ids...)
+		finishAll(s, batches[0], nil, t0)
+	}
+	// The first batch is unmeasured, so it holds one task; then B and C,
+	// ready together, share one batch; D waits for both.
+	want := [][]string{{"A"}, {"B", "C"}, {"D"}}
+	if !slices.EqualFunc(log, want, slices.Equal) {
+		t.Fatalf("dispatch log %v; want %v", log, want)
+	}
+}
+
+func TestStateBatchCutAtPriorityLevel(t *testing.T) {
+	s := newTestState(1)
+	s.pools[0].measured = true // cheap tasks: batches as large as the backlog allows
+	err := s.submit([]Task{
+		{ID: "p1a", Run: noop, Priority: 1}, {ID: "p0a", Run: noop}, {ID: "p1b", Run: noop, Priority: 1}, {ID: "p0b", Run: noop},
+	}, t0)
+	if err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	b, ids := take(s, t0)
+	if want := [][]string{{"p0a", "p0b"}}; !slices.EqualFunc(ids, want, slices.Equal) {
+		t.Fatalf("first dispatch %v; want %v", ids, want)
+	}
+	finishAll(s, b[0], nil, t0)
+	if _, ids = take(s, t0); !slices.EqualFunc(ids, [][]string{{"p1a", "p1b"}}, slices.Equal) {
+		t.Fatalf("second dispatch %v; want [[p1a p1b]]", ids)
+	}
+}
+
+func TestStateSlowPoolDispatchesOneAtATime(t *testing.T) {
+	s := newTestState(1)
+	s.pools[0].measured, s.pools[0].cost = true, time.Millisecond // far above the budget
+	err := s.submit([]Task{{ID: "a", Run: noop}, {ID: "b", Run: noop}, {ID: "c", Run: noop}}, t0)
+	if err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	if _, ids := take(s, t0); !slices.EqualFunc(ids, [][]string{{"a"}}, slices.Equal) {
+		t.Fatalf("dispatch %v; want [[a]]: slow tasks go one per batch", ids)
+	}
+}
+
+func TestStateRetryThroughWheel(t *testing.T) {
+	s := newTestState(1)
+	err := s.submit([]Task{{ID: "r", Run: noop, Retry: RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}}}, t0)
+	if err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	b, _ := take(s, t0)
+	finishAll(s, b[0], errors.New("no"), t0)
+	if st := s.tasks[0].status; st != Pending {
+		t.Fatalf("status after a retryable failure = %v; want pending", st)
+	}
+	if due, ok := s.wheel.NextDue(); !ok || !due.Equal(t0.Add(time.Second)) {
+		t.Fatalf("NextDue = %v, %v; want t0+1s", due, ok)
+	}
+	s.advance(t0.Add(time.Second - 1))
+	if _, ids := take(s, t0.Add(time.Second-1)); len(ids) != 0 {
+		t.Fatalf("dispatch before the backoff passed: %v", ids)
+	}
+	s.advance(t0.Add(time.Second))
+	b, ids := take(s, t0.Add(time.Second))
+	if !slices.EqualFunc(ids, [][]string{{"r"}}, slices.Equal) || b[0].Items[0].Job.Attempt != 2 {
+		t.Fatalf("dispatch at t0+1s = %v; want attempt 2 of r", ids)
+	}
+	finishAll(s, b[0], errors.New("still no"), t0.Add(time.Second))
+	if st := s.tasks[0].status; st != Failed || s.open != 0 {
+		t.Fatalf("status = %v, open = %d; want failed, 0", st, s.open)
+	}
+}
