@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonhq/baton/coordinator/readyq"
 	"github.com/batonhq/baton/timerwheel"
 	"github.com/batonhq/baton/worker"
 )
@@ -63,8 +64,8 @@ type edge struct{ to, next int32 }
 type poolState struct {
 	name      string
 	size      int
-	ready     readyQueue
-	readyLive int // ready entries of tasks still Ready
+	ready     readyq.Queue // entries of tasks cancelled while queued stay until popped
+	readyLive int          // ready entries of tasks still Ready
 	idle      int // workers without a batch
 	inflight  []*worker.Batch
 	measured  bool
@@ -285,7 +286,7 @@ func (s *state) pushReady(t int32) {
 	r := &s.tasks[t]
 	r.status = Ready
 	p := &s.pools[r.pool]
-	p.ready.push(r.prio, t)
+	p.ready.Push(r.prio, t)
 	p.readyLive++
 }
 
@@ -308,18 +309,18 @@ func (s *state) dispatch(now time.Time) {
 			b := s.newBatch(pi)
 			limit := p.batchLimit()
 			// Take from the best level only: a batch never mixes priorities.
-			for len(b.Items) == 0 && p.readyLive > 0 {
-				_, q, _ := p.ready.best()
-				for q.n > 0 && len(b.Items) < limit {
-					t := q.popFront()
-					if s.tasks[t].status != Ready {
-						continue // cancelled while queued
-					}
-					s.start(t, b, now)
+			level := 0
+			for len(b.Items) < limit {
+				prio, ok := p.ready.Best()
+				if !ok || (len(b.Items) > 0 && prio != level) {
+					break
 				}
-				if q.n == 0 {
-					p.ready.levelEmptied()
+				t, _, _ := p.ready.Pop()
+				if s.tasks[t].status != Ready {
+					continue // cancelled while queued
 				}
+				level = prio
+				s.start(t, b, now)
 			}
 			p.idle--
 			p.inflight = append(p.inflight, b)
