@@ -66,7 +66,7 @@ type poolState struct {
 	size      int
 	ready     readyq.Queue // entries of tasks cancelled while queued stay until popped
 	readyLive int          // ready entries of tasks still Ready
-	idle      int // workers without a batch
+	idle      int          // workers without a batch
 	inflight  []*worker.Batch
 	measured  bool
 	cost      time.Duration // moving average of one attempt's measured time
