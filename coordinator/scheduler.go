@@ -26,7 +26,6 @@ type Scheduler struct {
 	due      actor.Latest[time.Time] // to the timer goroutine: the earliest due time (zero: none)
 	stopc    chan struct{}           // closed by Shutdown
 	stopOnce sync.Once               // guards close(stopc)
-	taskStop context.CancelCauseFunc // ends every attempt's context; called by the loop
 
 	g        *errgroup.Group
 	detached sync.WaitGroup // attempts running on their own goroutine (timeouts)
@@ -69,9 +68,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		total += p.size
 	}
 	s.outcomes = make(chan *worker.Batch, total)
-	taskCtx, taskStop := context.WithCancelCause(context.Background())
-	s.taskStop = taskStop
-	st := newState(s.clk.Now(), pools, taskCtx, cfg.rng)
+	st := newState(s.clk.Now(), pools, cfg.rng)
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	s.g = new(errgroup.Group)
@@ -134,7 +131,6 @@ func (s *Scheduler) run(st *state) error {
 			now = s.clk.Now()
 			stopc = nil
 			st.shutdown(now)
-			s.taskStop(ErrClosed)
 		}
 
 		st.dispatch(now)
@@ -280,7 +276,8 @@ func (r cancelReq) apply(l *loop, now time.Time) { r.reply <- l.st.cancel(r.id, 
 // once; a running one has its context ended and ends Cancelled when its
 // function returns, whatever it returns. Everything waiting on it is
 // Skipped. Cancel returns false if the task is unknown, already final, or
-// already being cancelled. It blocks until the coordinator has decided.
+// already being cancelled, and also when its running attempt has already
+// returned nil: that task ends Succeeded. It blocks until the coordinator has decided.
 // Safe for concurrent use. After Shutdown it returns false.
 func (s *Scheduler) Cancel(id string) bool {
 	ok, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- bool) request {

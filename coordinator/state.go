@@ -92,21 +92,20 @@ type state struct {
 	events  []Event // decided since the last flush
 	out     []*worker.Batch
 
-	taskCtx context.Context // parent of every attempt's context; ends at shutdown
 	rng     *rand.Rand
 	free    []*worker.Batch
-	scratch []int32 // reused by submit and advance
-	work    []int32 // reused by skipDependents
+	ctxFree []*worker.Context // attempt contexts to reuse
+	scratch []int32           // reused by submit and advance
+	work    []int32           // reused by skipDependents
 }
 
-func newState(now time.Time, pools []poolState, taskCtx context.Context, rng *rand.Rand) *state {
+func newState(now time.Time, pools []poolState, rng *rand.Rand) *state {
 	s := &state{
-		ids:     make(map[string]int32),
-		pools:   pools,
-		byName:  make(map[string]int, len(pools)),
-		wheel:   timerwheel.New[int32](now, time.Millisecond),
-		taskCtx: taskCtx,
-		rng:     rng,
+		ids:    make(map[string]int32),
+		pools:  pools,
+		byName: make(map[string]int, len(pools)),
+		wheel:  timerwheel.New[int32](now, time.Millisecond),
+		rng:    rng,
 	}
 	for i := range s.pools {
 		p := &s.pools[i]
@@ -361,12 +360,16 @@ func (s *state) start(t int32, b *worker.Batch, now time.Time) {
 	r.attempts++
 	s.pools[r.pool].readyLive--
 	s.running++
-	ctx, cancel := context.WithCancelCause(s.taskCtx)
+	var ctx *worker.Context
+	if n := len(s.ctxFree); n > 0 {
+		ctx, s.ctxFree = s.ctxFree[n-1], s.ctxFree[:n-1]
+	} else {
+		ctx = worker.NewContext()
+	}
 	it := worker.Item{
-		Job:    worker.Job{ID: r.id, Run: r.run, Attempt: int(r.attempts), Round: int(r.runs) + 1},
-		Ctx:    ctx,
-		Cancel: cancel,
-		Ref:    t,
+		Job: worker.Job{ID: r.id, Run: r.run, Attempt: int(r.attempts), Round: int(r.runs) + 1},
+		Ctx: ctx,
+		Ref: t,
 	}
 	if x := r.x; x != nil {
 		it.Job.Payload, it.Timeout, it.RetryIf = x.payload, x.timeout, x.retry.RetryIf
@@ -388,7 +391,6 @@ func (s *state) complete(b *worker.Batch, now time.Time) {
 		t := it.Ref
 		r := &s.tasks[t]
 		s.running--
-		it.Cancel(nil) // releases the context's resources
 		switch {
 		case it.Outcome == worker.NotStarted:
 			r.attempts--
@@ -407,7 +409,11 @@ func (s *state) complete(b *worker.Batch, now time.Time) {
 			ran++
 			s.failed(t, it.Err, it.Retry, now)
 		}
-		it.Job, it.Ctx, it.Cancel, it.RetryIf, it.Err = worker.Job{}, nil, nil, nil, nil
+		// A timed-out attempt may still hold its context: never reuse that one.
+		if it.Outcome != worker.TimedOut && it.Ctx.Recycle() {
+			s.ctxFree = append(s.ctxFree, it.Ctx)
+		}
+		it.Job, it.Ctx, it.RetryIf, it.Err = worker.Job{}, nil, nil, nil
 	}
 	if ran > 0 {
 		sample := b.Elapsed / time.Duration(ran)
@@ -518,11 +524,10 @@ func (s *state) cancel(id string, now time.Time) bool {
 		s.cancelled(t, now)
 		return true
 	case Running:
-		if r.cancelReq {
+		if r.cancelReq || !s.cancelAttempt(t, ErrCancelled) {
 			return false
 		}
 		r.cancelReq = true
-		s.cancelAttempt(t, ErrCancelled)
 		return true
 	}
 	return false
@@ -541,20 +546,25 @@ func (s *state) unqueue(t int32) {
 	}
 }
 
-func (s *state) cancelAttempt(t int32, cause error) {
+// cancelAttempt ends the context of t's running attempt with cause. It
+// returns false if the attempt had already returned nil (it is sealed): the
+// task has in effect succeeded, and will be recorded so when its batch
+// comes back. An attempt already cancelled by its timeout can still be
+// cancelled as a task.
+func (s *state) cancelAttempt(t int32, cause error) bool {
 	for _, b := range s.pools[s.tasks[t].pool].inflight {
 		for i := range b.Items {
-			if b.Items[i].Ref == t {
-				b.Items[i].Cancel(cause)
-				return
+			if it := &b.Items[i]; it.Ref == t {
+				return it.Ctx.Cancel(cause) || !it.Ctx.Sealed()
 			}
 		}
 	}
+	panic("coordinator: running task has no attempt in flight")
 }
 
-// shutdown cancels every task that is not running; running ones are marked
-// so that they end Cancelled when they come back (their contexts end when
-// the loop cancels taskCtx).
+// shutdown cancels every task that is not running; running ones have their
+// contexts ended and are marked so that they end Cancelled when they come
+// back, unless their attempt had already succeeded.
 func (s *state) shutdown(now time.Time) {
 	s.closing = true
 	for t := range s.tasks {
@@ -565,7 +575,9 @@ func (s *state) shutdown(now time.Time) {
 			s.finish(int32(t), Cancelled, now)
 			s.emit(EventCancelled, int32(t), now)
 		case Running:
-			r.cancelReq = true
+			if !r.cancelReq && s.cancelAttempt(int32(t), ErrClosed) {
+				r.cancelReq = true
+			}
 		}
 	}
 }

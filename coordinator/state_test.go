@@ -18,7 +18,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newTestState(workers int) *state {
-	return newState(t0, []poolState{{name: "", size: workers}}, context.Background(), rand.New(rand.NewPCG(1, 1)))
+	return newState(t0, []poolState{{name: "", size: workers}}, rand.New(rand.NewPCG(1, 1)))
 }
 
 func noop(context.Context) error { return nil }
@@ -132,5 +132,26 @@ func TestStateRetryThroughWheel(t *testing.T) {
 	finishAll(s, b[0], errors.New("still no"), t0.Add(time.Second))
 	if st := s.tasks[0].status; st != Failed || s.open != 0 {
 		t.Fatalf("status = %v, open = %d; want failed, 0", st, s.open)
+	}
+}
+
+// A Cancel that lands after the attempt returned nil, but before its batch
+// came back, loses: the task succeeded.
+func TestStateCancelAfterAttemptSucceeded(t *testing.T) {
+	s := newTestState(1)
+	if err := s.submit([]Task{{ID: "a", Run: noop}, {ID: "b", Run: noop, Deps: []string{"a"}}}, t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	b, _ := take(s, t0)
+	b[0].Items[0].Ctx.Seal() // what the worker does when Run returns nil
+	if s.cancel("a", t0) {
+		t.Fatalf("cancel(sealed attempt) = true; want false")
+	}
+	finishAll(s, b[0], nil, t0)
+	if st := s.tasks[0].status; st != Succeeded {
+		t.Fatalf("status(a) = %v; want succeeded", st)
+	}
+	if st := s.tasks[1].status; st != Ready {
+		t.Fatalf("status(b) = %v; want ready", st)
 	}
 }

@@ -35,11 +35,10 @@ const (
 type Item struct {
 	// Inputs, written by the coordinator before dispatch.
 	Job     Job
-	Ctx     context.Context         // the attempt's context
-	Cancel  context.CancelCauseFunc // ends Ctx; the loop calls it with ErrTimeout
-	Timeout time.Duration           // 0: none
-	RetryIf func(error) bool        // nil: every error may be retried
-	Ref     int32                   // opaque to the loop: the coordinator's task index
+	Ctx     *Context         // the attempt's context; the loop cancels it with ErrTimeout
+	Timeout time.Duration    // 0: none
+	RetryIf func(error) bool // nil: every error may be retried
+	Ref     int32            // opaque to the loop: the coordinator's task index
 
 	// Results, written by the loop.
 	Outcome Outcome
@@ -93,15 +92,18 @@ func (l *Loop) run(b *Batch) {
 	start := l.Clock.Now()
 	for i := range b.Items {
 		it := &b.Items[i]
-		if it.Ctx.Err() != nil {
+		if it.Ctx.Cancelled() {
 			it.Outcome, it.Err = NotStarted, nil
 			continue
 		}
 		if it.Timeout <= 0 {
 			it.Outcome, it.Err = Ran, call(it.Ctx, l.Worker, it.Job)
-			continue
+		} else {
+			l.runWithTimeout(it)
 		}
-		l.runWithTimeout(it)
+		if it.Outcome == Ran && it.Err == nil {
+			it.Ctx.Seal() // fails only if a cancel came first; the coordinator sees that
+		}
 	}
 	for i := range b.Items {
 		it := &b.Items[i]
@@ -118,7 +120,7 @@ func (l *Loop) run(b *Batch) {
 func (l *Loop) runWithTimeout(it *Item) {
 	res := make(chan error, 1) // buffered: an abandoned attempt's late result must not block
 	l.Detached.Add(1)
-	go func(ctx context.Context, j Job) {
+	go func(ctx *Context, j Job) {
 		defer l.Detached.Done()
 		res <- call(ctx, l.Worker, j)
 	}(it.Ctx, it.Job)
@@ -129,7 +131,7 @@ func (l *Loop) runWithTimeout(it *Item) {
 		it.Outcome, it.Err = Ran, err
 	case <-t.C:
 		err := fmt.Errorf("%w after %v", ErrTimeout, it.Timeout)
-		it.Cancel(err)
+		it.Ctx.Cancel(err)
 		it.Outcome, it.Err = TimedOut, err
 	}
 }

@@ -35,8 +35,7 @@ func runBatch(t *testing.T, w worker.Worker, b *worker.Batch) (*worker.Batch, *s
 }
 
 func item(id string, run func(context.Context) error, timeout time.Duration) worker.Item {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return worker.Item{Job: worker.Job{ID: id, Run: run, Attempt: 1, Round: 1}, Ctx: ctx, Cancel: cancel, Timeout: timeout}
+	return worker.Item{Job: worker.Job{ID: id, Run: run, Attempt: 1, Round: 1}, Ctx: worker.NewContext(), Timeout: timeout}
 }
 
 func TestLoopOutcomes(t *testing.T) {
@@ -51,13 +50,13 @@ func TestLoopOutcomes(t *testing.T) {
 		item("cancelled", rec("cancelled", nil), 0),
 		item("panics", func(context.Context) error { panic(boom) }, 0),
 	}}
-	b.Items[2].Cancel(errors.New("cancelled before its turn"))
+	b.Items[2].Ctx.Cancel(errors.New("cancelled before its turn"))
 	got, _ := runBatch(t, worker.Func{}, b)
 	if want := "ok,fails"; strings.Join(order, ",") != want {
 		t.Fatalf("ran %v; want %s (in order, the cancelled item skipped)", order, want)
 	}
-	if it := got.Items[0]; it.Outcome != worker.Ran || it.Err != nil {
-		t.Fatalf("ok: %v, %v; want Ran, nil", it.Outcome, it.Err)
+	if it := got.Items[0]; it.Outcome != worker.Ran || it.Err != nil || !it.Ctx.Sealed() {
+		t.Fatalf("ok: %v, %v, sealed %v; want Ran, nil, sealed", it.Outcome, it.Err, it.Ctx.Sealed())
 	}
 	if it := got.Items[1]; it.Outcome != worker.Ran || !errors.Is(it.Err, boom) {
 		t.Fatalf("fails: %v, %v; want Ran, boom", it.Outcome, it.Err)

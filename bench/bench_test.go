@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	benchN       = flag.Int("baton.n", 100_000, "tasks per graph in BenchmarkGraphs (the targets are stated for 1,000,000)")
+	benchWorkers = []int{1, 2, 4, 16, 64}
+)
+
+// Every design runs every shape to completion, so the comparison is like
+// for like. This is a test, not a timing.
+func TestDesignsRunEveryShape(t *testing.T) {
+	for _, g := range Shapes(2000) {
+		for _, d := range Designs {
+			for _, gated := range []bool{true, false} {
+				if _, err := d.Measure(g, 4, Body{}, gated); err != nil {
+					t.Fatalf("%s/%s gated=%v: %v", g.Name, d.Name, gated, err)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkGraphs: phase/shape/workers/design, empty tasks. One op is one
+// whole graph; ns/task, allocs/task and B/task are per task of the graph.
+// "run" times from the opening of the gate; "submit+run" from the first
+// Submit to Wait returning.
+func BenchmarkGraphs(b *testing.B) {
+	for _, phase := range []string{"run", "submit+run"} {
+		for _, g := range Shapes(*benchN) {
+			for _, w := range benchWorkers {
+				for _, d := range Designs {
+					b.Run(fmt.Sprintf("%s/%s/w=%d/%s", phase, g.Name, w, d.Name), func(b *testing.B) {
+						measure(b, d, g, w, Body{}, phase == "run")
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkBodies: tasks that spin 1us and 100us, fewer of them.
+func BenchmarkBodies(b *testing.B) {
+	for _, body := range Bodies[1:] {
+		n := 20_000
+		if body.Spin >= 100*time.Microsecond {
+			n = 2_000
+		}
+		for _, g := range []*Graph{Flat(n), Grid(isqrt(n))} {
+			for _, w := range []int{1, 2, 4} {
+				for _, d := range Designs {
+					b.Run(fmt.Sprintf("%s/%s/w=%d/%s", body.Name, g.Name, w, d.Name), func(b *testing.B) {
+						measure(b, d, g, w, body, true)
+					})
+				}
+			}
+		}
+	}
+}
+
+func isqrt(n int) int {
+	s := 1
+	for (s+1)*(s+1) <= n {
+		s++
+	}
+	return s
+}
+
+func measure(b *testing.B, d Design, g *Graph, workers int, body Body, gated bool) {
+	var total time.Duration
+	var mallocs, bytes uint64
+	var before, after runtime.MemStats
+	for range b.N {
+		b.StopTimer()
+		run, stop := d.prepare(g, workers, body, gated)
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		start := time.Now()
+		err := run()
+		total += time.Since(start)
+		b.StopTimer()
+		runtime.ReadMemStats(&after)
+		stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		mallocs += after.Mallocs - before.Mallocs
+		bytes += after.TotalAlloc - before.TotalAlloc
+		b.StartTimer()
+	}
+	tasks := float64(b.N) * float64(g.N)
+	b.ReportMetric(float64(total.Nanoseconds())/tasks, "ns/task")
+	b.ReportMetric(float64(mallocs)/tasks, "allocs/task")
+	b.ReportMetric(float64(bytes)/tasks, "B/task")
+}
+
+// BenchmarkRetainedMemory: heap held per submitted task (IDs included),
+// after the graph has run.
+func BenchmarkRetainedMemory(b *testing.B) {
+	for _, g := range []*Graph{Flat(*benchN), Random(*benchN, 1)} {
+		b.Run(g.Name, func(b *testing.B) {
+			var perTask float64
+			for range b.N {
+				b.StopTimer()
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				run, stop := prepareBaton(g, 2, Body{}, false)
+				if err := run(); err != nil {
+					b.Fatal(err)
+				}
+				run = nil // drops the caller's Task slice; the scheduler keeps what it needs
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perTask = float64(after.HeapAlloc-before.HeapAlloc) / float64(g.N)
+				stop()
+				b.StartTimer()
+			}
+			b.ReportMetric(perTask, "B/task-retained")
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/bench/mutexsched"
+	"github.com/batonhq/baton/coordinator"
+)
+
+// Body is a task body: empty, or a spin of a fixed duration.
+type Body struct {
+	Name string
+	Spin time.Duration
+}
+
+// Bodies are the task bodies measured.
+var Bodies = []Body{{"empty", 0}, {"1us", time.Microsecond}, {"100us", 100 * time.Microsecond}}
+
+func (b Body) run() {
+	if b.Spin > 0 {
+		for start := time.Now(); time.Since(start) < b.Spin; {
+		}
+	}
+}
+
+// Design runs graphs on one scheduler design.
+type Design struct {
+	Name string
+	// Prepare builds the scheduler, submits g behind a gate (when gated) and
+	// returns the function that opens the gate and waits for the end, and
+	// the one that tears the scheduler down.
+	prepare func(g *Graph, workers int, body Body, gated bool) (run func() error, stop func())
+}
+
+// Designs are the designs compared: Baton, the mutex design with a binary
+// heap, and the control: the mutex design with Baton's ready queue.
+var Designs = []Design{
+	{Name: "baton", prepare: prepareBaton},
+	{Name: "mutex", prepare: func(g *Graph, w int, b Body, gated bool) (func() error, func()) {
+		return prepareMutex(mutexsched.NewHeap(w), g, b, gated)
+	}},
+	{Name: "mutex+fifo", prepare: func(g *Graph, w int, b Body, gated bool) (func() error, func()) {
+		return prepareMutex(mutexsched.NewFIFO(w), g, b, gated)
+	}},
+}
+
+var errPlanned = errors.New("planned failure")
+
+// failOnce returns a function reporting whether task i should fail now:
+// true on its first attempt if the graph says so.
+func failOnce(g *Graph) func(i int) bool {
+	if g.FailOnce == nil {
+		return func(int) bool { return false }
+	}
+	tried := make([]atomic.Bool, g.N)
+	return func(i int) bool { return g.FailOnce[i] && !tried[i].Swap(true) }
+}
+
+func prepareBaton(g *Graph, workers int, body Body, gated bool) (func() error, func()) {
+	s, err := coordinator.New(coordinator.WithWorkers(workers))
+	if err != nil {
+		panic(err)
+	}
+	fail := failOnce(g)
+	ids := make([]string, g.N)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	tasks := make([]coordinator.Task, g.N, g.N+1)
+	depIDs := make([]string, len(g.Dep))
+	for i, d := range g.Dep {
+		depIDs[i] = ids[d]
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		t.ID = ids[i]
+		t.Deps = depIDs[g.Start[i]:g.Start[i+1]:g.Start[i+1]]
+		t.Run = func(context.Context) error {
+			body.run()
+			if fail(i) {
+				return errPlanned
+			}
+			return nil
+		}
+		if g.Delay != nil {
+			t.Delay = g.Delay[i]
+		}
+		if g.FailOnce != nil {
+			t.Retry = coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond}
+		}
+	}
+	stop := func() { s.Shutdown(context.Background()) }
+	wait := func() error {
+		if err := s.Wait(context.Background()); err != nil {
+			return err
+		}
+		return checkBaton(s, ids)
+	}
+	if !gated {
+		return func() error {
+			if err := s.Submit(tasks...); err != nil {
+				return err
+			}
+			return wait()
+		}, stop
+	}
+	// The gate: every root waits on it, so nothing starts until it runs.
+	open := make(chan struct{})
+	gate := coordinator.Task{ID: "gate", Run: func(context.Context) error { <-open; return nil }}
+	for i := range tasks {
+		if len(tasks[i].Deps) == 0 {
+			tasks[i].Deps = []string{"gate"}
+		}
+	}
+	if err := s.Submit(append([]coordinator.Task{gate}, tasks...)...); err != nil {
+		panic(err)
+	}
+	return func() error { close(open); return wait() }, stop
+}
+
+// checkBaton verifies the run: every task succeeded.
+func checkBaton(s *coordinator.Scheduler, ids []string) error {
+	for _, id := range []string{ids[0], ids[len(ids)/2], ids[len(ids)-1]} {
+		if info, _ := s.Info(id); info.Status != coordinator.Succeeded {
+			return fmt.Errorf("task %s ended %v", id, info.Status)
+		}
+	}
+	return nil
+}
+
+func prepareMutex(s *mutexsched.Scheduler, g *Graph, body Body, gated bool) (func() error, func()) {
+	fail := failOnce(g)
+	specs := make([]mutexsched.Spec, g.N)
+	for i := range specs {
+		sp := &specs[i]
+		sp.Deps = g.Deps(i)
+		sp.Run = func() error {
+			body.run()
+			if fail(i) {
+				return errPlanned
+			}
+			return nil
+		}
+		if g.Delay != nil {
+			sp.Delay = g.Delay[i]
+		}
+		if g.FailOnce != nil {
+			sp.MaxAttempts, sp.BaseDelay = 2, time.Millisecond
+		}
+	}
+	if !gated {
+		return func() error { s.Submit(specs); s.Wait(); return nil }, s.Close
+	}
+	s.Pause()
+	s.Submit(specs)
+	return func() error { s.Resume(); s.Wait(); return nil }, s.Close
+}
+
+// Measure runs g once on d and returns the timed duration.
+func (d Design) Measure(g *Graph, workers int, body Body, gated bool) (time.Duration, error) {
+	run, stop := d.prepare(g, workers, body, gated)
+	defer stop()
+	start := time.Now()
+	err := run()
+	return time.Since(start), err
+}
