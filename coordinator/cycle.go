@@ -3,20 +3,21 @@ package coordinator
 import "slices"
 
 // findCycle returns a *CycleError if the dependencies inside the batch form
-// a cycle. Dependencies on earlier tasks cannot: those never depend on the
+// a cycle. Task i of the batch depends on deps[depStart[i]:depStart[i+1]];
+// indexes from base on are the batch's own. Dependencies on earlier tasks cannot: those never depend on the
 // batch. It peels the batch in topological order (Kahn); whatever cannot be
 // peeled waits on a cycle, and Tarjan's strongly connected components,
 // computed without recursion, tell the tasks on a cycle from those behind
 // one.
-func findCycle(tasks []Task, local map[string]int32) error {
+func findCycle(tasks []Task, base int32, depStart, deps []int32) error {
 	n := len(tasks)
 	// Successor lists inside the batch, as flat arrays.
 	indeg := make([]int32, n)
 	start := make([]int32, n+1)
-	for i := range tasks {
-		for _, d := range tasks[i].Deps {
-			if j, ok := local[d]; ok {
-				start[j+1]++
+	for i := range n {
+		for _, j := range deps[depStart[i]:depStart[i+1]] {
+			if j >= base {
+				start[j-base+1]++
 				indeg[i]++
 			}
 		}
@@ -26,11 +27,11 @@ func findCycle(tasks []Task, local map[string]int32) error {
 	}
 	succ := make([]int32, start[n])
 	fill := slices.Clone(start[:n])
-	for i := range tasks {
-		for _, d := range tasks[i].Deps {
-			if j, ok := local[d]; ok {
-				succ[fill[j]] = int32(i)
-				fill[j]++
+	for i := range n {
+		for _, j := range deps[depStart[i]:depStart[i+1]] {
+			if j >= base {
+				succ[fill[j-base]] = int32(i)
+				fill[j-base]++
 			}
 		}
 	}

@@ -667,3 +667,66 @@ func TestSlowTasksExactOrder(t *testing.T) {
 		}
 	})
 }
+
+// Fusion through the public API: a chain whose middle link fails skips the
+// rest without running it; a Cancel landing mid-batch cancels a link that
+// waits behind a running one.
+func TestFusedChainSemantics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		// Warm up: once the pool has measured its (instant) tasks, chains fuse.
+		if err := s.Submit(coordinator.Task{ID: "warm", Run: ok}); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		var ran []string
+		step := func(id string, err error) func(context.Context) error {
+			return func(context.Context) error { ran = append(ran, id); return err }
+		}
+		err := s.Submit(
+			coordinator.Task{ID: "c1", Run: step("c1", nil)},
+			coordinator.Task{ID: "c2", Run: step("c2", errors.New("broken")), Deps: []string{"c1"}},
+			coordinator.Task{ID: "c3", Run: step("c3", nil), Deps: []string{"c2"}},
+			coordinator.Task{ID: "c4", Run: step("c4", nil), Deps: []string{"c3"}},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if !slices.Equal(ran, []string{"c1", "c2"}) {
+			t.Fatalf("ran %v; want [c1 c2]", ran)
+		}
+		for _, id := range []string{"c3", "c4"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Skipped || info.Cause != "c2" || info.Attempts != 0 {
+				t.Fatalf("Info(%s) = %+v; want skipped, cause c2, no attempt", id, info)
+			}
+		}
+
+		g := newGate()
+		err = s.Submit(
+			coordinator.Task{ID: "head", Run: g.run},
+			coordinator.Task{ID: "mid", Run: step("mid", nil), Deps: []string{"head"}},
+			coordinator.Task{ID: "tail", Run: step("tail", nil), Deps: []string{"mid"}},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		if st := status(t, s, "mid"); st != coordinator.Running {
+			t.Fatalf("status(mid) = %v; want running: fused behind head", st)
+		}
+		if !s.Cancel("mid") {
+			t.Fatalf("Cancel(mid) = false; want true")
+		}
+		g.release()
+		settle(t, s)
+		for id, want := range map[string]coordinator.Status{"head": coordinator.Succeeded, "mid": coordinator.Cancelled, "tail": coordinator.Skipped} {
+			if st := status(t, s, id); st != want {
+				t.Fatalf("status(%s) = %v; want %v", id, st, want)
+			}
+		}
+		if slices.Contains(ran, "mid") || slices.Contains(ran, "tail") {
+			t.Fatalf("ran %v; the cancelled link and the one behind it must not run", ran)
+		}
+	})
+}

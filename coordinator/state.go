@@ -92,11 +92,12 @@ type state struct {
 	events  []Event // decided since the last flush
 	out     []*worker.Batch
 
-	rng     *rand.Rand
-	free    []*worker.Batch
-	ctxFree []*worker.Context // attempt contexts to reuse
-	scratch []int32           // reused by submit and advance
-	work    []int32           // reused by skipDependents
+	rng      *rand.Rand
+	free     []*worker.Batch
+	ctxFree  []*worker.Context // attempt contexts to reuse
+	scratch  []int32           // reused by submit and advance
+	reverted []bool            // reused by complete
+	work     []int32           // reused by skipDependents
 }
 
 func newState(now time.Time, pools []poolState, rng *rand.Rand) *state {
@@ -145,32 +146,46 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 	if s.closing {
 		return ErrClosed
 	}
-	local := make(map[string]int32, len(tasks))
+	base := int32(len(s.tasks))
+	// Claim the IDs, so that dependencies resolve with one lookup each;
+	// any error below gives them back.
+	claimed := 0
+	undo := func() {
+		for i := range tasks[:claimed] {
+			delete(s.ids, tasks[i].ID)
+		}
+	}
 	for i := range tasks {
 		id := tasks[i].ID
-		if _, dup := local[id]; dup {
-			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: "twice in the batch"}
+		if j, dup := s.ids[id]; dup {
+			undo()
+			detail := "submitted before"
+			if j >= base {
+				detail = "twice in the batch"
+			}
+			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: detail}
 		}
-		if _, dup := s.ids[id]; dup {
-			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: "submitted before"}
-		}
-		local[id] = int32(i)
+		s.ids[id] = base + int32(i)
+		claimed++
 	}
+	start := make([]int32, len(tasks)+1)
+	var deps []int32
 	for i := range tasks {
 		for _, d := range tasks[i].Deps {
-			if _, ok := local[d]; ok {
-				continue
-			}
-			if _, ok := s.ids[d]; !ok {
+			j, ok := s.ids[d]
+			if !ok {
+				undo()
 				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: fmt.Sprintf("%q", d)}
 			}
+			deps = append(deps, j)
 		}
+		start[i+1] = int32(len(deps))
 	}
-	if err := findCycle(tasks, local); err != nil {
+	if err := findCycle(tasks, base, start, deps); err != nil {
+		undo()
 		return err
 	}
 
-	base := int32(len(s.tasks))
 	s.tasks = slices.Grow(s.tasks, len(tasks))
 	for i := range tasks {
 		t := &tasks[i]
@@ -183,7 +198,6 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 			}
 		}
 		s.tasks = append(s.tasks, r)
-		s.ids[t.ID] = base + int32(i)
 	}
 	s.open += len(tasks)
 
@@ -191,8 +205,7 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 	skip := s.scratch[:0]
 	for i := range tasks {
 		t := base + int32(i)
-		for _, d := range tasks[i].Deps {
-			j := s.ids[d]
+		for _, j := range deps[start[i]:start[i+1]] {
 			switch st := s.tasks[j].status; {
 			case st == Succeeded:
 			case st.Final():
@@ -210,7 +223,6 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 		if !s.tasks[t].status.Final() {
 			cause := s.tasks[t].cause
 			s.finish(t, Skipped, now)
-			s.tasks[t].cause = cause
 			s.emit(EventSkipped, t, now).setCause(s, cause)
 			s.skipDependents(t, cause, now)
 		}
@@ -319,8 +331,10 @@ func (s *state) dispatch(now time.Time) {
 					continue // cancelled while queued
 				}
 				level = prio
-				s.start(t, b, now)
+				p.readyLive--
+				s.start(t, b, now, 0)
 			}
+			s.fuse(b, p, now)
 			p.idle--
 			p.inflight = append(p.inflight, b)
 			s.out = append(s.out, b)
@@ -329,18 +343,49 @@ func (s *state) dispatch(now time.Time) {
 }
 
 // batchLimit sizes the next batch: the backlog spread over the idle
-// workers, capped so that its expected work stays within dispatchBudget.
-// Until a pool has been measured its batches hold one task.
+// workers, capped by budgetLimit.
 func (p *poolState) batchLimit() int {
-	n := (p.readyLive + p.idle - 1) / p.idle
-	byCost := 1
-	if p.measured {
-		byCost = maxBatch
-		if p.cost > 0 {
-			byCost = max(1, int(dispatchBudget/p.cost))
+	return min((p.readyLive+p.idle-1)/p.idle, p.budgetLimit())
+}
+
+// budgetLimit is the most tasks whose expected work stays within
+// dispatchBudget, at most maxBatch. Until a pool has been measured its
+// batches hold one task.
+func (p *poolState) budgetLimit() int {
+	switch {
+	case !p.measured:
+		return 1
+	case p.cost > 0:
+		return min(maxBatch, max(1, int(dispatchBudget/p.cost)))
+	}
+	return maxBatch
+}
+
+// fuse appends to b the successors that only b's own tasks hold back, each
+// after the item it waits for: the worker runs it only if that one
+// succeeded, so a chain runs without a hand-off per link. Only plain tasks
+// of b's pool are fused, and only when no ready task of the same or a
+// better priority is waiting, so fusion never reorders the ready queue.
+func (s *state) fuse(b *worker.Batch, p *poolState, now time.Time) {
+	limit := p.budgetLimit()
+	for k := 0; k < len(b.Items) && len(b.Items) < limit; k++ {
+		r := &s.tasks[b.Items[k].Ref]
+		if r.x != nil && r.x.every > 0 {
+			continue // its success may start another run instead of releasing successors
+		}
+		for e := r.succHead; e != noTask && len(b.Items) < limit; e = s.edges[e].next {
+			c := s.edges[e].to
+			rc := &s.tasks[c]
+			if rc.status != Pending || rc.unmet != 1 || rc.x != nil || int(rc.pool) != b.Pool {
+				continue
+			}
+			if best, ok := p.ready.Best(); ok && p.readyLive > 0 && best <= rc.prio {
+				continue
+			}
+			rc.unmet = 0
+			s.start(c, b, now, int32(k)+1)
 		}
 	}
-	return min(n, byCost, maxBatch)
 }
 
 func (s *state) newBatch(pool int) *worker.Batch {
@@ -354,11 +399,11 @@ func (s *state) newBatch(pool int) *worker.Batch {
 	return b
 }
 
-func (s *state) start(t int32, b *worker.Batch, now time.Time) {
+// start adds t's next attempt to b; after is as worker.Item.After.
+func (s *state) start(t int32, b *worker.Batch, now time.Time, after int32) {
 	r := &s.tasks[t]
 	r.status = Running
 	r.attempts++
-	s.pools[r.pool].readyLive--
 	s.running++
 	var ctx *worker.Context
 	if n := len(s.ctxFree); n > 0 {
@@ -367,9 +412,10 @@ func (s *state) start(t int32, b *worker.Batch, now time.Time) {
 		ctx = worker.NewContext()
 	}
 	it := worker.Item{
-		Job: worker.Job{ID: r.id, Run: r.run, Attempt: int(r.attempts), Round: int(r.runs) + 1},
-		Ctx: ctx,
-		Ref: t,
+		Job:   worker.Job{ID: r.id, Run: r.run, Attempt: int(r.attempts), Round: int(r.runs) + 1},
+		Ctx:   ctx,
+		Ref:   t,
+		After: after,
 	}
 	if x := r.x; x != nil {
 		it.Job.Payload, it.Timeout, it.RetryIf = x.payload, x.timeout, x.retry.RetryIf
@@ -385,6 +431,21 @@ func (s *state) complete(b *worker.Batch, now time.Time) {
 	if i := slices.Index(p.inflight, b); i >= 0 {
 		p.inflight = slices.Delete(p.inflight, i, i+1)
 	}
+	// A fused item that did not run because the item it follows did not
+	// succeed goes back to waiting on that task, before that task's own
+	// outcome is applied (which may skip it, or leave it for a retry).
+	reverted := s.reverted[:0]
+	for i := range b.Items {
+		it := &b.Items[i]
+		r := &s.tasks[it.Ref]
+		back := it.After > 0 && it.Outcome == worker.NotStarted && !r.cancelReq
+		if back {
+			r.status, r.unmet = Pending, 1
+			r.attempts--
+		}
+		reverted = append(reverted, back)
+	}
+	s.reverted = reverted[:0]
 	ran := 0
 	for i := range b.Items {
 		it := &b.Items[i]
@@ -392,6 +453,7 @@ func (s *state) complete(b *worker.Batch, now time.Time) {
 		r := &s.tasks[t]
 		s.running--
 		switch {
+		case reverted[i]:
 		case it.Outcome == worker.NotStarted:
 			r.attempts--
 			if r.cancelReq {

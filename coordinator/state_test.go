@@ -155,3 +155,116 @@ func TestStateCancelAfterAttemptSucceeded(t *testing.T) {
 		t.Fatalf("status(b) = %v; want ready", st)
 	}
 }
+
+func chainTasks(ids ...string) []Task {
+	var tasks []Task
+	for i, id := range ids {
+		t := Task{ID: id, Run: noop}
+		if i > 0 {
+			t.Deps = []string{ids[i-1]}
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks
+}
+
+// A chain is fused into one batch, each link after the one it waits for.
+func TestStateFusesChain(t *testing.T) {
+	s := newTestState(2)
+	s.pools[0].measured = true
+	if err := s.submit(chainTasks("a", "b", "c", "d"), t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	b, ids := take(s, t0)
+	if !slices.EqualFunc(ids, [][]string{{"a", "b", "c", "d"}}, slices.Equal) {
+		t.Fatalf("dispatch %v; want the whole chain in one batch", ids)
+	}
+	for i, it := range b[0].Items {
+		if want := int32(i); it.After != want {
+			t.Fatalf("item %d After = %d; want %d", i, it.After, want)
+		}
+	}
+}
+
+// A failure in the middle of a fused chain: the links behind it did not
+// run; they are skipped, blaming the failed link.
+func TestStateFusedChainFailure(t *testing.T) {
+	s := newTestState(1)
+	s.pools[0].measured = true
+	if err := s.submit(chainTasks("a", "b", "c", "d"), t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	b, _ := take(s, t0)
+	items := b[0].Items
+	items[0].Outcome, items[0].Ctx = worker.Ran, sealed(items[0].Ctx)
+	items[1].Outcome, items[1].Err = worker.Ran, errors.New("b broke")
+	items[2].Outcome, items[3].Outcome = worker.NotStarted, worker.NotStarted
+	s.complete(b[0], t0)
+	want := []Status{Succeeded, Failed, Skipped, Skipped}
+	for i, w := range want {
+		if got := s.tasks[i].status; got != w {
+			t.Fatalf("status(%s) = %v; want %v", s.tasks[i].id, got, w)
+		}
+	}
+	if s.tasks[3].cause != 1 || s.tasks[2].attempts != 0 || s.open != 0 || s.running != 0 {
+		t.Fatalf("d cause %d, c attempts %d, open %d, running %d; want 1, 0, 0, 0",
+			s.tasks[3].cause, s.tasks[2].attempts, s.open, s.running)
+	}
+}
+
+// A retryable failure in a fused chain: the links behind it wait again and
+// run after the retry succeeds.
+func TestStateFusedChainRetry(t *testing.T) {
+	s := newTestState(1)
+	s.pools[0].measured = true
+	tasks := chainTasks("a", "b", "c")
+	tasks[0].Retry = RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}
+	if err := s.submit(tasks, t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	b, _ := take(s, t0)
+	items := b[0].Items
+	items[0].Outcome, items[0].Err, items[0].Retry = worker.Ran, errors.New("flaky"), true
+	items[1].Outcome, items[2].Outcome = worker.NotStarted, worker.NotStarted
+	s.complete(b[0], t0)
+	if st := []Status{s.tasks[1].status, s.tasks[2].status}; !slices.Equal(st, []Status{Pending, Pending}) {
+		t.Fatalf("b, c = %v after a's retryable failure; want pending", st)
+	}
+	s.advance(t0.Add(time.Second))
+	if _, ids := take(s, t0.Add(time.Second)); !slices.EqualFunc(ids, [][]string{{"a", "b", "c"}}, slices.Equal) {
+		t.Fatalf("dispatch after the backoff %v; want [[a b c]]", ids)
+	}
+}
+
+// Fusion never jumps the ready queue: a successor is not fused while a
+// ready task of the same or a better priority waits.
+func TestStateFusionRespectsReadyQueue(t *testing.T) {
+	s := newTestState(1)
+	s.pools[0].measured = true
+	tasks := append(chainTasks("a", "b"), Task{ID: "other", Run: noop})
+	if err := s.submit(tasks, t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	// One idle worker, backlog of two: the batch takes a and other, which
+	// empties the ready queue, so b is fused behind a: it jumps nothing.
+	if _, ids := take(s, t0); !slices.EqualFunc(ids, [][]string{{"a", "other", "b"}}, slices.Equal) {
+		t.Fatalf("dispatch %v; want [[a other b]]", ids)
+	}
+	s2 := newTestState(2)
+	s2.pools[0].measured = true
+	tasks = append(chainTasks("a", "b"), Task{ID: "x", Run: noop}, Task{ID: "y", Run: noop})
+	if err := s2.submit(tasks, t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	// Two idle workers, backlog of three: [a x] then [y]. b is not fused
+	// behind a: when the first batch was cut, y (ready first, same priority)
+	// was still waiting.
+	if _, ids := take(s2, t0); !slices.EqualFunc(ids, [][]string{{"a", "x"}, {"y"}}, slices.Equal) {
+		t.Fatalf("dispatch %v; want [[a x] [y]]", ids)
+	}
+}
+
+func sealed(c *worker.Context) *worker.Context {
+	c.Seal()
+	return c
+}

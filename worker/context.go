@@ -103,8 +103,8 @@ func (c *Context) Cancel(cause error) bool {
 // Seal marks an attempt that returned nil as over: Cancel fails from now
 // on. It returns false if the attempt was cancelled first.
 func (c *Context) Seal() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// No lock: Cancel changes the state with the same compare-and-swap, and
+	// a sealed context has no cause to publish.
 	return c.state.CompareAndSwap(ctxRunning, ctxSealed)
 }
 
@@ -124,9 +124,8 @@ func (c *Context) Recycle() bool {
 		m.cancel(context.Canceled)
 		return false
 	}
-	c.mu.Lock()
+	// No lock: the owner recycles only when nobody else holds c.
 	c.cause = nil
 	c.state.Store(ctxRunning)
-	c.mu.Unlock()
 	return true
 }

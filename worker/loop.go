@@ -39,6 +39,11 @@ type Item struct {
 	Timeout time.Duration    // 0: none
 	RetryIf func(error) bool // nil: every error may be retried
 	Ref     int32            // opaque to the loop: the coordinator's task index
+	// After, when not 0, names an earlier item of the batch (its index + 1)
+	// that this one depends on: it runs only if that item returned nil and
+	// was not cancelled (its Ctx is sealed); otherwise it is NotStarted.
+	// This is how the coordinator fuses a chain into one batch.
+	After int32
 
 	// Results, written by the loop.
 	Outcome Outcome
@@ -92,7 +97,7 @@ func (l *Loop) run(b *Batch) {
 	start := l.Clock.Now()
 	for i := range b.Items {
 		it := &b.Items[i]
-		if it.Ctx.Cancelled() {
+		if it.Ctx.Cancelled() || (it.After > 0 && !b.Items[it.After-1].Ctx.Sealed()) {
 			it.Outcome, it.Err = NotStarted, nil
 			continue
 		}
