@@ -48,7 +48,8 @@
 // task, so the coordinator sends batches: a batch holds tasks of a single
 // priority level of one pool, sized from the ready backlog over the idle
 // workers and capped so that its measured work (a moving average per pool,
-// read on the scheduler's clock once per batch) stays within about 20µs. A
+// read on the scheduler's clock once per batch) stays within about 50µs
+// (and 1024 tasks). A
 // ready task of a better priority therefore never waits behind more than
 // that much work of a batch already handed out, and a pool whose tasks are
 // slower than that gets batches of one: with one worker its order is exact.

@@ -18,10 +18,12 @@ const (
 	// dispatchBudget bounds the measured work one batch may hold: a ready
 	// task of a better priority never waits behind more than about this much
 	// work of a batch already handed out. Pools whose attempts take longer
-	// than the budget get batches of one, so their order is exact.
-	dispatchBudget = 20 * time.Microsecond
+	// than the budget get batches of one, so their order is exact. A hand-off
+	// costs a few microseconds when it wakes a parked thread, so the budget
+	// must be large beside it for batching to pay.
+	dispatchBudget = 50 * time.Microsecond
 	// maxBatch caps a batch however cheap its tasks are.
-	maxBatch = 256
+	maxBatch = 1024
 	// maxFirePerStep bounds how many delayed entries one loop iteration
 	// makes ready; the rest follow in the next iterations.
 	maxFirePerStep = 4096
