@@ -35,11 +35,23 @@
 //
 // # Costs
 //
-// Add and Cancel are O(1). Advance is O(1) per fired entry plus O(levels) per
-// cascade per entry and O(levels) per visited bucket; it skips empty
-// buckets with one 64-bit bitmap per level, so an idle stretch of any length
-// costs nothing. Entries live in one flat slice reused through a free list:
-// after warm-up, Add, Cancel and Advance do not allocate.
+// Add and Cancel are O(1). Advance is O(1) per fired entry plus O(1) per
+// cascade per entry (at most one cascade per level) and O(levels) per
+// visited bucket; it skips empty buckets with one 64-bit bitmap per level,
+// so an idle stretch of any length costs nothing. A bucket is a slice of
+// (due, entry) pairs, so cascading and firing read memory in order; values
+// live in one flat slice reused through a free list. After warm-up, Add,
+// Cancel and Advance do not allocate.
+//
+// Cancel is lazy, as in the Go runtime's timers: it frees the entry at once
+// and leaves a dead pair in its bucket, dropped when the bucket is next
+// visited; when dead pairs outnumber a quarter of the live entries, the
+// wheel compacts every bucket, so memory follows the live entries.
+//
+// Within the tick that now falls in, entries fire in due order: the first
+// Advance into a tick scans its bucket once; a second one inside the same
+// tick moves what is left into a small heap, so that a clock advancing in
+// small steps does not rescan the bucket each time.
 //
 // A Wheel is not safe for concurrent use: one goroutine (in Baton, the
 // coordinator) owns it and passes the time in.
@@ -55,10 +67,8 @@ const (
 	levelBits  = 6
 	wheelSize  = 1 << levelBits // buckets per level
 	levelMask  = wheelSize - 1
-	maxLevels  = (63 + levelBits - 1) / levelBits // enough for any int64 tick
-	noEntry    = -1
-	noBucket   = -1
 	defaultRes = time.Millisecond
+	noTick     = -1
 )
 
 // Handle names an entry for Cancel. The zero Handle names no entry.
@@ -67,13 +77,18 @@ type Handle struct {
 	gen uint32
 }
 
+// slot is one pending entry as a bucket (or the heap) holds it. It is dead
+// when its entry has been cancelled or fired: gen no longer matches.
+type slot struct {
+	due int64 // nanoseconds after origin
+	idx int32
+	gen uint32
+}
+
 type entry[T any] struct {
-	due    int64 // nanoseconds after origin
-	value  T
-	prev   int32
-	next   int32 // next in bucket, or next free entry
-	bucket int32 // level*wheelSize+pos, or noBucket when free
-	gen    uint32
+	value T
+	gen   uint32 // bumped on every Add that takes the entry
+	live  bool
 }
 
 // Wheel is a hierarchical timing wheel of values of type T.
@@ -82,17 +97,21 @@ type Wheel[T any] struct {
 	origin time.Time // immutable: tick 0 starts here
 	tick   int64     // immutable: nanoseconds per tick
 	now    int64     // the latest time passed to Advance, ns after origin
-	cur    int64     // current tick; every entry's due tick is >= cur
+	cur    int64     // current tick; every pending entry's due tick is >= cur
 
-	levels int      // levels in use (created lazily)
-	occ    []uint64 // per level: bit p set when bucket p is not empty
-	head   []int32  // per bucket: first entry
-	tail   []int32  // per bucket: last entry
-	low    []int64  // per bucket: lower bound of the entries' due times
+	levels  int      // levels in use (created lazily)
+	occ     []uint64 // per level: bit p set when bucket p holds slots (live or dead)
+	buckets [][]slot // per bucket
+	low     []int64  // per bucket: lower bound of its live slots' due times
+
+	heap     []slot // min-heap by due: the rest of tick heapTick, once scanned
+	heapTick int64
+	scanned  int64 // the tick whose bucket Advance has scanned once without emptying it
 
 	entries []entry[T]
-	free    int32 // head of the free list
-	n       int   // live entries
+	free    []int32 // entries not live
+	n       int     // live entries
+	dead    int     // dead slots still held by buckets and the heap
 }
 
 // New returns an empty wheel whose time starts at start. A resolution of 0
@@ -105,7 +124,7 @@ func New[T any](start time.Time, resolution time.Duration) *Wheel[T] {
 	if resolution == 0 {
 		resolution = defaultRes
 	}
-	w := &Wheel[T]{origin: start, tick: int64(resolution), free: noEntry}
+	w := &Wheel[T]{origin: start, tick: int64(resolution), heapTick: noTick, scanned: noTick}
 	w.addLevel()
 	return w
 }
@@ -117,8 +136,7 @@ func (w *Wheel[T]) addLevel() {
 	w.levels++
 	w.occ = append(w.occ, 0)
 	for range wheelSize {
-		w.head = append(w.head, noEntry)
-		w.tail = append(w.tail, noEntry)
+		w.buckets = append(w.buckets, nil)
 		w.low = append(w.low, 0)
 	}
 }
@@ -140,31 +158,39 @@ func (w *Wheel[T]) Add(due time.Time, value T) (Handle, bool) {
 	if d <= w.now {
 		return Handle{}, false
 	}
-	i := w.free
-	if i == noEntry {
+	var i int32
+	if k := len(w.free); k > 0 {
+		i, w.free = w.free[k-1], w.free[:k-1]
+	} else {
 		i = int32(len(w.entries))
 		w.entries = append(w.entries, entry[T]{})
-	} else {
-		w.free = w.entries[i].next
 	}
 	e := &w.entries[i]
-	e.due, e.value = d, value
+	e.value, e.live = value, true
 	e.gen++
 	if e.gen == 0 {
 		e.gen = 1
 	}
-	w.place(i)
+	w.place(slot{due: d, idx: i, gen: e.gen})
 	w.n++
 	return Handle{idx: i, gen: e.gen}, true
 }
 
-// place links entry i into the bucket its due tick belongs to, relative to
-// the current tick.
-func (w *Wheel[T]) place(i int32) {
-	e := &w.entries[i]
-	dt := e.due / w.tick
+func (w *Wheel[T]) alive(sl slot) bool {
+	e := &w.entries[sl.idx]
+	return e.live && e.gen == sl.gen
+}
+
+// place puts a live slot into the bucket its due tick belongs to, relative
+// to the current tick, or into the heap if it belongs to the heap's tick.
+func (w *Wheel[T]) place(sl slot) {
+	dt := sl.due / w.tick
 	if dt < w.cur {
 		panic(fmt.Sprintf("timerwheel: entry due at tick %d placed behind current tick %d", dt, w.cur))
+	}
+	if dt == w.heapTick {
+		w.heapPush(sl)
+		return
 	}
 	level := 0
 	if x := uint64(dt ^ w.cur); x != 0 {
@@ -174,49 +200,20 @@ func (w *Wheel[T]) place(i int32) {
 		w.addLevel()
 	}
 	pos := int((dt >> (levelBits * level)) & levelMask)
-	b := int32(level*wheelSize + pos)
-	e.bucket, e.next, e.prev = b, noEntry, w.tail[b]
-	if t := w.tail[b]; t != noEntry {
-		w.entries[t].next = i
-		if e.due < w.low[b] {
-			w.low[b] = e.due
-		}
-	} else {
-		w.head[b] = i
-		w.low[b] = e.due
-		w.occ[level] |= 1 << pos
+	b := level*wheelSize + pos
+	if len(w.buckets[b]) == 0 || sl.due < w.low[b] {
+		w.low[b] = sl.due
 	}
-	w.tail[b] = i
+	w.buckets[b] = append(w.buckets[b], sl)
+	w.occ[level] |= 1 << pos
 }
 
-// unlink removes entry i from its bucket without freeing it.
-func (w *Wheel[T]) unlink(i int32) {
-	e := &w.entries[i]
-	b := e.bucket
-	if e.prev != noEntry {
-		w.entries[e.prev].next = e.next
-	} else {
-		w.head[b] = e.next
-	}
-	if e.next != noEntry {
-		w.entries[e.next].prev = e.prev
-	} else {
-		w.tail[b] = e.prev
-	}
-	if w.head[b] == noEntry {
-		level, pos := int(b)/wheelSize, int(b)%wheelSize
-		w.occ[level] &^= 1 << pos
-	}
-	e.bucket = noBucket
-}
-
+// release frees a live entry.
 func (w *Wheel[T]) release(i int32) {
 	var zero T
 	e := &w.entries[i]
-	e.value = zero
-	e.bucket = noBucket
-	e.next = w.free
-	w.free = i
+	e.value, e.live = zero, false
+	w.free = append(w.free, i)
 	w.n--
 }
 
@@ -227,17 +224,69 @@ func (w *Wheel[T]) Cancel(h Handle) bool {
 		return false
 	}
 	e := &w.entries[h.idx]
-	if e.gen != h.gen || e.bucket == noBucket {
+	if e.gen != h.gen || !e.live {
 		return false
 	}
-	w.unlink(h.idx)
 	w.release(h.idx)
+	w.dead++
+	if w.dead > 1024 && w.dead > w.n/4 {
+		w.compact()
+	}
 	return true
+}
+
+// compact drops every dead slot.
+func (w *Wheel[T]) compact() {
+	for b, bucket := range w.buckets {
+		if len(bucket) == 0 {
+			continue
+		}
+		kept := w.keepLive(bucket)
+		if cap(kept) > 1024 && len(kept) < cap(kept)/4 {
+			kept = append([]slot(nil), kept...) // give back what mass cancellation freed
+		}
+		w.setBucket(b, kept)
+	}
+	h := w.keepLive(w.heap)
+	w.heap = h[:0]
+	for _, sl := range h {
+		w.heapPush(sl)
+	}
+	w.dead = 0
+}
+
+// keepLive filters s in place, keeping live slots.
+func (w *Wheel[T]) keepLive(s []slot) []slot {
+	kept := s[:0]
+	for _, sl := range s {
+		if w.alive(sl) {
+			kept = append(kept, sl)
+		}
+	}
+	clear(s[len(kept):])
+	return kept
+}
+
+// setBucket stores a bucket's new contents, with an exact low and its
+// occupancy bit.
+func (w *Wheel[T]) setBucket(b int, s []slot) {
+	w.buckets[b] = s
+	level, pos := b/wheelSize, b%wheelSize
+	if len(s) == 0 {
+		w.occ[level] &^= 1 << pos
+		return
+	}
+	low := s[0].due
+	for _, sl := range s[1:] {
+		low = min(low, sl.due)
+	}
+	w.low[b] = low
+	w.occ[level] |= 1 << pos
 }
 
 // nextBucket finds the earliest bucket that will fire or cascade, and the
 // tick at which it does.
-func (w *Wheel[T]) nextBucket() (b int32, at int64, ok bool) {
+func (w *Wheel[T]) nextBucket() (b int, at int64, ok bool) {
 	for level := 0; level < w.levels; level++ {
 		shift := levelBits * level
 		curPos := int((w.cur >> shift) & levelMask)
@@ -253,16 +302,26 @@ func (w *Wheel[T]) nextBucket() (b int32, at int64, ok bool) {
 			if up := shift + levelBits; up < 63 {
 				base = w.cur >> up << up
 			}
-			return int32(level*wheelSize + pos), base + int64(pos)<<shift, true
+			return level*wheelSize + pos, base + int64(pos)<<shift, true
 		}
 	}
 	return 0, 0, false
 }
 
 // NextDue reports the earliest due time among pending entries (a lower
-// bound: exact unless an entry of the earliest bucket was cancelled since
-// that bucket was last scanned). ok is false when the wheel is empty.
+// bound: exact unless entries of the earliest bucket were cancelled since
+// it was last visited). ok is false when the wheel is empty.
 func (w *Wheel[T]) NextDue() (due time.Time, ok bool) {
+	if w.n == 0 {
+		return time.Time{}, false
+	}
+	for len(w.heap) > 0 {
+		if top := w.heap[0]; w.alive(top) {
+			return w.origin.Add(time.Duration(top.due)), true
+		}
+		w.heapPop()
+		w.dead--
+	}
 	b, _, ok := w.nextBucket()
 	if !ok {
 		return time.Time{}, false
@@ -270,10 +329,11 @@ func (w *Wheel[T]) NextDue() (due time.Time, ok bool) {
 	return w.origin.Add(time.Duration(w.low[b])), true
 }
 
-// Advance moves the wheel's time to now and appends to dst, in bucket order,
-// the values of entries due at or before now, removing them. It stops after
-// max values when max > 0; the rest stay pending and NextDue reports a time
-// not after now. A now earlier than a previous one is treated as that one.
+// Advance moves the wheel's time to now and appends to dst the values of
+// entries due at or before now, removing them: bucket by bucket, and in due
+// order once the current tick is in the heap. It stops after max values
+// when max > 0; the rest stay pending and NextDue reports a time not after
+// now. A now earlier than a previous one is treated as that one.
 func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 	n := w.offset(now)
 	if n < w.now {
@@ -281,88 +341,183 @@ func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 	}
 	w.now = n
 	nt := n / w.tick
-	fired := 0
-	for w.n > 0 {
+	room := max
+	if room <= 0 {
+		room = int(^uint(0) >> 1)
+	}
+	// The heap first: it holds the rest of an earlier part of the current tick.
+	for len(w.heap) > 0 && room > 0 && w.heap[0].due <= n {
+		if sl := w.heapPop(); w.alive(sl) {
+			dst = append(dst, w.entries[sl.idx].value)
+			w.release(sl.idx)
+			room--
+		} else {
+			w.dead--
+		}
+	}
+	if len(w.heap) > 0 {
+		return dst // the rest of the current tick is not due, or max was reached
+	}
+	w.heapTick = noTick
+	for room > 0 {
 		_, at, ok := w.nextBucket()
 		if !ok || at > nt {
 			break
 		}
 		w.cur = at
 		// Cascade the higher levels whose bucket starts at this tick, from
-		// the top down: each re-placed entry lands in a lower level.
+		// the top down: each re-placed slot lands in a lower level.
 		for level := w.levels - 1; level >= 1; level-- {
 			shift := levelBits * level
 			if w.cur&(1<<shift-1) != 0 {
 				continue
 			}
-			cb := int32(level*wheelSize + int((w.cur>>shift)&levelMask))
-			for i := w.head[cb]; i != noEntry; {
-				next := w.entries[i].next
-				w.unlink(i)
-				w.place(i)
-				i = next
+			cb := level*wheelSize + int((w.cur>>shift)&levelMask)
+			bucket := w.buckets[cb]
+			if len(bucket) == 0 {
+				continue
+			}
+			w.setBucket(cb, bucket[:0])
+			for _, sl := range bucket {
+				if w.alive(sl) {
+					w.place(sl)
+				} else {
+					w.dead--
+				}
+			}
+			clear(bucket)
+		}
+		b := int(w.cur & levelMask)
+		bucket := w.buckets[b]
+		if w.cur == nt && w.scanned == nt {
+			// Second visit inside this tick: order the rest by due time.
+			w.setBucket(b, bucket[:0])
+			w.heapTick = nt
+			for _, sl := range bucket {
+				if w.alive(sl) {
+					w.heapPush(sl)
+				} else {
+					w.dead--
+				}
+			}
+			clear(bucket)
+			for len(w.heap) > 0 && room > 0 && w.heap[0].due <= n {
+				if sl := w.heapPop(); w.alive(sl) {
+					dst = append(dst, w.entries[sl.idx].value)
+					w.release(sl.idx)
+					room--
+				} else {
+					w.dead--
+				}
+			}
+			break
+		}
+		// Fire what is due; keep, in order, what is not (only possible in
+		// the tick now falls in) or what max leaves.
+		kept := bucket[:0]
+		for _, sl := range bucket {
+			switch {
+			case !w.alive(sl):
+				w.dead--
+			case sl.due <= n && room > 0:
+				dst = append(dst, w.entries[sl.idx].value)
+				w.release(sl.idx)
+				room--
+			default:
+				kept = append(kept, sl)
 			}
 		}
-		// Fire the level-0 bucket of this tick.
-		b := int32(w.cur & levelMask)
-		low := int64(-1)
-		for i := w.head[b]; i != noEntry; {
-			e := &w.entries[i]
-			next := e.next
-			if e.due <= n && (max <= 0 || fired < max) {
-				dst = append(dst, e.value)
-				fired++
-				w.unlink(i)
-				w.release(i)
-			} else if low < 0 || e.due < low {
-				low = e.due
+		clear(bucket[len(kept):])
+		w.setBucket(b, kept)
+		if len(kept) > 0 {
+			if w.cur == nt {
+				w.scanned = nt
 			}
-			i = next
-		}
-		if low >= 0 {
-			w.low[b] = low // exact again: the whole bucket was scanned
-			break          // the rest of this bucket is not due, or max was reached
-		}
-		if max > 0 && fired >= max {
 			break
 		}
 	}
-	if w.cur < nt && (max <= 0 || fired < max) {
+	if w.cur < nt && room > 0 {
 		w.cur = nt
 	}
 	return dst
 }
 
+func (w *Wheel[T]) heapPush(sl slot) {
+	h := append(w.heap, sl)
+	j := len(h) - 1
+	for j > 0 {
+		p := (j - 1) / 4
+		if h[p].due <= h[j].due {
+			break
+		}
+		h[p], h[j] = h[j], h[p]
+		j = p
+	}
+	w.heap = h
+}
+
+func (w *Wheel[T]) heapPop() slot {
+	h := w.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	j := 0
+	for {
+		m := j
+		for c := 4*j + 1; c <= 4*j+4 && c < last; c++ {
+			if h[c].due < h[m].due {
+				m = c
+			}
+		}
+		if m == j {
+			break
+		}
+		h[j], h[m] = h[m], h[j]
+		j = m
+	}
+	w.heap = h
+	return top
+}
+
 // verify checks the wheel's invariants and panics if one is broken.
 // only for testing
 func (w *Wheel[T]) verify() {
-	count := 0
-	for b := range w.head {
+	live, dead := 0, 0
+	count := func(sl slot) bool {
+		if w.alive(sl) {
+			live++
+			return true
+		}
+		dead++
+		return false
+	}
+	for b, bucket := range w.buckets {
 		level, pos := b/wheelSize, b%wheelSize
-		occupied := w.occ[level]&(1<<pos) != 0
-		if occupied != (w.head[b] != noEntry) {
-			panic(fmt.Sprintf("timerwheel: bucket %d occupancy bit %v disagrees with its list", b, occupied))
+		if occupied := w.occ[level]&(1<<pos) != 0; occupied != (len(bucket) > 0) {
+			panic(fmt.Sprintf("timerwheel: bucket %d occupancy bit %v with %d slots", b, occupied, len(bucket)))
 		}
-		prev := int32(noEntry)
-		for i := w.head[b]; i != noEntry; i = w.entries[i].next {
-			e := &w.entries[i]
-			if e.bucket != int32(b) || e.prev != prev {
-				panic(fmt.Sprintf("timerwheel: entry %d linked into bucket %d records bucket %d prev %d", i, b, e.bucket, e.prev))
+		for _, sl := range bucket {
+			if !count(sl) {
+				continue
 			}
-			if e.due < w.low[b] {
-				panic(fmt.Sprintf("timerwheel: entry %d due %d below bucket %d low %d", i, e.due, b, w.low[b]))
+			if sl.due < w.low[b] {
+				panic(fmt.Sprintf("timerwheel: slot due %d below bucket %d low %d", sl.due, b, w.low[b]))
 			}
-			if e.due/w.tick < w.cur {
-				panic(fmt.Sprintf("timerwheel: entry %d due tick %d behind current tick %d", i, e.due/w.tick, w.cur))
+			if sl.due/w.tick < w.cur {
+				panic(fmt.Sprintf("timerwheel: slot due tick %d behind current tick %d", sl.due/w.tick, w.cur))
 			}
-			prev = i
-			count++
-		}
-		if w.tail[b] != prev {
-			panic(fmt.Sprintf("timerwheel: bucket %d tail %d, last entry %d", b, w.tail[b], prev))
 		}
 	}
-	if count != w.n {
-		panic(fmt.Sprintf("timerwheel: %d linked entries, Len %d", count, w.n))
+	for j, sl := range w.heap {
+		if count(sl) && sl.due/w.tick != w.heapTick {
+			panic(fmt.Sprintf("timerwheel: heap slot due tick %d, heap tick %d", sl.due/w.tick, w.heapTick))
+		}
+		if j > 0 && sl.due < w.heap[(j-1)/4].due {
+			panic(fmt.Sprintf("timerwheel: heap order broken at %d", j))
+		}
+	}
+	if live != w.n || dead != w.dead {
+		panic(fmt.Sprintf("timerwheel: %d live and %d dead slots; Len %d, dead count %d", live, dead, w.n, w.dead))
 	}
 }
