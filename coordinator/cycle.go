@@ -3,21 +3,22 @@ package coordinator
 import "slices"
 
 // findCycle returns a *CycleError if the dependencies inside the batch form
-// a cycle. Task i of the batch depends on deps[depStart[i]:depStart[i+1]];
-// indexes from base on are the batch's own. Dependencies on earlier tasks cannot: those never depend on the
+// a cycle. Task i of the batch depends on the tasks whose places in the
+// batch are places[depStart[i]:depStart[i+1]] (-1 for a task submitted
+// before). Dependencies on earlier tasks cannot: those never depend on the
 // batch. It peels the batch in topological order (Kahn); whatever cannot be
 // peeled waits on a cycle, and Tarjan's strongly connected components,
 // computed without recursion, tell the tasks on a cycle from those behind
 // one.
-func findCycle(tasks []Task, base int32, depStart, deps []int32) error {
+func findCycle(tasks []Task, depStart, places []int32) error {
 	n := len(tasks)
 	// Successor lists inside the batch, as flat arrays.
 	indeg := make([]int32, n)
 	start := make([]int32, n+1)
 	for i := range n {
-		for _, j := range deps[depStart[i]:depStart[i+1]] {
-			if j >= base {
-				start[j-base+1]++
+		for _, j := range places[depStart[i]:depStart[i+1]] {
+			if j >= 0 {
+				start[j+1]++
 				indeg[i]++
 			}
 		}
@@ -28,10 +29,10 @@ func findCycle(tasks []Task, base int32, depStart, deps []int32) error {
 	succ := make([]int32, start[n])
 	fill := slices.Clone(start[:n])
 	for i := range n {
-		for _, j := range deps[depStart[i]:depStart[i+1]] {
-			if j >= base {
-				succ[fill[j-base]] = int32(i)
-				fill[j-base]++
+		for _, j := range places[depStart[i]:depStart[i+1]] {
+			if j >= 0 {
+				succ[fill[j]] = int32(i)
+				fill[j]++
 			}
 		}
 	}

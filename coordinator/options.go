@@ -28,6 +28,8 @@ type config struct {
 	clock   clock.Clock
 	pools   []poolConfig // named pools, in the order given
 	rng     *rand.Rand
+	retain  bool
+	keep    time.Duration
 
 	testHookArmed func(due time.Time) // only for testing: the timer was armed for due
 }
@@ -74,6 +76,23 @@ func WithPool(name string, size int, w worker.Worker) Option {
 			}
 		}
 		c.pools = append(c.pools, poolConfig{name: name, size: size, worker: w})
+		return nil
+	}
+}
+
+// WithRetention makes the scheduler forget a final task once it has been
+// final for d and nothing still refers to it (a predecessor that is not
+// final yet, or a retained task it caused to be skipped). Without it, every
+// task is kept until Shutdown, which suits batch jobs; a scheduler that runs
+// for months needs it. A forgotten task is unknown: Info returns false,
+// Cancel false, a Submit that depends on it fails with ErrUnknownDependency,
+// and its ID may be submitted again. d may be 0: forget as soon as possible.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithRetention(%v): negative", ErrInvalidOption, d)
+		}
+		c.retain, c.keep = true, d
 		return nil
 	}
 }

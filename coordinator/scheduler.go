@@ -69,6 +69,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	s.outcomes = make(chan *worker.Batch, total)
 	st := newState(s.clk.Now(), pools, cfg.rng)
+	st.retain, st.keep = cfg.retain, cfg.keep
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	s.g = new(errgroup.Group)
@@ -133,6 +134,7 @@ func (s *Scheduler) run(st *state) error {
 			st.shutdown(now)
 		}
 
+		st.settle(now)
 		st.dispatch(now)
 		for _, b := range st.out {
 			s.pools[b.Pool] <- b // never blocks: one batch per idle worker, and the channel holds the pool's size
@@ -140,7 +142,7 @@ func (s *Scheduler) run(st *state) error {
 		clear(st.out)
 		st.out = st.out[:0]
 
-		if due, ok := st.wheel.NextDue(); ok && (!armed || !due.Equal(armedAt)) {
+		if due, ok := st.nextDue(); ok && (!armed || !due.Equal(armedAt)) {
 			s.due.Set(due)
 			armed, armedAt = true, due
 		} else if !ok && armed {

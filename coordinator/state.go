@@ -42,9 +42,12 @@ type rec struct {
 	cause     int32 // for Skipped: the root task that failed or was cancelled
 	attempts  int32 // attempts started in the current run
 	runs      int32 // runs finished successfully
+	preds     int32 // retention only: predecessors not final that still hold an edge to it
+	refs      int32 // retention only: retained Skipped tasks that name it as their cause
 	pool      uint16
 	status    Status
 	cancelReq bool // Cancel or Shutdown reached it while running
+	dropDue   bool // retention only: its time is up; dropped once preds and refs are 0
 }
 
 type extra struct {
@@ -61,6 +64,11 @@ type extra struct {
 }
 
 type edge struct{ to, next int32 }
+
+type retention struct {
+	at time.Time // when the task became final
+	t  int32
+}
 
 // poolState is one worker pool as the coordinator sees it.
 type poolState struct {
@@ -100,6 +108,15 @@ type state struct {
 	scratch  []int32           // reused by submit and advance
 	reverted []bool            // reused by complete
 	work     []int32           // reused by skipDependents
+
+	// Retention (WithRetention): final tasks are forgotten after keep.
+	retain    bool
+	keep      time.Duration
+	finalized []int32     // final since the last settle
+	expiry    []retention // FIFO by final time
+	expHead   int
+	recFree   []int32 // dropped records, reused by submit
+	edgeFree  int32   // head of the list of free edges, linked by next
 }
 
 func newState(now time.Time, pools []poolState, rng *rand.Rand) *state {
@@ -109,6 +126,8 @@ func newState(now time.Time, pools []poolState, rng *rand.Rand) *state {
 		byName: make(map[string]int, len(pools)),
 		wheel:  timerwheel.New[int32](now, time.Millisecond),
 		rng:    rng,
+
+		edgeFree: noTask,
 	}
 	for i := range s.pools {
 		p := &s.pools[i]
@@ -148,7 +167,40 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 	if s.closing {
 		return ErrClosed
 	}
+	// Give every task its record index: a record freed by retention, or a
+	// new one at the end. pos maps a record index back to its place in the
+	// batch; it is needed only when freed records were reused.
 	base := int32(len(s.tasks))
+	idx := make([]int32, len(tasks))
+	reused := min(len(s.recFree), len(tasks))
+	var pos map[int32]int32
+	if reused > 0 {
+		pos = make(map[int32]int32, len(tasks))
+	}
+	next := base
+	for i := range idx {
+		if i < reused {
+			idx[i] = s.recFree[len(s.recFree)-1-i]
+		} else {
+			idx[i] = next
+			next++
+		}
+		if pos != nil {
+			pos[idx[i]] = int32(i)
+		}
+	}
+	local := func(j int32) int32 { // j's place in the batch, or -1
+		if pos != nil {
+			if p, ok := pos[j]; ok {
+				return p
+			}
+			return -1
+		}
+		if j >= base {
+			return j - base
+		}
+		return -1
+	}
 	// Claim the IDs, so that dependencies resolve with one lookup each;
 	// any error below gives them back.
 	claimed := 0
@@ -162,16 +214,16 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 		if j, dup := s.ids[id]; dup {
 			undo()
 			detail := "submitted before"
-			if j >= base {
+			if local(j) >= 0 {
 				detail = "twice in the batch"
 			}
 			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: detail}
 		}
-		s.ids[id] = base + int32(i)
+		s.ids[id] = idx[i]
 		claimed++
 	}
 	start := make([]int32, len(tasks)+1)
-	var deps []int32
+	var deps, places []int32
 	for i := range tasks {
 		for _, d := range tasks[i].Deps {
 			j, ok := s.ids[d]
@@ -180,15 +232,17 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: fmt.Sprintf("%q", d)}
 			}
 			deps = append(deps, j)
+			places = append(places, local(j))
 		}
 		start[i+1] = int32(len(deps))
 	}
-	if err := findCycle(tasks, base, start, deps); err != nil {
+	if err := findCycle(tasks, start, places); err != nil {
 		undo()
 		return err
 	}
 
-	s.tasks = slices.Grow(s.tasks, len(tasks))
+	s.recFree = s.recFree[:len(s.recFree)-reused]
+	s.tasks = slices.Grow(s.tasks, len(tasks)-reused)
 	for i := range tasks {
 		t := &tasks[i]
 		r := rec{id: t.ID, run: t.Run, prio: t.Priority, succHead: noTask, succTail: noTask, cause: noTask,
@@ -199,14 +253,17 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 				r.x.notBefore = now.Add(t.Delay)
 			}
 		}
-		s.tasks = append(s.tasks, r)
+		if i < reused {
+			s.tasks[idx[i]] = r
+		} else {
+			s.tasks = append(s.tasks, r)
+		}
 	}
 	s.open += len(tasks)
 
 	// Wire the edges. A dependency that already ended badly skips the task.
 	skip := s.scratch[:0]
-	for i := range tasks {
-		t := base + int32(i)
+	for i, t := range idx {
 		for _, j := range deps[start[i]:start[i+1]] {
 			switch st := s.tasks[j].status; {
 			case st == Succeeded:
@@ -223,14 +280,12 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 	}
 	for _, t := range skip {
 		if !s.tasks[t].status.Final() {
-			cause := s.tasks[t].cause
-			s.finish(t, Skipped, now)
-			s.emit(EventSkipped, t, now).setCause(s, cause)
-			s.skipDependents(t, cause, now)
+			s.skipped(t, s.tasks[t].cause, now)
+			s.skipDependents(t, s.tasks[t].cause, now)
 		}
 	}
 	s.scratch = skip[:0]
-	for t := base; t < int32(len(s.tasks)); t++ {
+	for _, t := range idx {
 		if r := &s.tasks[t]; r.status == Pending && r.unmet == 0 {
 			s.eligible(t, now)
 		}
@@ -253,8 +308,18 @@ func (s *state) root(j int32) int32 {
 }
 
 func (s *state) addEdge(from, to int32) {
-	e := int32(len(s.edges))
-	s.edges = append(s.edges, edge{to: to, next: noTask})
+	var e int32
+	if s.retain && s.edgeFree != noTask {
+		e = s.edgeFree
+		s.edgeFree = s.edges[e].next
+		s.edges[e] = edge{to: to, next: noTask}
+	} else {
+		e = int32(len(s.edges))
+		s.edges = append(s.edges, edge{to: to, next: noTask})
+	}
+	if s.retain {
+		s.tasks[to].preds++
+	}
 	r := &s.tasks[from]
 	if r.succTail == noTask {
 		r.succHead = e
@@ -551,6 +616,100 @@ func (s *state) cancelled(t int32, now time.Time) {
 func (s *state) finish(t int32, st Status, now time.Time) {
 	s.tasks[t].status = st
 	s.open--
+	if s.retain {
+		s.finalized = append(s.finalized, t)
+	}
+}
+
+// skipped records that t was skipped because of cause.
+func (s *state) skipped(t, cause int32, now time.Time) {
+	s.finish(t, Skipped, now)
+	s.tasks[t].cause = cause
+	if s.retain {
+		s.tasks[cause].refs++
+	}
+	s.emit(EventSkipped, t, now).setCause(s, cause)
+}
+
+// settle runs after every operation when retention is on: the tasks that
+// became final give back their successor edges (their successors have
+// been released or skipped already) and start their retention time.
+func (s *state) settle(now time.Time) {
+	if !s.retain {
+		return
+	}
+	for _, t := range s.finalized {
+		r := &s.tasks[t]
+		for e := r.succHead; e != noTask; {
+			next := s.edges[e].next
+			c := s.edges[e].to
+			rc := &s.tasks[c]
+			rc.preds--
+			if rc.preds == 0 && rc.dropDue && rc.refs == 0 {
+				s.drop(c)
+			}
+			s.edges[e] = edge{to: noTask, next: s.edgeFree}
+			s.edgeFree = e
+			e = next
+		}
+		r.succHead, r.succTail = noTask, noTask
+		s.expiry = append(s.expiry, retention{at: now, t: t})
+	}
+	s.finalized = s.finalized[:0]
+	s.expire(now)
+}
+
+// expire drops the tasks whose retention time is up, or marks them to be
+// dropped as soon as nothing refers to them.
+func (s *state) expire(now time.Time) {
+	for s.expHead < len(s.expiry) {
+		x := s.expiry[s.expHead]
+		if x.at.Add(s.keep).After(now) {
+			break
+		}
+		s.expiry[s.expHead] = retention{}
+		s.expHead++
+		if r := &s.tasks[x.t]; r.preds == 0 && r.refs == 0 {
+			s.drop(x.t)
+		} else {
+			r.dropDue = true
+		}
+	}
+	if s.expHead > 1024 && s.expHead*2 > len(s.expiry) {
+		n := copy(s.expiry, s.expiry[s.expHead:])
+		clear(s.expiry[n:])
+		s.expiry, s.expHead = s.expiry[:n], 0
+	}
+}
+
+// drop forgets a final task nothing refers to: its ID is free again and its
+// record is reused by a later Submit.
+func (s *state) drop(t int32) {
+	r := &s.tasks[t]
+	delete(s.ids, r.id)
+	cause := r.cause
+	*r = rec{status: dropped, cause: noTask, succHead: noTask, succTail: noTask}
+	s.recFree = append(s.recFree, t)
+	if cause != noTask {
+		rc := &s.tasks[cause]
+		rc.refs--
+		if rc.refs == 0 && rc.preds == 0 && rc.dropDue {
+			s.drop(cause) // a cause is never Skipped itself: no deeper recursion
+		}
+	}
+}
+
+// nextDue is the earliest time the state needs to be woken: a delayed
+// entry, or the end of a retention.
+func (s *state) nextDue() (time.Time, bool) {
+	due, ok := s.wheel.NextDue()
+	if s.expHead < len(s.expiry) {
+		at := s.expiry[s.expHead].at.Add(s.keep)
+		if !ok || at.Before(due) {
+			due, ok = at, true
+		}
+	}
+	return due, ok
 }
 
 // skipDependents skips everything waiting on from, transitively, blaming
@@ -566,9 +725,7 @@ func (s *state) skipDependents(from, cause int32, now time.Time) {
 			if rc.status != Pending {
 				continue
 			}
-			s.finish(c, Skipped, now)
-			rc.cause = cause
-			s.emit(EventSkipped, c, now).setCause(s, cause)
+			s.skipped(c, cause, now)
 			work = append(work, c)
 		}
 	}

@@ -87,6 +87,8 @@ const (
 	Failed                  // final: a run failed with no attempts left
 	Cancelled               // final: cancelled, or shut down before it finished
 	Skipped                 // final: a dependency failed or was cancelled
+
+	dropped // internal: the record was forgotten by retention and awaits reuse
 )
 
 var statusNames = [...]string{"pending", "ready", "running", "succeeded", "failed", "cancelled", "skipped"}
