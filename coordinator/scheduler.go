@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,10 +30,10 @@ type Scheduler struct {
 	stopOnce sync.Once               // guards close(stopc)
 
 	g        *errgroup.Group
-	detached sync.WaitGroup // attempts running on their own goroutine (timeouts)
-	loopDone chan struct{}  // closed when the loop has exited and final is set
-	final    *state         // written by the loop before loopDone closes; read-only after
-	done     chan struct{}  // closed when every goroutine has exited
+	detached worker.Detached // attempts running on their own goroutine (timeouts)
+	loopDone chan struct{}   // closed when the loop has exited and final is set
+	final    *state          // written by the loop before loopDone closes; read-only after
+	done     chan struct{}   // closed when every goroutine has exited
 }
 
 // request is a message to the loop. apply runs on the loop's goroutine.
@@ -388,14 +390,41 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // contexts end (context.Cause is ErrClosed) and end Cancelled when they
 // return. Shutdown blocks until every goroutine of the scheduler has exited,
 // subscriber deliveries and abandoned timed-out attempts included, and
-// returns nil; or until ctx ends, returning ctx.Err() while the shutdown
-// goes on in the background. Calling it again, or concurrently, is safe.
+// returns nil; or until ctx ends, returning a *ShutdownError that wraps
+// ctx.Err() and names the tasks whose functions have not returned, while
+// the shutdown goes on in the background. Calling it again, or
+// concurrently, is safe.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopc) })
 	select {
 	case <-s.done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	running := s.detached.Running()
+	ids, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- []string) request {
+		return runningReq{reply: reply}
+	})
+	if err == nil {
+		running = append(running, ids...)
+	}
+	slices.Sort(running)
+	return &ShutdownError{Err: ctx.Err(), Running: slices.Compact(running)}
 }
+
+// ShutdownError is Shutdown's error when its context ends first.
+// errors.Is(err, context.DeadlineExceeded) (or Canceled) holds for it.
+type ShutdownError struct {
+	Err     error    // the context's error
+	Running []string // tasks whose functions had not returned, sorted
+}
+
+func (e *ShutdownError) Error() string {
+	return fmt.Sprintf("coordinator: shutdown: %v; still running: %v", e.Err, e.Running)
+}
+
+func (e *ShutdownError) Unwrap() error { return e.Err }
+
+type runningReq struct{ reply chan<- []string }
+
+func (r runningReq) apply(l *loop, now time.Time) { r.reply <- l.st.runningIDs() }

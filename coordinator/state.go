@@ -803,6 +803,21 @@ func (s *state) shutdown(now time.Time) {
 	}
 }
 
+// runningIDs lists the tasks whose functions are running now.
+func (s *state) runningIDs() []string {
+	var ids []string
+	for pi := range s.pools {
+		for _, b := range s.pools[pi].inflight {
+			for i := range b.Items {
+				if it := &b.Items[i]; it.Ctx.Running() {
+					ids = append(ids, s.tasks[it.Ref].id)
+				}
+			}
+		}
+	}
+	return ids
+}
+
 // info implements Scheduler.Info.
 func (s *state) info(id string) (TaskInfo, bool) {
 	t, ok := s.ids[id]

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -69,9 +68,9 @@ type Loop struct {
 	Clock  Clock
 	In     <-chan *Batch // batches to run
 	Out    chan<- *Batch // finished batches
-	// Detached counts the goroutines that run attempts with a timeout,
+	// Detached tracks the goroutines that run attempts with a timeout,
 	// abandoned ones included; the scheduler waits for them at shutdown.
-	Detached *sync.WaitGroup
+	Detached *Detached
 }
 
 // Run receives batches until ctx ends, runs them and sends them back. It
@@ -124,9 +123,9 @@ func (l *Loop) run(b *Batch) {
 // moment the timeout passes.
 func (l *Loop) runWithTimeout(it *Item) {
 	res := make(chan error, 1) // buffered: an abandoned attempt's late result must not block
-	l.Detached.Add(1)
+	l.Detached.add(it.Ctx, it.Job.ID)
 	go func(ctx *Context, j Job) {
-		defer l.Detached.Done()
+		defer l.Detached.done(ctx)
 		res <- call(ctx, l.Worker, j)
 	}(it.Ctx, it.Job)
 	t := l.Clock.Timer(it.Timeout)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,10 +16,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // runBatch runs b through one Loop and returns it when the loop sends it back.
-func runBatch(t *testing.T, w worker.Worker, b *worker.Batch) (*worker.Batch, *sync.WaitGroup) {
+func runBatch(t *testing.T, w worker.Worker, b *worker.Batch) (*worker.Batch, *worker.Detached) {
 	t.Helper()
 	in, out := make(chan *worker.Batch), make(chan *worker.Batch)
-	var detached sync.WaitGroup
+	var detached worker.Detached
 	l := &worker.Loop{Worker: w, Clock: clock.New(), In: in, Out: out, Detached: &detached}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -96,8 +95,14 @@ func TestLoopTimeoutAbandons(t *testing.T) {
 		if cause := <-sawCause; !errors.Is(cause, worker.ErrTimeout) {
 			t.Fatalf("context.Cause = %v; want ErrTimeout", cause)
 		}
+		if got := detached.Running(); len(got) != 1 || got[0] != "stubborn" {
+			t.Fatalf("Detached.Running() = %v; want [stubborn]", got)
+		}
 		close(release)
 		detached.Wait()
+		if got := detached.Running(); len(got) != 0 {
+			t.Fatalf("Detached.Running() after it returned = %v; want none", got)
+		}
 	})
 }
 

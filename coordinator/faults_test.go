@@ -1,0 +1,198 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
+)
+
+// A task that never returns and ignores its context: its timeout frees the
+// slot; Shutdown returns within its own context and names the task.
+func TestFaultTaskNeverReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(1))
+		if err != nil {
+			t.Fatalf("New = %v", err)
+		}
+		release := make(chan struct{})
+		err = s.Submit(
+			coordinator.Task{ID: "deaf", Timeout: time.Second, Run: func(context.Context) error { <-release; return nil }},
+			coordinator.Task{ID: "after", Run: ok},
+			coordinator.Task{ID: "hung", Deps: []string{"after"}, Run: func(context.Context) error { <-release; return nil }},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if st := status(t, s, "after"); st != coordinator.Succeeded {
+			t.Fatalf("status(after) = %v; want succeeded: the timeout freed the only slot", st)
+		}
+		if info, _ := s.Info("deaf"); info.Status != coordinator.Failed || !errors.Is(info.Err, worker.ErrTimeout) {
+			t.Fatalf("Info(deaf) = %+v; want failed with ErrTimeout", info)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = s.Shutdown(ctx)
+		var se *coordinator.ShutdownError
+		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v; want a *ShutdownError wrapping DeadlineExceeded", err)
+		}
+		if want := []string{"deaf", "hung"}; !slices.Equal(se.Running, want) {
+			t.Fatalf("ShutdownError.Running = %v; want %v", se.Running, want)
+		}
+		close(release)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown once they returned = %v; want nil", err)
+		}
+	})
+}
+
+// A subscriber that blocks forever stalls nothing; unsubscribe drops what
+// was queued for it.
+func TestFaultBlockedSubscriber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		block := make(chan struct{})
+		var calls atomic.Int32
+		unsubscribe := s.Subscribe(func(coordinator.Event) {
+			calls.Add(1)
+			<-block
+		})
+		var tasks []coordinator.Task
+		for i := range 5000 {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint(i), Run: ok})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s) // all 5,000 tasks ran while the subscriber sat in its first call
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("subscriber called %d times; want 1 (blocked in the first)", n)
+		}
+		unsubscribe()
+		close(block)
+		synctest.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("subscriber called %d times after unsubscribe; want no more: its queue is dropped", n)
+		}
+	})
+}
+
+// Shutdown racing Submit, Cancel, Info and Wait from many goroutines: every
+// call returns a documented result and every task ends final.
+func TestConcurrentShutdownRace(t *testing.T) {
+	s, err := coordinator.New(coordinator.WithWorkers(4))
+	if err != nil {
+		t.Fatalf("New = %v", err)
+	}
+	var wg sync.WaitGroup
+	var accepted sync.Map
+	start := make(chan struct{})
+	for g := range 8 {
+		wg.Go(func() {
+			<-start
+			for i := range 200 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				switch err := s.Submit(coordinator.Task{ID: id, Run: func(ctx context.Context) error {
+					select {
+					case <-ctx.Done():
+					default:
+					}
+					return nil
+				}}); {
+				case err == nil:
+					accepted.Store(id, true)
+				case !errors.Is(err, coordinator.ErrClosed):
+					t.Errorf("Submit = %v; want nil or ErrClosed", err)
+				}
+				s.Cancel(fmt.Sprintf("g%d-%d", g, i/2))
+				s.Info(id)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				if err := s.Wait(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Wait = %v", err)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Go(func() {
+		<-start
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown = %v", err)
+		}
+	})
+	close(start)
+	wg.Wait()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	accepted.Range(func(k, _ any) bool {
+		if info, found := s.Info(k.(string)); !found || !info.Status.Final() {
+			t.Errorf("Info(%v) = %+v, %v after Shutdown; want final", k, info, found)
+		}
+		return true
+	})
+}
+
+// misbehaving is a custom worker whose Do panics, or keeps running after
+// its context ended and then returns nil.
+type misbehaving struct{ returned chan string }
+
+func (m misbehaving) Do(ctx context.Context, j worker.Job) error {
+	switch j.Payload {
+	case "panic":
+		panic(errors.New("driver crashed"))
+	case "late":
+		<-ctx.Done()
+		time.Sleep(time.Second) // fake time: keeps going after its context ended
+		m.returned <- j.ID
+	}
+	return nil
+}
+
+func TestFaultCustomWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := misbehaving{returned: make(chan string, 1)}
+		s := newScheduler(t, coordinator.WithPool("device", 1, m))
+		err := s.Submit(
+			coordinator.Task{ID: "crash", Pool: "device", Payload: "panic"},
+			coordinator.Task{ID: "late", Pool: "device", Payload: "late"},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		var pe *worker.PanicError
+		if info, _ := s.Info("crash"); info.Status != coordinator.Failed || !errors.As(info.Err, &pe) {
+			t.Fatalf("Info(crash) = %+v; want failed with a *PanicError", info)
+		}
+		if !s.Cancel("late") {
+			t.Fatalf("Cancel(late) = false; want true")
+		}
+		settle(t, s)
+		if id := <-m.returned; id != "late" {
+			t.Fatalf("returned %q", id)
+		}
+		if st := status(t, s, "late"); st != coordinator.Cancelled {
+			t.Fatalf("status(late) = %v; want cancelled though Do returned nil after its context ended", st)
+		}
+		if err := s.Submit(coordinator.Task{ID: "again", Pool: "device", Payload: "ok"}); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if st := status(t, s, "again"); st != coordinator.Succeeded {
+			t.Fatalf("status(again) = %v; want succeeded: the pool survived", st)
+		}
+	})
+}
