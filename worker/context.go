@@ -29,7 +29,7 @@ const (
 // the attempt is over and succeeded.
 type Context struct {
 	state atomic.Uint32
-	phase atomic.Uint32 // phaseQueued, phaseRunning, phaseReturned: written by the pool loop
+	phase atomic.Uint32                // phaseQueued, phaseRunning, phaseReturned: written by the pool loop
 	real  atomic.Pointer[materialized] // set once, under mu
 
 	mu    sync.Mutex
