@@ -7,4 +7,7 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require golang.org/x/sync v0.25.0 // indirect
+require (
+	golang.org/x/sync v0.25.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
+)

@@ -11,3 +11,13 @@ func WithArmedHook(f func(due time.Time)) Option {
 		return nil
 	}
 }
+
+// WithMaxBatch caps every batch at n tasks; 1 turns batching and fusion
+// off, so that one worker runs tasks in exactly the order a sequential
+// model would. only for testing
+func WithMaxBatch(n int) Option {
+	return func(c *config) error {
+		c.testMaxBatch = n
+		return nil
+	}
+}

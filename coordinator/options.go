@@ -32,6 +32,7 @@ type config struct {
 	keep    time.Duration
 
 	testHookArmed func(due time.Time) // only for testing: the timer was armed for due
+	testMaxBatch  int                 // only for testing: cap on a batch (0: maxBatch)
 }
 
 // WithWorkers sets the size of the default pool (default runtime.GOMAXPROCS(0)).

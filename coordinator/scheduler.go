@@ -66,7 +66,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	for i, p := range all {
 		s.workers[p.name] = p.worker
 		s.pools = append(s.pools, make(chan *worker.Batch, p.size))
-		pools[i] = poolState{name: p.name, size: p.size}
+		pools[i] = poolState{name: p.name, size: p.size, maxBatch: cfg.testMaxBatch}
 		total += p.size
 	}
 	s.outcomes = make(chan *worker.Batch, total)

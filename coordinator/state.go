@@ -80,6 +80,7 @@ type poolState struct {
 	inflight  []*worker.Batch
 	measured  bool
 	cost      time.Duration // moving average of one attempt's measured time
+	maxBatch  int           // immutable: maxBatch, unless a test lowered it
 }
 
 // state is all scheduling state: task records, dependency edges, ready
@@ -132,6 +133,9 @@ func newState(now time.Time, pools []poolState, rng *rand.Rand) *state {
 	for i := range s.pools {
 		p := &s.pools[i]
 		p.idle = p.size
+		if p.maxBatch == 0 {
+			p.maxBatch = maxBatch
+		}
 		s.byName[p.name] = i
 	}
 	return s
@@ -423,9 +427,9 @@ func (p *poolState) budgetLimit() int {
 	case !p.measured:
 		return 1
 	case p.cost > 0:
-		return min(maxBatch, max(1, int(dispatchBudget/p.cost)))
+		return min(p.maxBatch, max(1, int(dispatchBudget/p.cost)))
 	}
-	return maxBatch
+	return p.maxBatch
 }
 
 // fuse appends to b the successors that only b's own tasks hold back, each

@@ -1,0 +1,236 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/refmodel"
+	"pgregory.net/rapid"
+)
+
+// step is one action of a random program.
+type step struct {
+	submit []refmodel.Task
+	cancel string
+	free   string // release a task that ignores its context
+}
+
+func (s step) String() string {
+	switch {
+	case s.submit != nil:
+		var parts []string
+		for _, t := range s.submit {
+			parts = append(parts, fmt.Sprintf("%s%v p%d %+v", t.ID, t.Deps, t.Priority, t.Do))
+		}
+		return "submit " + strings.Join(parts, "; ")
+	case s.cancel != "":
+		return "cancel " + s.cancel
+	}
+	return "release " + s.free
+}
+
+// genProgram draws a program: batches of tasks with random dependencies
+// (some unknown, some cyclic, some duplicate IDs), behaviours and
+// priorities, cancels and releases.
+func genProgram(t *rapid.T) []step {
+	var ids []string
+	var prog []step
+	n := rapid.IntRange(1, 25).Draw(t, "steps")
+	for range n {
+		switch k := rapid.IntRange(0, 9).Draw(t, "kind"); {
+		case k < 6 || len(ids) == 0:
+			size := rapid.IntRange(1, 4).Draw(t, "size")
+			var batch []refmodel.Task
+			for i := range size {
+				id := fmt.Sprintf("t%d", len(ids)+i)
+				if len(ids) > 0 && rapid.IntRange(0, 19).Draw(t, "dup") == 0 {
+					id = rapid.SampledFrom(ids).Draw(t, "dupID")
+				}
+				var deps []string
+				for range rapid.IntRange(0, 3).Draw(t, "ndeps") {
+					switch c := rapid.IntRange(0, 19).Draw(t, "dep"); {
+					case c == 0:
+						deps = append(deps, "ghost")
+					case c <= 2 && size > 1:
+						deps = append(deps, fmt.Sprintf("t%d", len(ids)+rapid.IntRange(0, size-1).Draw(t, "inBatch")))
+					case len(ids) > 0:
+						deps = append(deps, rapid.SampledFrom(ids).Draw(t, "earlier"))
+					}
+				}
+				do := refmodel.Behaviour{MaxAttempt: rapid.IntRange(0, 3).Draw(t, "attempts")}
+				switch rapid.IntRange(0, 9).Draw(t, "behaviour") {
+				case 0, 1:
+					do.Fails = rapid.IntRange(1, 3).Draw(t, "fails")
+				case 2:
+					do.Panics = true
+				case 3:
+					do.BlockCtx = true
+				case 4:
+					do.BlockDeaf = true
+				}
+				batch = append(batch, refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Do: do})
+			}
+			prog = append(prog, step{submit: batch})
+			for range size {
+				ids = append(ids, fmt.Sprintf("t%d", len(ids))) // named whether or not the batch is accepted
+			}
+		case k < 8:
+			prog = append(prog, step{cancel: rapid.SampledFrom(append(ids, "ghost")).Draw(t, "cancel")})
+		default:
+			prog = append(prog, step{free: rapid.SampledFrom(ids).Draw(t, "release")})
+		}
+	}
+	return prog
+}
+
+// runProgram runs prog on a one-worker scheduler without batching and on
+// the model, comparing after every step. It returns the first difference.
+func runProgram(t *testing.T, prog []step) (diff string) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(1), coordinator.WithMaxBatch(1))
+		if err != nil {
+			diff = err.Error()
+			return
+		}
+		m := refmodel.New()
+		var mu sync.Mutex
+		var started []string
+		events := map[string][]string{}
+		s.Subscribe(func(e coordinator.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			events[e.TaskID] = append(events[e.TaskID], e.Kind.String())
+			if e.Kind == coordinator.EventStarted {
+				started = append(started, e.TaskID)
+			}
+		})
+		release := map[string]chan struct{}{}
+		var releaseOnce = map[string]*sync.Once{}
+		freeTask := func(id string) {
+			if o := releaseOnce[id]; o != nil {
+				o.Do(func() { close(release[id]) })
+			}
+		}
+		defer func() {
+			for id := range release {
+				freeTask(id)
+			}
+			if err := s.Shutdown(context.Background()); err != nil && diff == "" {
+				diff = fmt.Sprintf("Shutdown = %v", err)
+			}
+		}()
+		for k, st := range prog {
+			where := fmt.Sprintf("step %d (%v)", k, st)
+			switch {
+			case st.submit != nil:
+				var tasks []coordinator.Task
+				gates := map[string]chan struct{}{}
+				for _, mt := range st.submit {
+					do := mt.Do
+					var attempts atomic.Int32
+					gate := make(chan struct{})
+					if do.BlockDeaf {
+						gates[mt.ID] = gate
+					}
+					tasks = append(tasks, coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
+						Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt},
+						Run: func(ctx context.Context) error {
+							n := attempts.Add(1)
+							switch {
+							case int(n) <= do.Fails:
+								return errors.New("planned failure")
+							case do.Panics:
+								panic("planned panic")
+							case do.BlockCtx:
+								<-ctx.Done()
+							case do.BlockDeaf:
+								<-gate
+							}
+							return nil
+						}})
+				}
+				got, want := s.Submit(tasks...), m.Submit(st.submit)
+				sameErr := (got == nil && want == nil) ||
+					(errors.Is(want, refmodel.ErrDuplicate) && errors.Is(got, coordinator.ErrDuplicateID)) ||
+					(errors.Is(want, refmodel.ErrUnknown) && errors.Is(got, coordinator.ErrUnknownDependency)) ||
+					(errors.Is(want, refmodel.ErrCycle) && errors.Is(got, coordinator.ErrCycle))
+				if !sameErr {
+					diff = fmt.Sprintf("%s: Submit = %v; model: %v", where, got, want)
+					return
+				}
+				if got == nil {
+					for id, gate := range gates {
+						release[id], releaseOnce[id] = gate, &sync.Once{}
+					}
+				}
+			case st.cancel != "":
+				if got, want := s.Cancel(st.cancel), m.Cancel(st.cancel); got != want {
+					diff = fmt.Sprintf("%s: Cancel = %v; model: %v", where, got, want)
+					return
+				}
+			default:
+				freeTask(st.free)
+				m.Release(st.free)
+			}
+			waited := make(chan struct{})
+			go func() { s.Wait(context.Background()); close(waited) }()
+			synctest.Wait()
+			mu.Lock()
+			gotStarted, gotEvents := slices.Clone(started), events
+			mu.Unlock()
+			if !slices.Equal(gotStarted, m.Started) {
+				diff = fmt.Sprintf("%s: start order %v; model %v", where, gotStarted, m.Started)
+				return
+			}
+			for _, r := range m.Tasks {
+				info, found := s.Info(r.ID)
+				if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Cause != r.Cause {
+					diff = fmt.Sprintf("%s: Info(%s) = %v %v attempts %d cause %q; model %v attempts %d cause %q",
+						where, r.ID, found, info.Status, info.Attempts, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Cause)
+					return
+				}
+				mu.Lock()
+				ev := slices.Clone(gotEvents[r.ID])
+				mu.Unlock()
+				if !slices.Equal(ev, r.Events) {
+					diff = fmt.Sprintf("%s: events of %s %v; model %v", where, r.ID, ev, r.Events)
+					return
+				}
+			}
+			select {
+			case <-waited:
+				if !m.Final() {
+					diff = where + ": Wait returned while the model has tasks not final"
+					return
+				}
+			default:
+				if m.Final() {
+					diff = where + ": Wait blocks while the model has every task final"
+					return
+				}
+			}
+		}
+	})
+	return diff
+}
+
+// The model-based property test: random programs, one worker, compared
+// step by step with the reference model (start order, statuses, attempts,
+// skip causes, per-task events, and when Wait returns). A failure is shrunk
+// to a short program. More programs: -rapid.checks=N.
+func TestModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		prog := genProgram(rt)
+		if diff := runProgram(t, prog); diff != "" {
+			rt.Fatalf("%s", diff)
+		}
+	})
+}
