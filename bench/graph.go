@@ -113,7 +113,7 @@ func Delayed(n int, max time.Duration, failFrac float64, seed uint64) *Graph {
 // Shapes returns the benchmark shapes at about n tasks each.
 func Shapes(n int) []*Graph {
 	depth, side := 1, 1
-	for 1<<(depth+1)-1 <= n {
+	for 1<<depth-1 < n { // the smallest tree of at least n tasks: depth 20 for a million
 		depth++
 	}
 	for (side+1)*(side+1) <= n {

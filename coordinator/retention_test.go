@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -119,4 +120,39 @@ func TestRetentionKeepsMemoryFlat(t *testing.T) {
 	if early, late := heap[2], heap[waves-1]; float64(late) > 1.25*float64(early)+(1<<20) {
 		t.Fatalf("heap after wave 3: %d B, after wave %d: %d B; want it flat", early, waves, late)
 	}
+}
+
+// 100,000 recurring tasks at once, each running three times.
+func TestManyRecurring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 recurring tasks")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		const n = 100_000
+		var runs atomic.Int64
+		tasks := make([]coordinator.Task, n)
+		for i := range tasks {
+			tasks[i] = coordinator.Task{ID: fmt.Sprint("r", i), Every: time.Second, Times: 3,
+				Run: func(context.Context) error { runs.Add(1); return nil }}
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		start := time.Now()
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+		if got := runs.Load(); got != 3*n {
+			t.Fatalf("%d runs; want %d", got, 3*n)
+		}
+		if took := time.Since(start); took != 2*time.Second {
+			t.Fatalf("the three runs took %v; want 2s (fixed rate, planned from the first start)", took)
+		}
+		for _, id := range []string{"r0", "r99999"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Succeeded || info.Runs != 3 {
+				t.Fatalf("Info(%s) = %+v; want succeeded after 3 runs", id, info)
+			}
+		}
+	})
 }

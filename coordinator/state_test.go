@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -267,4 +268,38 @@ func TestStateFusionRespectsReadyQueue(t *testing.T) {
 func sealed(c *worker.Context) *worker.Context {
 	c.Seal()
 	return c
+}
+
+// A million delayed tasks cancelled before they fire leave nothing behind
+// in the delayed set.
+func TestStateMillionDelayedCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000,000 tasks")
+	}
+	s := newTestState(1)
+	const n = 1_000_000
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = Task{ID: "d" + strconv.Itoa(i), Run: noop, Delay: time.Hour + time.Duration(i)*time.Millisecond}
+	}
+	if err := s.submit(tasks, t0); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	if got := s.wheel.Len(); got != n {
+		t.Fatalf("wheel holds %d; want %d", got, n)
+	}
+	for i := range tasks {
+		if !s.cancel(tasks[i].ID, t0) {
+			t.Fatalf("cancel(%s) = false", tasks[i].ID)
+		}
+	}
+	if got := s.wheel.Len(); got != 0 {
+		t.Fatalf("wheel holds %d after cancelling all; want 0", got)
+	}
+	if _, ok := s.wheel.NextDue(); ok {
+		t.Fatalf("NextDue reports an entry after cancelling all")
+	}
+	if s.open != 0 {
+		t.Fatalf("open = %d; want 0", s.open)
+	}
 }
