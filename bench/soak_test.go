@@ -22,7 +22,7 @@ var soakN = flag.Int("baton.soak", 1_000_000, "tasks pushed through BenchmarkSoa
 // use after every million tasks and reports the first and last figure:
 // with retention they must stay flat.
 //
-//	go test -run '^$' -bench Soak -benchtime 1x -baton.soak 10000000 ./bench/
+//	go test ./bench/ -run '^$' -bench Soak -benchtime 1x -baton.soak=10000000
 func BenchmarkSoak(b *testing.B) {
 	const wave = 100_000
 	for range b.N {
