@@ -439,6 +439,8 @@ func (p *poolState) budgetLimit() int {
 // better priority is waiting, so fusion never reorders the ready queue.
 func (s *state) fuse(b *worker.Batch, p *poolState, now time.Time) {
 	limit := p.budgetLimit()
+	best, waiting := p.ready.Best() // fusing pushes nothing, so this holds throughout
+	waiting = waiting && p.readyLive > 0
 	for k := 0; k < len(b.Items) && len(b.Items) < limit; k++ {
 		r := &s.tasks[b.Items[k].Ref]
 		if r.x != nil && r.x.every > 0 {
@@ -450,7 +452,7 @@ func (s *state) fuse(b *worker.Batch, p *poolState, now time.Time) {
 			if rc.status != Pending || rc.unmet != 1 || rc.x != nil || int(rc.pool) != b.Pool {
 				continue
 			}
-			if best, ok := p.ready.Best(); ok && p.readyLive > 0 && best <= rc.prio {
+			if waiting && best <= rc.prio {
 				continue
 			}
 			rc.unmet = 0
@@ -812,10 +814,8 @@ func (s *state) runningIDs() []string {
 	var ids []string
 	for pi := range s.pools {
 		for _, b := range s.pools[pi].inflight {
-			for i := range b.Items {
-				if it := &b.Items[i]; it.Ctx.Running() {
-					ids = append(ids, s.tasks[it.Ref].id)
-				}
+			if i, ok := b.Running(); ok {
+				ids = append(ids, s.tasks[b.Items[i].Ref].id)
 			}
 		}
 	}

@@ -29,7 +29,6 @@ const (
 // the attempt is over and succeeded.
 type Context struct {
 	state atomic.Uint32
-	phase atomic.Uint32                // phaseQueued, phaseRunning, phaseReturned: written by the pool loop
 	real  atomic.Pointer[materialized] // set once, under mu
 
 	mu    sync.Mutex
@@ -40,16 +39,6 @@ type materialized struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
-
-const (
-	phaseQueued uint32 = iota
-	phaseRunning
-	phaseReturned
-)
-
-// Running reports whether the attempt's function has been called and has
-// not returned.
-func (c *Context) Running() bool { return c.phase.Load() == phaseRunning }
 
 // NewContext returns a Context that has not been cancelled.
 func NewContext() *Context { return &Context{} }
@@ -138,6 +127,5 @@ func (c *Context) Recycle() bool {
 	// No lock: the owner recycles only when nobody else holds c.
 	c.cause = nil
 	c.state.Store(ctxRunning)
-	c.phase.Store(phaseQueued)
 	return true
 }

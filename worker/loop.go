@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -60,6 +61,15 @@ type Batch struct {
 	Items   []Item
 	Pool    int           // opaque to the loop: the coordinator's pool index
 	Elapsed time.Duration // written by the loop: time taken by the whole batch, on its Clock
+
+	running atomic.Int32 // index+1 of the item whose function runs now; 0: none
+}
+
+// Running reports the index of the item whose function the loop is running
+// now, if any. Safe to call while the loop owns the batch.
+func (b *Batch) Running() (int, bool) {
+	i := b.running.Load()
+	return int(i) - 1, i > 0
 }
 
 // Loop is one worker goroutine of a pool.
@@ -100,6 +110,7 @@ func (l *Loop) run(b *Batch) {
 			it.Outcome, it.Err = NotStarted, nil
 			continue
 		}
+		b.running.Store(int32(i) + 1)
 		if it.Timeout <= 0 {
 			it.Outcome, it.Err = Ran, call(it.Ctx, l.Worker, it.Job)
 		} else {
@@ -109,6 +120,7 @@ func (l *Loop) run(b *Batch) {
 			it.Ctx.Seal() // fails only if a cancel came first; the coordinator sees that
 		}
 	}
+	b.running.Store(0)
 	for i := range b.Items {
 		it := &b.Items[i]
 		if it.Err != nil {

@@ -87,13 +87,11 @@ func (e *PanicError) Unwrap() error {
 }
 
 // call runs one attempt, turning a panic into a *PanicError.
-func call(ctx *Context, w Worker, j Job) (err error) {
-	ctx.phase.Store(phaseRunning)
+func call(ctx context.Context, w Worker, j Job) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
-		ctx.phase.Store(phaseReturned)
 	}()
 	return w.Do(ctx, j)
 }
