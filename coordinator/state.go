@@ -36,7 +36,6 @@ type rec struct {
 	run       func(context.Context) error
 	x         *extra // nil for a plain task
 	prio      int
-	unmet     int32 // dependencies not yet succeeded
 	succHead  int32 // first edge of the successor list, or noTask
 	succTail  int32
 	cause     int32 // for Skipped: the root task that failed or was cancelled
@@ -45,7 +44,6 @@ type rec struct {
 	preds     int32 // retention only: predecessors not final that still hold an edge to it
 	refs      int32 // retention only: retained Skipped tasks that name it as their cause
 	pool      uint16
-	status    Status
 	cancelReq bool // Cancel or Shutdown reached it while running
 	dropDue   bool // retention only: its time is up; dropped once preds and refs are 0
 }
@@ -61,6 +59,14 @@ type extra struct {
 	timer     timerwheel.Handle
 	inWheel   bool
 	err       error // the last failed attempt's error
+}
+
+// hot holds the fields read for every successor of every finished task,
+// apart from the rest of the record, so that releasing a wide frontier
+// walks 8-byte entries instead of whole records.
+type hot struct {
+	unmet  int32 // dependencies not yet succeeded
+	status Status
 }
 
 type edge struct{ to, next int32 }
@@ -89,6 +95,7 @@ type poolState struct {
 // goroutine owns it (the one exception is state.final, see Scheduler).
 type state struct {
 	tasks  []rec
+	hot    []hot // parallel to tasks
 	ids    map[string]int32
 	edges  []edge
 	pools  []poolState
@@ -247,6 +254,7 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 
 	s.recFree = s.recFree[:len(s.recFree)-reused]
 	s.tasks = slices.Grow(s.tasks, len(tasks)-reused)
+	s.hot = slices.Grow(s.hot, len(tasks)-reused)
 	for i := range tasks {
 		t := &tasks[i]
 		r := rec{id: t.ID, run: t.Run, prio: t.Priority, succHead: noTask, succTail: noTask, cause: noTask,
@@ -258,9 +266,10 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 			}
 		}
 		if i < reused {
-			s.tasks[idx[i]] = r
+			s.tasks[idx[i]], s.hot[idx[i]] = r, hot{}
 		} else {
 			s.tasks = append(s.tasks, r)
+			s.hot = append(s.hot, hot{})
 		}
 	}
 	s.open += len(tasks)
@@ -269,7 +278,7 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 	skip := s.scratch[:0]
 	for i, t := range idx {
 		for _, j := range deps[start[i]:start[i+1]] {
-			switch st := s.tasks[j].status; {
+			switch st := s.hot[j].status; {
 			case st == Succeeded:
 			case st.Final():
 				if s.tasks[t].cause == noTask {
@@ -278,19 +287,19 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 				}
 			default:
 				s.addEdge(j, t)
-				s.tasks[t].unmet++
+				s.hot[t].unmet++
 			}
 		}
 	}
 	for _, t := range skip {
-		if !s.tasks[t].status.Final() {
+		if !s.hot[t].status.Final() {
 			s.skipped(t, s.tasks[t].cause, now)
 			s.skipDependents(t, s.tasks[t].cause, now)
 		}
 	}
 	s.scratch = skip[:0]
 	for _, t := range idx {
-		if r := &s.tasks[t]; r.status == Pending && r.unmet == 0 {
+		if h := s.hot[t]; h.status == Pending && h.unmet == 0 {
 			s.eligible(t, now)
 		}
 	}
@@ -305,7 +314,7 @@ func (e *Event) setCause(s *state, cause int32) {
 
 // root is the task to blame for j's bad end: j itself, or j's own cause.
 func (s *state) root(j int32) int32 {
-	if s.tasks[j].status == Skipped {
+	if s.hot[j].status == Skipped {
 		return s.tasks[j].cause
 	}
 	return j
@@ -356,7 +365,7 @@ func (s *state) schedule(t int32, due, now time.Time) {
 	r := &s.tasks[t]
 	if due.After(now) {
 		if h, ok := s.wheel.Add(due, t); ok {
-			r.status = Pending
+			s.hot[t].status = Pending
 			r.x.timer, r.x.inWheel = h, true
 			return
 		}
@@ -366,7 +375,7 @@ func (s *state) schedule(t int32, due, now time.Time) {
 
 func (s *state) pushReady(t int32) {
 	r := &s.tasks[t]
-	r.status = Ready
+	s.hot[t].status = Ready
 	p := &s.pools[r.pool]
 	p.ready.Push(r.prio, t)
 	p.readyLive++
@@ -398,7 +407,7 @@ func (s *state) dispatch(now time.Time) {
 					break
 				}
 				t, _, _ := p.ready.Pop()
-				if s.tasks[t].status != Ready {
+				if s.hot[t].status != Ready {
 					continue // cancelled while queued
 				}
 				level = prio
@@ -449,13 +458,13 @@ func (s *state) fuse(b *worker.Batch, p *poolState, now time.Time) {
 		for e := r.succHead; e != noTask && len(b.Items) < limit; e = s.edges[e].next {
 			c := s.edges[e].to
 			rc := &s.tasks[c]
-			if rc.status != Pending || rc.unmet != 1 || rc.x != nil || int(rc.pool) != b.Pool {
+			if s.hot[c].status != Pending || s.hot[c].unmet != 1 || rc.x != nil || int(rc.pool) != b.Pool {
 				continue
 			}
 			if waiting && best <= rc.prio {
 				continue
 			}
-			rc.unmet = 0
+			s.hot[c].unmet = 0
 			s.start(c, b, now, int32(k)+1)
 		}
 	}
@@ -475,7 +484,7 @@ func (s *state) newBatch(pool int) *worker.Batch {
 // start adds t's next attempt to b; after is as worker.Item.After.
 func (s *state) start(t int32, b *worker.Batch, now time.Time, after int32) {
 	r := &s.tasks[t]
-	r.status = Running
+	s.hot[t].status = Running
 	r.attempts++
 	s.running++
 	var ctx *worker.Context
@@ -513,7 +522,7 @@ func (s *state) complete(b *worker.Batch, now time.Time) {
 		r := &s.tasks[it.Ref]
 		back := it.After > 0 && it.Outcome == worker.NotStarted && !r.cancelReq
 		if back {
-			r.status, r.unmet = Pending, 1
+			s.hot[it.Ref] = hot{status: Pending, unmet: 1}
 			r.attempts--
 		}
 		reverted = append(reverted, back)
@@ -566,7 +575,7 @@ func (s *state) succeeded(t int32, now time.Time) {
 	r := &s.tasks[t]
 	r.runs++
 	if x := r.x; x != nil && x.every > 0 && int(r.runs) < x.times {
-		r.status = Pending
+		s.hot[t].status = Pending
 		if e := s.emit(EventRecurred, t, now); e != nil {
 			e.Run = int(r.runs)
 		}
@@ -581,8 +590,8 @@ func (s *state) succeeded(t int32, now time.Time) {
 	}
 	for e := r.succHead; e != noTask; e = s.edges[e].next {
 		c := s.edges[e].to
-		if rc := &s.tasks[c]; rc.status == Pending {
-			if rc.unmet--; rc.unmet == 0 {
+		if h := &s.hot[c]; h.status == Pending {
+			if h.unmet--; h.unmet == 0 {
 				s.eligible(c, now)
 			}
 		}
@@ -599,7 +608,7 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 			lo := time.Duration(float64(wait) * (1 - j))
 			wait = lo + time.Duration(s.rng.Int64N(int64(wait-lo)+1))
 		}
-		r.status = Pending
+		s.hot[t].status = Pending
 		if e := s.emit(EventRetrying, t, now); e != nil {
 			e.Err, e.Wait = err, wait
 		}
@@ -620,7 +629,7 @@ func (s *state) cancelled(t int32, now time.Time) {
 }
 
 func (s *state) finish(t int32, st Status, now time.Time) {
-	s.tasks[t].status = st
+	s.hot[t].status = st
 	s.open--
 	if s.retain {
 		s.finalized = append(s.finalized, t)
@@ -694,7 +703,8 @@ func (s *state) drop(t int32) {
 	r := &s.tasks[t]
 	delete(s.ids, r.id)
 	cause := r.cause
-	*r = rec{status: dropped, cause: noTask, succHead: noTask, succTail: noTask}
+	*r = rec{cause: noTask, succHead: noTask, succTail: noTask}
+	s.hot[t] = hot{status: dropped}
 	s.recFree = append(s.recFree, t)
 	if cause != noTask {
 		rc := &s.tasks[cause]
@@ -727,8 +737,7 @@ func (s *state) skipDependents(from, cause int32, now time.Time) {
 		work = work[:len(work)-1]
 		for e := s.tasks[t].succHead; e != noTask; e = s.edges[e].next {
 			c := s.edges[e].to
-			rc := &s.tasks[c]
-			if rc.status != Pending {
+			if s.hot[c].status != Pending {
 				continue
 			}
 			s.skipped(c, cause, now)
@@ -745,7 +754,7 @@ func (s *state) cancel(id string, now time.Time) bool {
 		return false
 	}
 	r := &s.tasks[t]
-	switch r.status {
+	switch s.hot[t].status {
 	case Pending, Ready:
 		s.unqueue(t)
 		s.cancelled(t, now)
@@ -764,7 +773,7 @@ func (s *state) cancel(id string, now time.Time) bool {
 // delayed set.
 func (s *state) unqueue(t int32) {
 	r := &s.tasks[t]
-	if r.status == Ready {
+	if s.hot[t].status == Ready {
 		s.pools[r.pool].readyLive-- // its queue entry is skipped when popped
 	}
 	if x := r.x; x != nil && x.inWheel {
@@ -796,7 +805,7 @@ func (s *state) shutdown(now time.Time) {
 	s.closing = true
 	for t := range s.tasks {
 		r := &s.tasks[t]
-		switch r.status {
+		switch s.hot[t].status {
 		case Pending, Ready:
 			s.unqueue(int32(t))
 			s.finish(int32(t), Cancelled, now)
@@ -829,9 +838,9 @@ func (s *state) info(id string) (TaskInfo, bool) {
 		return TaskInfo{}, false
 	}
 	r := &s.tasks[t]
-	ti := TaskInfo{ID: r.id, Status: r.status, Pool: s.pools[r.pool].name, Priority: r.prio,
+	ti := TaskInfo{ID: r.id, Status: s.hot[t].status, Pool: s.pools[r.pool].name, Priority: r.prio,
 		Attempts: int(r.attempts), Runs: int(r.runs)}
-	if r.x != nil && (r.status == Failed || r.status == Pending || r.status == Running) {
+	if r.x != nil && (s.hot[t].status == Failed || s.hot[t].status == Pending || s.hot[t].status == Running) {
 		ti.Err = r.x.err
 	}
 	if r.cause != noTask {

@@ -115,7 +115,7 @@ func TestStateRetryThroughWheel(t *testing.T) {
 	}
 	b, _ := take(s, t0)
 	finishAll(s, b[0], errors.New("no"), t0)
-	if st := s.tasks[0].status; st != Pending {
+	if st := s.hot[0].status; st != Pending {
 		t.Fatalf("status after a retryable failure = %v; want pending", st)
 	}
 	if due, ok := s.wheel.NextDue(); !ok || !due.Equal(t0.Add(time.Second)) {
@@ -131,7 +131,7 @@ func TestStateRetryThroughWheel(t *testing.T) {
 		t.Fatalf("dispatch at t0+1s = %v; want attempt 2 of r", ids)
 	}
 	finishAll(s, b[0], errors.New("still no"), t0.Add(time.Second))
-	if st := s.tasks[0].status; st != Failed || s.open != 0 {
+	if st := s.hot[0].status; st != Failed || s.open != 0 {
 		t.Fatalf("status = %v, open = %d; want failed, 0", st, s.open)
 	}
 }
@@ -149,10 +149,10 @@ func TestStateCancelAfterAttemptSucceeded(t *testing.T) {
 		t.Fatalf("cancel(sealed attempt) = true; want false")
 	}
 	finishAll(s, b[0], nil, t0)
-	if st := s.tasks[0].status; st != Succeeded {
+	if st := s.hot[0].status; st != Succeeded {
 		t.Fatalf("status(a) = %v; want succeeded", st)
 	}
-	if st := s.tasks[1].status; st != Ready {
+	if st := s.hot[1].status; st != Ready {
 		t.Fatalf("status(b) = %v; want ready", st)
 	}
 }
@@ -203,7 +203,7 @@ func TestStateFusedChainFailure(t *testing.T) {
 	s.complete(b[0], t0)
 	want := []Status{Succeeded, Failed, Skipped, Skipped}
 	for i, w := range want {
-		if got := s.tasks[i].status; got != w {
+		if got := s.hot[i].status; got != w {
 			t.Fatalf("status(%s) = %v; want %v", s.tasks[i].id, got, w)
 		}
 	}
@@ -228,7 +228,7 @@ func TestStateFusedChainRetry(t *testing.T) {
 	items[0].Outcome, items[0].Err, items[0].Retry = worker.Ran, errors.New("flaky"), true
 	items[1].Outcome, items[2].Outcome = worker.NotStarted, worker.NotStarted
 	s.complete(b[0], t0)
-	if st := []Status{s.tasks[1].status, s.tasks[2].status}; !slices.Equal(st, []Status{Pending, Pending}) {
+	if st := []Status{s.hot[1].status, s.hot[2].status}; !slices.Equal(st, []Status{Pending, Pending}) {
 		t.Fatalf("b, c = %v after a's retryable failure; want pending", st)
 	}
 	s.advance(t0.Add(time.Second))
