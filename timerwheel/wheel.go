@@ -346,15 +346,7 @@ func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 		room = int(^uint(0) >> 1)
 	}
 	// The heap first: it holds the rest of an earlier part of the current tick.
-	for len(w.heap) > 0 && room > 0 && w.heap[0].due <= n {
-		if sl := w.heapPop(); w.alive(sl) {
-			dst = append(dst, w.entries[sl.idx].value)
-			w.release(sl.idx)
-			room--
-		} else {
-			w.dead--
-		}
-	}
+	dst = w.fireHeap(n, dst, &room)
 	if len(w.heap) > 0 {
 		return dst // the rest of the current tick is not due, or max was reached
 	}
@@ -372,46 +364,17 @@ func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 			if w.cur&(1<<shift-1) != 0 {
 				continue
 			}
-			cb := level*wheelSize + int((w.cur>>shift)&levelMask)
-			bucket := w.buckets[cb]
-			if len(bucket) == 0 {
-				continue
-			}
-			w.setBucket(cb, bucket[:0])
-			for _, sl := range bucket {
-				if w.alive(sl) {
-					w.place(sl)
-				} else {
-					w.dead--
-				}
-			}
-			clear(bucket)
+			w.move(level*wheelSize+int((w.cur>>shift)&levelMask), false)
 		}
 		b := int(w.cur & levelMask)
-		bucket := w.buckets[b]
 		if w.cur == nt && w.scanned == nt {
 			// Second visit inside this tick: order the rest by due time.
-			w.setBucket(b, bucket[:0])
 			w.heapTick = nt
-			for _, sl := range bucket {
-				if w.alive(sl) {
-					w.heapPush(sl)
-				} else {
-					w.dead--
-				}
-			}
-			clear(bucket)
-			for len(w.heap) > 0 && room > 0 && w.heap[0].due <= n {
-				if sl := w.heapPop(); w.alive(sl) {
-					dst = append(dst, w.entries[sl.idx].value)
-					w.release(sl.idx)
-					room--
-				} else {
-					w.dead--
-				}
-			}
+			w.move(b, true)
+			dst = w.fireHeap(n, dst, &room)
 			break
 		}
+		bucket := w.buckets[b]
 		// Fire what is due; keep, in order, what is not (only possible in
 		// the tick now falls in) or what max leaves.
 		kept := bucket[:0]
@@ -438,6 +401,41 @@ func (w *Wheel[T]) Advance(now time.Time, dst []T, max int) []T {
 	}
 	if w.cur < nt && room > 0 {
 		w.cur = nt
+	}
+	return dst
+}
+
+// move empties bucket b, placing its live slots again (a cascade) or, with
+// toHeap, into the heap of the current tick.
+func (w *Wheel[T]) move(b int, toHeap bool) {
+	bucket := w.buckets[b]
+	if len(bucket) == 0 {
+		return
+	}
+	w.setBucket(b, bucket[:0])
+	for _, sl := range bucket {
+		switch {
+		case !w.alive(sl):
+			w.dead--
+		case toHeap:
+			w.heapPush(sl)
+		default:
+			w.place(sl)
+		}
+	}
+	clear(bucket)
+}
+
+// fireHeap fires the heap's entries due by n, while room lasts.
+func (w *Wheel[T]) fireHeap(n int64, dst []T, room *int) []T {
+	for len(w.heap) > 0 && *room > 0 && w.heap[0].due <= n {
+		if sl := w.heapPop(); w.alive(sl) {
+			dst = append(dst, w.entries[sl.idx].value)
+			w.release(sl.idx)
+			*room--
+		} else {
+			w.dead--
+		}
 	}
 	return dst
 }
