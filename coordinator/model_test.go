@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/refmodel"
@@ -18,9 +19,10 @@ import (
 
 // step is one action of a random program.
 type step struct {
-	submit []refmodel.Task
-	cancel string
-	free   string // release a task that ignores its context
+	submit  []refmodel.Task
+	cancel  string
+	free    string        // release a task that ignores its context
+	advance time.Duration // let fake time pass
 }
 
 func (s step) String() string {
@@ -28,11 +30,14 @@ func (s step) String() string {
 	case s.submit != nil:
 		var parts []string
 		for _, t := range s.submit {
-			parts = append(parts, fmt.Sprintf("%s%v p%d %+v", t.ID, t.Deps, t.Priority, t.Do))
+			parts = append(parts, fmt.Sprintf("%s%v p%d %+v delay %v base %v every %v×%d",
+				t.ID, t.Deps, t.Priority, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
 		}
 		return "submit " + strings.Join(parts, "; ")
 	case s.cancel != "":
 		return "cancel " + s.cancel
+	case s.advance > 0:
+		return "advance " + s.advance.String()
 	}
 	return "release " + s.free
 }
@@ -43,9 +48,19 @@ func (s step) String() string {
 func genProgram(t *rapid.T) []step {
 	var ids []string
 	var prog []step
+	timed := rapid.Bool().Draw(t, "timed") // delays, retry waits, recurring tasks, time passing
+	second := func(label string, hi int) time.Duration {
+		if !timed {
+			return 0
+		}
+		return time.Duration(rapid.IntRange(0, hi).Draw(t, label)) * time.Second
+	}
 	n := rapid.IntRange(1, 25).Draw(t, "steps")
 	for range n {
-		switch k := rapid.IntRange(0, 9).Draw(t, "kind"); {
+		switch k := rapid.IntRange(0, 11).Draw(t, "kind"); {
+		case k >= 10 && timed:
+			prog = append(prog, step{advance: time.Duration(rapid.IntRange(1, 8).Draw(t, "advance")) * 500 * time.Millisecond})
+			continue
 		case k < 6 || len(ids) == 0:
 			size := rapid.IntRange(1, 4).Draw(t, "size")
 			var batch []refmodel.Task
@@ -76,7 +91,12 @@ func genProgram(t *rapid.T) []step {
 				case 4:
 					do.BlockDeaf = true
 				}
-				batch = append(batch, refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Do: do})
+				task := refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Do: do,
+					Delay: second("delay", 3), BaseDelay: second("base", 2), Every: second("every", 2)}
+				if task.Every > 0 {
+					task.Times = rapid.IntRange(1, 3).Draw(t, "times")
+				}
+				batch = append(batch, task)
 			}
 			prog = append(prog, step{submit: batch})
 			for range size {
@@ -84,7 +104,7 @@ func genProgram(t *rapid.T) []step {
 			}
 		case k < 8:
 			prog = append(prog, step{cancel: rapid.SampledFrom(append(ids, "ghost")).Draw(t, "cancel")})
-		default:
+		case k < 10:
 			prog = append(prog, step{free: rapid.SampledFrom(ids).Draw(t, "release")})
 		}
 	}
@@ -141,7 +161,8 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 						gates[mt.ID] = gate
 					}
 					tasks = append(tasks, coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
-						Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt},
+						Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
+						Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
 						Run: func(ctx context.Context) error {
 							n := attempts.Add(1)
 							switch {
@@ -176,6 +197,9 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 					diff = fmt.Sprintf("%s: Cancel = %v; model: %v", where, got, want)
 					return
 				}
+			case st.advance > 0:
+				time.Sleep(st.advance) // fake time: every timer on the way fires
+				m.Advance(st.advance)
 			default:
 				freeTask(st.free)
 				m.Release(st.free)
@@ -192,9 +216,9 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 			}
 			for _, r := range m.Tasks {
 				info, found := s.Info(r.ID)
-				if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Cause != r.Cause {
-					diff = fmt.Sprintf("%s: Info(%s) = %v %v attempts %d cause %q; model %v attempts %d cause %q",
-						where, r.ID, found, info.Status, info.Attempts, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Cause)
+				if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Runs != r.Runs || info.Cause != r.Cause {
+					diff = fmt.Sprintf("%s: Info(%s) = %v %v attempts %d runs %d cause %q; model %v attempts %d runs %d cause %q",
+						where, r.ID, found, info.Status, info.Attempts, info.Runs, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Runs, r.Cause)
 					return
 				}
 				mu.Lock()
@@ -224,13 +248,19 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 
 // The model-based property test: random programs, one worker, compared
 // step by step with the reference model (start order, statuses, attempts,
-// skip causes, per-task events, and when Wait returns). A failure is shrunk
+// runs, skip causes, per-task events, and when Wait returns); half of the
+// programs use delays, retry waits and recurring tasks and let fake time
+// pass. A failure is shrunk
 // to a short program. More programs: -rapid.checks=N.
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prog := genProgram(rt)
 		if diff := runProgram(t, prog); diff != "" {
-			rt.Fatalf("%s", diff)
+			var listing strings.Builder
+			for k, st := range prog {
+				fmt.Fprintf(&listing, "  %d: %v\n", k, st)
+			}
+			rt.Fatalf("%s\nprogram:\n%s", diff, listing.String())
 		}
 	})
 }

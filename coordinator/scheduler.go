@@ -23,7 +23,13 @@ type Scheduler struct {
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	outcomes chan *worker.Batch      // finished batches, from the workers
-	pools    []chan *worker.Batch    // immutable: per pool, batches to its workers
+	// pools: per pool, batches to its workers. Each channel holds the pool's
+	// size, yet it is never a second queue (the trap of a buffered dispatch
+	// channel: work that priority and Cancel can no longer reach): the loop
+	// counts idle workers and sends one batch per idle worker only, so a
+	// send never blocks and a batch waits in the buffer only for the worker
+	// that is already free to take it. Immutable.
+	pools    []chan *worker.Batch
 	wake     actor.Signal            // from the timer goroutine: something may be due
 	due      actor.Latest[time.Time] // to the timer goroutine: the earliest due time (zero: none)
 	stopc    chan struct{}           // closed by Shutdown

@@ -80,7 +80,8 @@ type Handle struct {
 // slot is one pending entry as a bucket (or the heap) holds it. It is dead
 // when its entry has been cancelled or fired: gen no longer matches.
 type slot struct {
-	due int64 // nanoseconds after origin
+	due int64  // nanoseconds after origin
+	seq uint64 // order of Add: breaks ties between equal due times
 	idx int32
 	gen uint32
 }
@@ -112,6 +113,7 @@ type Wheel[T any] struct {
 	free    []int32 // entries not live
 	n       int     // live entries
 	dead    int     // dead slots still held by buckets and the heap
+	seq     uint64  // Adds so far
 }
 
 // New returns an empty wheel whose time starts at start. A resolution of 0
@@ -171,7 +173,8 @@ func (w *Wheel[T]) Add(due time.Time, value T) (Handle, bool) {
 	if e.gen == 0 {
 		e.gen = 1
 	}
-	w.place(slot{due: d, idx: i, gen: e.gen})
+	w.seq++
+	w.place(slot{due: d, seq: w.seq, idx: i, gen: e.gen})
 	w.n++
 	return Handle{idx: i, gen: e.gen}, true
 }
@@ -440,12 +443,15 @@ func (w *Wheel[T]) fireHeap(n int64, dst []T, room *int) []T {
 	return dst
 }
 
+// before orders slots by due time, then by the order they were added.
+func before(a, b slot) bool { return a.due < b.due || (a.due == b.due && a.seq < b.seq) }
+
 func (w *Wheel[T]) heapPush(sl slot) {
 	h := append(w.heap, sl)
 	j := len(h) - 1
 	for j > 0 {
 		p := (j - 1) / 4
-		if h[p].due <= h[j].due {
+		if !before(h[j], h[p]) {
 			break
 		}
 		h[p], h[j] = h[j], h[p]
@@ -464,7 +470,7 @@ func (w *Wheel[T]) heapPop() slot {
 	for {
 		m := j
 		for c := 4*j + 1; c <= 4*j+4 && c < last; c++ {
-			if h[c].due < h[m].due {
+			if before(h[c], h[m]) {
 				m = c
 			}
 		}
@@ -511,7 +517,7 @@ func (w *Wheel[T]) verify() {
 		if count(sl) && sl.due/w.tick != w.heapTick {
 			panic(fmt.Sprintf("timerwheel: heap slot due tick %d, heap tick %d", sl.due/w.tick, w.heapTick))
 		}
-		if j > 0 && sl.due < w.heap[(j-1)/4].due {
+		if j > 0 && before(sl, w.heap[(j-1)/4]) {
 			panic(fmt.Sprintf("timerwheel: heap order broken at %d", j))
 		}
 	}

@@ -243,3 +243,23 @@ func FuzzWheel(f *testing.F) {
 		checkAgainstReference(t, ops, res)
 	})
 }
+
+// Entries due at the same time fire in the order they were added, whether
+// the tick is scanned or ordered in the heap, and across cascades.
+func TestEqualDueFireInAddOrder(t *testing.T) {
+	w := New[int](t0, time.Millisecond)
+	due := at(10*time.Second + 500*time.Microsecond)
+	for i := range 5 {
+		w.Add(due, i) // far ahead: cascades on the way down
+	}
+	w.Advance(at(10*time.Second+100*time.Microsecond), nil, 0) // first visit of the tick
+	w.Add(due, 5)
+	w.Add(at(10*time.Second+200*time.Microsecond), 99)
+	if got := w.Advance(at(10*time.Second+200*time.Microsecond), nil, 0); !slices.Equal(got, []int{99}) {
+		t.Fatalf("Advance(10.0002s) = %v; want [99]", got)
+	}
+	w.verify()
+	if got := w.Advance(due, nil, 0); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("Advance(due) = %v; want [0 1 2 3 4 5], the order of Add", got)
+	}
+}

@@ -4,19 +4,23 @@
 // after every step.
 //
 // The model covers one worker with batches of one (so its start order is
-// exact), priorities, dependencies, skips with causes, retries without
-// waits, cancellation of waiting and running tasks, and tasks that block
-// until cancelled or until released. Time plays no part in it.
+// exact), priorities, dependencies, skips with causes, retries and their
+// waits, delays, recurring tasks at a fixed rate, cancellation of waiting
+// and running tasks, and tasks that block until cancelled or until
+// released. Task functions take no time; time moves only by Advance, and
+// entries due at the same instant become ready in the order they were
+// scheduled.
 package refmodel
 
 import (
 	"errors"
 	"slices"
+	"time"
 )
 
 // Behaviour says what a task's function does on each attempt.
 type Behaviour struct {
-	Fails      int  // the first Fails attempts fail
+	Fails      int  // the first Fails calls fail (counted over every run)
 	Panics     bool // every attempt after the first Fails panics
 	BlockCtx   bool // blocks until its context ends, then returns nil
 	BlockDeaf  bool // blocks, ignoring its context, until released
@@ -25,10 +29,14 @@ type Behaviour struct {
 
 // Task is one task of a program.
 type Task struct {
-	ID       string
-	Deps     []string
-	Priority int
-	Do       Behaviour
+	ID        string
+	Deps      []string
+	Priority  int
+	Do        Behaviour
+	Delay     time.Duration
+	BaseDelay time.Duration // retry wait after the first failure, doubling
+	Every     time.Duration
+	Times     int
 }
 
 // Status mirrors coordinator.Status.
@@ -49,6 +57,7 @@ type Record struct {
 	Task
 	Status   Status
 	Attempts int
+	Runs     int
 	Cause    string
 	Events   []string // kinds, in order: started, retrying, succeeded, ...
 
@@ -56,7 +65,16 @@ type Record struct {
 	succ      []int
 	cancelReq bool
 	released  bool
+	calls     int // calls of the function, over every run
 	seq       int // when it became ready
+	notBefore time.Duration
+	planned   time.Duration
+}
+
+type timer struct {
+	due time.Duration
+	seq int
+	t   int
 }
 
 // Errors the model predicts for Submit.
@@ -71,8 +89,11 @@ type Model struct {
 	Tasks   []*Record
 	ByID    map[string]int
 	Started []string // start order
-	running int      // index of the running task, or -1
+	Now     time.Duration
+	running int // index of the running task, or -1
 	seq     int
+	timers  []timer
+	tseq    int
 }
 
 // New returns an empty model.
@@ -104,7 +125,7 @@ func (m *Model) Submit(batch []Task) error {
 	}
 	base := len(m.Tasks)
 	for i, t := range batch {
-		m.Tasks = append(m.Tasks, &Record{Task: t})
+		m.Tasks = append(m.Tasks, &Record{Task: t, notBefore: m.Now + t.Delay})
 		m.ByID[t.ID] = base + i
 	}
 	var skip []int
@@ -133,11 +154,65 @@ func (m *Model) Submit(batch []Task) error {
 	}
 	for i := range batch {
 		if r := m.Tasks[base+i]; r.Status == Pending && r.unmet == 0 {
-			m.ready(r)
+			m.eligible(base + i)
 		}
 	}
 	m.run()
 	return nil
+}
+
+// eligible: t's dependencies have all succeeded.
+func (m *Model) eligible(t int) {
+	r := m.Tasks[t]
+	start := max(m.Now, r.notBefore)
+	if r.Every > 0 {
+		r.planned = start
+	}
+	m.schedule(t, start)
+}
+
+// schedule makes t ready at due: now, or through a timer.
+func (m *Model) schedule(t int, due time.Duration) {
+	r := m.Tasks[t]
+	if due > m.Now {
+		r.Status = Pending
+		m.tseq++
+		m.timers = append(m.timers, timer{due: due, seq: m.tseq, t: t})
+		return
+	}
+	m.ready(r)
+}
+
+// Advance moves time on by d, making timers ready instant by instant.
+func (m *Model) Advance(d time.Duration) {
+	target := m.Now + d
+	for {
+		next := -1
+		for i, tm := range m.timers {
+			if tm.due <= target && (next < 0 || tm.due < m.timers[next].due ||
+				(tm.due == m.timers[next].due && tm.seq < m.timers[next].seq)) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		// Every timer of this instant becomes ready, in the order it was
+		// set, before the worker picks by priority.
+		m.Now = m.timers[next].due
+		slices.SortStableFunc(m.timers, func(a, b timer) int { return a.seq - b.seq })
+		var later []timer
+		for _, tm := range m.timers {
+			if tm.due == m.Now {
+				m.ready(m.Tasks[tm.t])
+			} else {
+				later = append(later, tm)
+			}
+		}
+		m.timers = later
+		m.run()
+	}
+	m.Now = target
 }
 
 func (m *Model) root(r *Record) string {
@@ -192,10 +267,11 @@ func (m *Model) run() {
 		r := m.Tasks[best]
 		r.Status = Running
 		r.Attempts++
+		r.calls++
 		r.Events = append(r.Events, "started")
 		m.Started = append(m.Started, r.ID)
 		switch {
-		case r.Attempts <= r.Do.Fails || r.Do.Panics:
+		case r.calls <= r.Do.Fails || r.Do.Panics:
 			m.outcome(best, false)
 		case r.Do.BlockCtx || (r.Do.BlockDeaf && !r.released):
 			m.running = best
@@ -215,18 +291,31 @@ func (m *Model) outcome(t int, ok bool) {
 	case r.cancelReq:
 		m.finish(r, Cancelled, "cancelled")
 		m.skipDependents(t, r.ID)
+	case ok && r.Every > 0 && r.Runs+1 < r.Times:
+		r.Runs++
+		r.Status = Pending
+		r.Events = append(r.Events, "recurred")
+		r.Attempts = 0
+		r.planned += r.Every
+		m.schedule(t, r.planned)
 	case ok:
+		r.Runs++
 		m.finish(r, Succeeded, "succeeded")
 		for _, c := range r.succ {
 			if rc := m.Tasks[c]; rc.Status == Pending {
 				if rc.unmet--; rc.unmet == 0 {
-					m.ready(rc)
+					m.eligible(c)
 				}
 			}
 		}
 	case r.Attempts < max(1, r.Do.MaxAttempt):
+		r.Status = Pending
 		r.Events = append(r.Events, "retrying")
-		m.ready(r)
+		wait := time.Duration(0)
+		if r.BaseDelay > 0 {
+			wait = r.BaseDelay << (r.Attempts - 1)
+		}
+		m.schedule(t, m.Now+wait)
 	default:
 		m.finish(r, Failed, "failed")
 		m.skipDependents(t, r.ID)
@@ -242,6 +331,7 @@ func (m *Model) Cancel(id string) bool {
 	r := m.Tasks[t]
 	switch r.Status {
 	case Pending, Ready:
+		m.timers = slices.DeleteFunc(m.timers, func(tm timer) bool { return tm.t == t })
 		m.finish(r, Cancelled, "cancelled")
 		m.skipDependents(t, r.ID)
 		m.run()
