@@ -55,4 +55,11 @@
 // slower than that gets batches of one: with one worker its order is exact.
 // EventStarted is sent when an attempt is handed to a worker; within a
 // batch, the attempt begins once the ones before it in the batch are done.
+//
+// A successor whose only unmet dependency is in the batch being cut may be
+// fused into it, behind that dependency: the worker runs it only if the
+// dependency succeeds, so a chain costs one hand-off per batch rather than
+// one per link. A fused attempt is reported Started when its batch comes
+// back, just before its outcome, and only if it ran; one that did not run
+// waits again (or is skipped) exactly as if it had never been fused.
 package coordinator

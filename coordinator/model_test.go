@@ -264,3 +264,127 @@ func TestModel(t *testing.T) {
 		}
 	})
 }
+
+// checkInvariants runs prog on a scheduler with several workers and
+// batching on, where the order is not fixed, and checks on the event
+// stream what must hold whatever the order: a task starts only after every
+// dependency succeeded, never before its delay has passed, never while an
+// attempt of it is still out; every accepted task ends in exactly one final
+// state; Wait returns.
+func checkInvariants(t *testing.T, prog []step) (diff string) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(3))
+		if err != nil {
+			diff = err.Error()
+			return
+		}
+		var mu sync.Mutex
+		var events []coordinator.Event
+		s.Subscribe(func(e coordinator.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		})
+		deps := map[string][]string{}
+		notBefore := map[string]time.Time{}
+		var gates []chan struct{}
+		for _, st := range prog {
+			switch {
+			case st.submit != nil:
+				var tasks []coordinator.Task
+				for _, mt := range st.submit {
+					do, gate := mt.Do, make(chan struct{})
+					gates = append(gates, gate)
+					var calls atomic.Int32
+					tasks = append(tasks, coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
+						Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
+						Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
+						Run: func(ctx context.Context) error {
+							switch {
+							case int(calls.Add(1)) <= do.Fails:
+								return errors.New("planned failure")
+							case do.Panics:
+								panic("planned panic")
+							case do.BlockCtx:
+								<-ctx.Done()
+							case do.BlockDeaf:
+								<-gate
+							}
+							return nil
+						}})
+				}
+				if s.Submit(tasks...) == nil {
+					for _, mt := range st.submit {
+						deps[mt.ID], notBefore[mt.ID] = mt.Deps, time.Now().Add(mt.Delay)
+					}
+				}
+			case st.cancel != "":
+				s.Cancel(st.cancel)
+			case st.advance > 0:
+				time.Sleep(st.advance)
+			}
+			synctest.Wait()
+		}
+		for _, g := range gates {
+			close(g)
+		}
+		for id := range deps {
+			s.Cancel(id) // ends the tasks that block until cancelled
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			diff = fmt.Sprintf("Wait = %v", err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil && diff == "" {
+			diff = fmt.Sprintf("Shutdown = %v", err)
+		}
+		succeeded := map[string]bool{}
+		out := map[string]bool{}
+		finals := map[string]int{}
+		for _, e := range events {
+			switch e.Kind {
+			case coordinator.EventStarted:
+				for _, d := range deps[e.TaskID] {
+					if !succeeded[d] {
+						diff = fmt.Sprintf("%s started before its dependency %s succeeded", e.TaskID, d)
+						return
+					}
+				}
+				if e.At.Before(notBefore[e.TaskID]) {
+					diff = fmt.Sprintf("%s started at %v, before its delay passed (%v)", e.TaskID, e.At, notBefore[e.TaskID])
+					return
+				}
+				if out[e.TaskID] {
+					diff = fmt.Sprintf("%s started while an attempt of it was out", e.TaskID)
+					return
+				}
+				out[e.TaskID] = true
+			case coordinator.EventRetrying, coordinator.EventRecurred:
+				out[e.TaskID] = false
+			default:
+				out[e.TaskID] = false
+				finals[e.TaskID]++
+				succeeded[e.TaskID] = e.Kind == coordinator.EventSucceeded
+			}
+		}
+		for id := range deps {
+			if finals[id] != 1 {
+				diff = fmt.Sprintf("%s has %d final events; want 1", id, finals[id])
+				return
+			}
+		}
+	})
+	return diff
+}
+
+func TestModelInvariantsManyWorkers(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		prog := genProgram(rt)
+		if diff := checkInvariants(t, prog); diff != "" {
+			var listing strings.Builder
+			for k, st := range prog {
+				fmt.Fprintf(&listing, "  %d: %v\n", k, st)
+			}
+			rt.Fatalf("%s\nprogram:\n%s", diff, listing.String())
+		}
+	})
+}

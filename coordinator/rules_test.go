@@ -674,6 +674,7 @@ func TestSlowTasksExactOrder(t *testing.T) {
 func TestFusedChainSemantics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(1))
+		rec := record(s)
 		// Warm up: once the pool has measured its (instant) tasks, chains fuse.
 		if err := s.Submit(coordinator.Task{ID: "warm", Run: ok}); err != nil {
 			t.Fatalf("Submit = %v", err)
@@ -699,6 +700,10 @@ func TestFusedChainSemantics(t *testing.T) {
 		for _, id := range []string{"c3", "c4"} {
 			if info, _ := s.Info(id); info.Status != coordinator.Skipped || info.Cause != "c2" || info.Attempts != 0 {
 				t.Fatalf("Info(%s) = %+v; want skipped, cause c2, no attempt", id, info)
+			}
+			// Regression: a fused link that never ran was reported started.
+			if ev := rec.of(id); len(ev) != 1 || ev[0].Kind != coordinator.EventSkipped {
+				t.Fatalf("events of %s = %v; want only skipped", id, ev)
 			}
 		}
 

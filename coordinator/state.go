@@ -503,7 +503,9 @@ func (s *state) start(t int32, b *worker.Batch, now time.Time, after int32) {
 		it.Job.Payload, it.Timeout, it.RetryIf = x.payload, x.timeout, x.retry.RetryIf
 	}
 	b.Items = append(b.Items, it)
-	s.emit(EventStarted, t, now)
+	if after == 0 {
+		s.emit(EventStarted, t, now)
+	} // a fused attempt may never run: complete reports its start if it did
 }
 
 // complete takes back a batch from a worker and applies its outcomes.
@@ -534,6 +536,9 @@ func (s *state) complete(b *worker.Batch, now time.Time) {
 		t := it.Ref
 		r := &s.tasks[t]
 		s.running--
+		if it.After > 0 && it.Outcome != worker.NotStarted {
+			s.emit(EventStarted, t, now)
+		}
 		switch {
 		case reverted[i]:
 		case it.Outcome == worker.NotStarted:
