@@ -13,7 +13,7 @@ import (
 type Task struct {
 	ID   string                          // unique, non-empty
 	Run  func(ctx context.Context) error // the work; ctx ends on Cancel, on timeout and on Shutdown
-	Deps []string                        // tasks that must succeed first: earlier in the batch, or submitted before
+	Deps []string                        // tasks that must succeed first: in the same batch (any order) or submitted before
 
 	// Priority orders ready tasks of one pool: lower runs first; ties start
 	// in the order they became ready (submission order for tasks ready at
@@ -108,7 +108,7 @@ func (s Status) Final() bool { return s >= Succeeded }
 type EventKind uint8
 
 const (
-	EventStarted   EventKind = iota // an attempt was handed to a worker
+	EventStarted   EventKind = iota // an attempt was handed to a worker (a fused one: reported once it ran; see Dispatch)
 	EventSucceeded                  // the task's last run succeeded: it is final
 	EventFailed                     // a run failed with no attempts left: final
 	EventRetrying                   // an attempt failed; the next one waits Event.Wait
@@ -150,16 +150,23 @@ type TaskInfo struct {
 	Cause    string // for Skipped: the upstream task that failed or was cancelled
 }
 
-// Errors returned by Submit, wrapped in a *TaskError naming the task.
+// Errors returned by Submit, wrapped in a *TaskError naming the task
+// (ErrCycle: a *CycleError).
 var (
 	ErrInvalidTask       = errors.New("coordinator: invalid task")
 	ErrDuplicateID       = errors.New("coordinator: duplicate task id")
 	ErrUnknownDependency = errors.New("coordinator: unknown dependency")
 	ErrUnknownPool       = errors.New("coordinator: unknown pool")
 	ErrCycle             = errors.New("coordinator: dependency cycle")
-	ErrClosed            = errors.New("coordinator: scheduler is shut down")
-	ErrCancelled         = errors.New("coordinator: task cancelled")
 )
+
+// ErrClosed is returned, unwrapped, by Submit once Shutdown has begun, and
+// is the context cause of the attempts running at Shutdown.
+var ErrClosed = errors.New("coordinator: scheduler is shut down")
+
+// ErrCancelled is the context cause of an attempt whose task was cancelled
+// while it ran.
+var ErrCancelled = errors.New("coordinator: task cancelled")
 
 // TaskError is a Submit error about one task. errors.Is sees the sentinel
 // in Err.
