@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -212,6 +213,13 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 		}
 		return -1
 	}
+	// A batch larger than the map has been so far would make it grow by
+	// doubling, rehashing every time: size it once instead.
+	if n := len(tasks); n > 1024 && n > len(s.ids) {
+		ids := make(map[string]int32, len(s.ids)+n)
+		maps.Copy(ids, s.ids)
+		s.ids = ids
+	}
 	// Claim the IDs, so that dependencies resolve with one lookup each;
 	// any error below gives them back.
 	claimed := 0
@@ -234,7 +242,11 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 		claimed++
 	}
 	start := make([]int32, len(tasks)+1)
-	var deps, places []int32
+	total := 0
+	for i := range tasks {
+		total += len(tasks[i].Deps)
+	}
+	deps, places := make([]int32, 0, total), make([]int32, 0, total)
 	for i := range tasks {
 		for _, d := range tasks[i].Deps {
 			j, ok := s.ids[d]
