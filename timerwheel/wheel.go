@@ -416,13 +416,12 @@ func (w *Wheel[T]) move(b int, toHeap bool) {
 		return
 	}
 	w.setBucket(b, bucket[:0])
+	// Dead slots move along instead of being checked here: checking reads
+	// the entry, a cache miss per slot, and firing checks them anyway.
 	for _, sl := range bucket {
-		switch {
-		case !w.alive(sl):
-			w.dead--
-		case toHeap:
+		if toHeap {
 			w.heapPush(sl)
-		default:
+		} else {
 			w.place(sl)
 		}
 	}
