@@ -111,6 +111,45 @@ func genProgram(t *rapid.T) []step {
 	return prog
 }
 
+// schedTask builds the scheduler's version of a model task: its function
+// fails, panics or blocks as the behaviour says (gate releases a task that
+// ignores its context).
+func schedTask(mt refmodel.Task, gate <-chan struct{}) coordinator.Task {
+	do := mt.Do
+	var calls atomic.Int32
+	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
+		Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
+		Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
+		Run: func(ctx context.Context) error {
+			switch {
+			case int(calls.Add(1)) <= do.Fails:
+				return errors.New("planned failure")
+			case do.Panics:
+				panic("planned panic")
+			case do.BlockCtx:
+				<-ctx.Done()
+			case do.BlockDeaf:
+				<-gate
+			}
+			return nil
+		}}
+}
+
+// checkPrograms runs check on random programs and, on a difference, fails
+// with the shrunk program listed step by step.
+func checkPrograms(t *testing.T, check func(*testing.T, []step) string) {
+	rapid.Check(t, func(rt *rapid.T) {
+		prog := genProgram(rt)
+		if diff := check(t, prog); diff != "" {
+			var listing strings.Builder
+			for k, st := range prog {
+				fmt.Fprintf(&listing, "  %d: %v\n", k, st)
+			}
+			rt.Fatalf("%s\nprogram:\n%s", diff, listing.String())
+		}
+	})
+}
+
 // runProgram runs prog on a one-worker scheduler without batching and on
 // the model, comparing after every step. It returns the first difference.
 func runProgram(t *testing.T, prog []step) (diff string) {
@@ -154,29 +193,11 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 				var tasks []coordinator.Task
 				gates := map[string]chan struct{}{}
 				for _, mt := range st.submit {
-					do := mt.Do
-					var attempts atomic.Int32
 					gate := make(chan struct{})
-					if do.BlockDeaf {
+					if mt.Do.BlockDeaf {
 						gates[mt.ID] = gate
 					}
-					tasks = append(tasks, coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
-						Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
-						Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
-						Run: func(ctx context.Context) error {
-							n := attempts.Add(1)
-							switch {
-							case int(n) <= do.Fails:
-								return errors.New("planned failure")
-							case do.Panics:
-								panic("planned panic")
-							case do.BlockCtx:
-								<-ctx.Done()
-							case do.BlockDeaf:
-								<-gate
-							}
-							return nil
-						}})
+					tasks = append(tasks, schedTask(mt, gate))
 				}
 				got, want := s.Submit(tasks...), m.Submit(st.submit)
 				sameErr := (got == nil && want == nil) ||
@@ -250,20 +271,9 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 // step by step with the reference model (start order, statuses, attempts,
 // runs, skip causes, per-task events, and when Wait returns); half of the
 // programs use delays, retry waits and recurring tasks and let fake time
-// pass. A failure is shrunk
-// to a short program. More programs: -rapid.checks=N.
-func TestModel(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		prog := genProgram(rt)
-		if diff := runProgram(t, prog); diff != "" {
-			var listing strings.Builder
-			for k, st := range prog {
-				fmt.Fprintf(&listing, "  %d: %v\n", k, st)
-			}
-			rt.Fatalf("%s\nprogram:\n%s", diff, listing.String())
-		}
-	})
-}
+// pass. A failure is shrunk to a short program. More programs:
+// -rapid.checks=N.
+func TestModel(t *testing.T) { checkPrograms(t, runProgram) }
 
 // checkInvariants runs prog on a scheduler with several workers and
 // batching on, where the order is not fixed, and checks on the event
@@ -293,25 +303,9 @@ func checkInvariants(t *testing.T, prog []step) (diff string) {
 			case st.submit != nil:
 				var tasks []coordinator.Task
 				for _, mt := range st.submit {
-					do, gate := mt.Do, make(chan struct{})
+					gate := make(chan struct{})
 					gates = append(gates, gate)
-					var calls atomic.Int32
-					tasks = append(tasks, coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
-						Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
-						Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
-						Run: func(ctx context.Context) error {
-							switch {
-							case int(calls.Add(1)) <= do.Fails:
-								return errors.New("planned failure")
-							case do.Panics:
-								panic("planned panic")
-							case do.BlockCtx:
-								<-ctx.Done()
-							case do.BlockDeaf:
-								<-gate
-							}
-							return nil
-						}})
+					tasks = append(tasks, schedTask(mt, gate))
 				}
 				if s.Submit(tasks...) == nil {
 					for _, mt := range st.submit {
@@ -376,15 +370,6 @@ func checkInvariants(t *testing.T, prog []step) (diff string) {
 	return diff
 }
 
-func TestModelInvariantsManyWorkers(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		prog := genProgram(rt)
-		if diff := checkInvariants(t, prog); diff != "" {
-			var listing strings.Builder
-			for k, st := range prog {
-				fmt.Fprintf(&listing, "  %d: %v\n", k, st)
-			}
-			rt.Fatalf("%s\nprogram:\n%s", diff, listing.String())
-		}
-	})
-}
+// The same random programs on several workers, checked for what must hold
+// in any order (see checkInvariants).
+func TestModelInvariantsManyWorkers(t *testing.T) { checkPrograms(t, checkInvariants) }
