@@ -76,3 +76,61 @@ func ExampleCycleError() {
 	}
 	// Output: on the cycle: [a b c] behind it: [d]
 }
+
+// A scheduler that lives as long as a service forgets finished tasks, so
+// its memory follows the live ones; a forgotten ID can be used again.
+func ExampleWithRetention() {
+	s, err := coordinator.New(coordinator.WithRetention(0)) // forget as soon as nothing refers to it
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+	run := func(context.Context) error { return nil }
+	for round := 1; round <= 2; round++ {
+		if err := s.Submit(coordinator.Task{ID: "nightly-backup", Run: run}); err != nil {
+			panic(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			panic(err)
+		}
+		_, known := s.Info("nightly-backup")
+		fmt.Printf("round %d: still known after it finished: %v\n", round, known)
+	}
+	// Output:
+	// round 1: still known after it finished: false
+	// round 2: still known after it finished: false
+}
+
+// Events arrive in the order the coordinator decided them, on the
+// subscriber's own goroutine.
+func ExampleScheduler_Subscribe() {
+	s, err := coordinator.New(coordinator.WithWorkers(1))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+	events := make(chan coordinator.Event, 16)
+	unsubscribe := s.Subscribe(func(e coordinator.Event) { events <- e })
+	defer unsubscribe()
+	err = s.Submit(
+		coordinator.Task{ID: "compile", Run: func(context.Context) error { return errors.New("syntax error") }},
+		coordinator.Task{ID: "link", Deps: []string{"compile"}, Run: func(context.Context) error { return nil }},
+	)
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		switch e := <-events; e.Kind {
+		case coordinator.EventFailed:
+			fmt.Printf("%s %s: %v\n", e.TaskID, e.Kind, e.Err)
+		case coordinator.EventSkipped:
+			fmt.Printf("%s %s because of %s\n", e.TaskID, e.Kind, e.Cause)
+		default:
+			fmt.Println(e.TaskID, e.Kind)
+		}
+	}
+	// Output:
+	// compile started
+	// compile failed: syntax error
+	// link skipped because of compile
+}
