@@ -41,6 +41,9 @@
 //     ignores it at Shutdown delays Shutdown.
 //  3. Keep subscriber callbacks short or unsubscribe them: events queue for
 //     a slow subscriber without bound.
+//  4. Tasks and subscriber callbacks may call Submit, Cancel, Info and
+//     Subscribe; a task must not call Wait or Shutdown, which would wait for
+//     that task itself.
 //
 // # Dispatch
 //

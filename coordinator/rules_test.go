@@ -735,3 +735,31 @@ func TestFusedChainSemantics(t *testing.T) {
 		}
 	})
 }
+
+// A task may submit more tasks (a graph that grows as it runs), and a
+// subscriber may call back into the scheduler.
+func TestReentrantCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		seen := make(chan coordinator.TaskInfo, 10)
+		s.Subscribe(func(e coordinator.Event) {
+			if e.Kind == coordinator.EventSucceeded && e.TaskID == "child" {
+				info, _ := s.Info("parent")
+				seen <- info
+			}
+		})
+		err := s.Submit(coordinator.Task{ID: "parent", Run: func(context.Context) error {
+			return s.Submit(coordinator.Task{ID: "child", Run: ok, Deps: []string{"parent"}})
+		}})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if st := status(t, s, "child"); st != coordinator.Succeeded {
+			t.Fatalf("status(child) = %v; want succeeded", st)
+		}
+		if info := <-seen; info.Status != coordinator.Succeeded {
+			t.Fatalf("Info(parent) from a subscriber = %+v; want succeeded", info)
+		}
+	})
+}
