@@ -27,7 +27,8 @@ type Job struct {
 }
 
 // Worker runs attempts. Implementations must be safe for concurrent use:
-// every goroutine of a pool calls Do on the same Worker.
+// every goroutine of a pool calls Do on the same Worker. Package
+// workertest checks an implementation against what the scheduler relies on.
 //
 // Do blocks until the attempt ends and returns its error (nil for success).
 // It must return soon after ctx ends: ctx ends when the task is cancelled,

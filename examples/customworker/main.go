@@ -41,6 +41,9 @@ func (g *gpu) Do(ctx context.Context, j worker.Job) error {
 	}
 	defer g.busy.Add(-1)
 	k := j.Payload.(Kernel)
+	if k.Steps < 0 {
+		return fmt.Errorf("kernel %s: %d steps", k.Name, k.Steps)
+	}
 	for range k.Steps {
 		select {
 		case <-ctx.Done():

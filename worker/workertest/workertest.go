@@ -1,0 +1,88 @@
+// Package workertest is the conformance suite for custom worker types: the
+// behaviour the scheduler relies on from any worker.Worker.
+//
+// # Usage
+//
+// In the custom worker's tests:
+//
+//	func TestConformance(t *testing.T) {
+//		workertest.Run(t, newMyWorker(), workertest.Jobs{
+//			OK:    worker.Job{ID: "ok", Payload: myPayload},
+//			Fail:  worker.Job{ID: "fail", Payload: badPayload},
+//			Block: worker.Job{ID: "block", Payload: slowPayload},
+//		})
+//	}
+package workertest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/worker"
+)
+
+// Jobs are the jobs the suite runs; the worker's author makes them.
+type Jobs struct {
+	OK    worker.Job // Do returns nil
+	Fail  worker.Job // Do returns an error
+	Block worker.Job // Do runs until its context ends, then returns
+}
+
+// Run checks w: a job that should succeed succeeds and one that should fail
+// fails, under concurrent use; a job that runs until cancelled returns once
+// its context ends; a Validator accepts the suite's jobs. Run it with -race.
+func Run(t *testing.T, w worker.Worker, jobs Jobs) {
+	t.Helper()
+	t.Run("Outcomes", func(t *testing.T) {
+		if err := w.Do(context.Background(), jobs.OK); err != nil {
+			t.Fatalf("Do(OK) = %v; want nil", err)
+		}
+		if err := w.Do(context.Background(), jobs.Fail); err == nil {
+			t.Fatalf("Do(Fail) = nil; want an error")
+		}
+	})
+	t.Run("Concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for i := range 32 {
+			wg.Go(func() {
+				j := jobs.OK
+				if i%2 == 1 {
+					j = jobs.Fail
+				}
+				err := w.Do(context.Background(), j)
+				if (err == nil) != (i%2 == 0) {
+					errs <- errors.New("Do gave the wrong outcome under concurrent use")
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	})
+	t.Run("HonoursContext", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Do(ctx, jobs.Block) }()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second): // only reports a failure
+			t.Fatalf("Do(Block) still running 10s after its context ended")
+		}
+	})
+	if v, ok := w.(worker.Validator); ok {
+		t.Run("Validate", func(t *testing.T) {
+			for _, j := range []worker.Job{jobs.OK, jobs.Fail, jobs.Block} {
+				if err := v.Validate(j); err != nil {
+					t.Fatalf("Validate(%s) = %v; want nil", j.ID, err)
+				}
+			}
+		})
+	}
+}
