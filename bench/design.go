@@ -31,7 +31,7 @@ func (b Body) run() {
 // Design runs graphs on one scheduler design.
 type Design struct {
 	Name string
-	// Prepare builds the scheduler, submits g behind a gate (when gated) and
+	// prepare builds the scheduler, submits g behind a gate (when gated) and
 	// returns the function that opens the gate and waits for the end, and
 	// the one that tears the scheduler down.
 	prepare func(g *Graph, workers int, body Body, gated bool) (run func() error, stop func())
