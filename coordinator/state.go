@@ -30,8 +30,8 @@ const (
 	maxFirePerStep = 4096
 )
 
-// rec is the coordinator's record of one task. Hot fields are inline;
-// fields most tasks never use live in *extra.
+// rec is the coordinator's record of one task. Its status and unmet count
+// live apart, in hot; fields most tasks never use live in *extra.
 type rec struct {
 	id        string
 	run       func(context.Context) error
