@@ -42,11 +42,17 @@ type rec struct {
 	cause     int32 // for Skipped: the root task that failed or was cancelled
 	attempts  int32 // attempts started in the current run
 	runs      int32 // runs finished successfully
-	preds     int32 // retention only: predecessors not final that still hold an edge to it
-	refs      int32 // retention only: retained Skipped tasks that name it as their cause
 	pool      uint16
 	cancelReq bool // Cancel or Shutdown reached it while running
-	dropDue   bool // retention only: its time is up; dropped once preds and refs are 0
+}
+
+// holds is what retention needs to know of a task, in a slice of its own
+// beside the records, so that schedulers without retention do not pay for
+// it.
+type holds struct {
+	preds   int32 // predecessors not final that still hold an edge to it
+	refs    int32 // retained Skipped tasks that name it as their cause
+	dropDue bool  // its time is up; dropped once preds and refs are 0
 }
 
 type extra struct {
@@ -96,7 +102,8 @@ type poolState struct {
 // goroutine owns it (the one exception is state.final, see Scheduler).
 type state struct {
 	tasks  []rec
-	hot    []hot // parallel to tasks
+	hot    []hot   // parallel to tasks
+	held   []holds // parallel to tasks when retention is on
 	ids    map[string]int32
 	edges  []edge
 	pools  []poolState
@@ -282,6 +289,9 @@ func (s *state) submit(tasks []Task, now time.Time) error {
 		} else {
 			s.tasks = append(s.tasks, r)
 			s.hot = append(s.hot, hot{})
+			if s.retain {
+				s.held = append(s.held, holds{})
+			}
 		}
 	}
 	s.open += len(tasks)
@@ -343,7 +353,7 @@ func (s *state) addEdge(from, to int32) {
 		s.edges = append(s.edges, edge{to: to, next: noTask})
 	}
 	if s.retain {
-		s.tasks[to].preds++
+		s.held[to].preds++
 	}
 	r := &s.tasks[from]
 	if r.succTail == noTask {
@@ -658,7 +668,7 @@ func (s *state) skipped(t, cause int32, now time.Time) {
 	s.finish(t, Skipped, now)
 	s.tasks[t].cause = cause
 	if s.retain {
-		s.tasks[cause].refs++
+		s.held[cause].refs++
 	}
 	s.emit(EventSkipped, t, now).setCause(s, cause)
 }
@@ -675,9 +685,9 @@ func (s *state) settle(now time.Time) {
 		for e := r.succHead; e != noTask; {
 			next := s.edges[e].next
 			c := s.edges[e].to
-			rc := &s.tasks[c]
-			rc.preds--
-			if rc.preds == 0 && rc.dropDue && rc.refs == 0 {
+			hc := &s.held[c]
+			hc.preds--
+			if hc.preds == 0 && hc.dropDue && hc.refs == 0 {
 				s.drop(c)
 			}
 			s.edges[e] = edge{to: noTask, next: s.edgeFree}
@@ -701,10 +711,10 @@ func (s *state) expire(now time.Time) {
 		}
 		s.expiry[s.expHead] = retention{}
 		s.expHead++
-		if r := &s.tasks[x.t]; r.preds == 0 && r.refs == 0 {
+		if h := &s.held[x.t]; h.preds == 0 && h.refs == 0 {
 			s.drop(x.t)
 		} else {
-			r.dropDue = true
+			h.dropDue = true
 		}
 	}
 	if s.expHead > 1024 && s.expHead*2 > len(s.expiry) {
@@ -721,12 +731,12 @@ func (s *state) drop(t int32) {
 	delete(s.ids, r.id)
 	cause := r.cause
 	*r = rec{cause: noTask, succHead: noTask, succTail: noTask}
-	s.hot[t] = hot{status: dropped}
+	s.hot[t], s.held[t] = hot{status: dropped}, holds{}
 	s.recFree = append(s.recFree, t)
 	if cause != noTask {
-		rc := &s.tasks[cause]
-		rc.refs--
-		if rc.refs == 0 && rc.preds == 0 && rc.dropDue {
+		hc := &s.held[cause]
+		hc.refs--
+		if hc.refs == 0 && hc.preds == 0 && hc.dropDue {
 			s.drop(cause) // a cause is never Skipped itself: no deeper recursion
 		}
 	}
