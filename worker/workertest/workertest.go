@@ -55,7 +55,7 @@ func Run(t *testing.T, w worker.Worker, jobs Jobs) {
 				}
 				err := w.Do(context.Background(), j)
 				if (err == nil) != (i%2 == 0) {
-					errs <- errors.New("Do gave the wrong outcome under concurrent use")
+					errs <- errors.New("workertest: Do gave the wrong outcome under concurrent use")
 				}
 			})
 		}
