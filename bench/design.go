@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -161,10 +162,13 @@ func prepareMutex(s *mutexsched.Scheduler, g *Graph, body Body, gated bool) (fun
 	return func() error { s.Resume(); s.Wait(); return nil }, s.Close
 }
 
-// Measure runs g once on d and returns the timed duration.
+// Measure runs g once on d and returns the timed duration. It collects
+// garbage between building and timing, so that a collection started by
+// the build does not run, in the background, into the timed part.
 func (d Design) Measure(g *Graph, workers int, body Body, gated bool) (time.Duration, error) {
 	run, stop := d.prepare(g, workers, body, gated)
 	defer stop()
+	runtime.GC()
 	start := time.Now()
 	err := run()
 	return time.Since(start), err

@@ -59,7 +59,6 @@ func main() {
 		for _, g := range graphs {
 			for _, w := range ws {
 				for _, d := range bench.Designs {
-					runtime.GC()
 					took, err := d.Measure(g, w, bench.Body{}, gated)
 					if err != nil {
 						fmt.Fprintf(os.Stderr, "compare: %s/%d/%s: %v\n", g.Name, w, d.Name, err)
