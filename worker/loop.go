@@ -116,17 +116,13 @@ func (l *Loop) run(b *Batch) {
 		} else {
 			l.runWithTimeout(it)
 		}
-		if it.Outcome == Ran && it.Err == nil {
+		if it.Err != nil {
+			it.Retry = retryable(it.RetryIf, it.Err)
+		} else if it.Outcome == Ran {
 			it.Ctx.Seal() // fails only if a cancel came first; the coordinator sees that
 		}
 	}
 	b.running.Store(0)
-	for i := range b.Items {
-		it := &b.Items[i]
-		if it.Err != nil {
-			it.Retry = retryable(it.RetryIf, it.Err)
-		}
-	}
 	b.Elapsed = l.Clock.Now().Sub(start)
 }
 

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/batonhq/baton/worker"
 )
@@ -33,7 +32,8 @@ type Jobs struct {
 
 // Run checks w: a job that should succeed succeeds and one that should fail
 // fails, under concurrent use; a job that runs until cancelled returns once
-// its context ends; a Validator accepts the suite's jobs. Run it with -race.
+// its context ends (a worker that does not hangs the test until go test's
+// -timeout); a Validator accepts the suite's jobs. Run it with -race.
 func Run(t *testing.T, w worker.Worker, jobs Jobs) {
 	t.Helper()
 	t.Run("Outcomes", func(t *testing.T) {
@@ -70,11 +70,9 @@ func Run(t *testing.T, w worker.Worker, jobs Jobs) {
 		done := make(chan error, 1)
 		go func() { done <- w.Do(ctx, jobs.Block) }()
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second): // only reports a failure
-			t.Fatalf("Do(Block) still running 10s after its context ended")
-		}
+		// A worker that ignores its context hangs here until go test's
+		// -timeout, whose report shows the stuck Do; no wall clock needed.
+		<-done
 	})
 	if v, ok := w.(worker.Validator); ok {
 		t.Run("Validate", func(t *testing.T) {
