@@ -52,14 +52,21 @@ var Designs = []Design{
 
 var errPlanned = errors.New("planned failure")
 
-// failOnce returns a function reporting whether task i should fail now:
-// true on its first attempt if the graph says so.
-func failOnce(g *Graph) func(i int) bool {
-	if g.FailOnce == nil {
-		return func(int) bool { return false }
+// attempts returns the work of one attempt of task i, the same for every
+// design: the body, then a failure on the first attempt if the graph plans
+// one.
+func attempts(g *Graph, body Body) func(i int) error {
+	var tried []atomic.Bool
+	if g.FailOnce != nil {
+		tried = make([]atomic.Bool, g.N)
 	}
-	tried := make([]atomic.Bool, g.N)
-	return func(i int) bool { return g.FailOnce[i] && !tried[i].Swap(true) }
+	return func(i int) error {
+		body.run()
+		if tried != nil && g.FailOnce[i] && !tried[i].Swap(true) {
+			return errPlanned
+		}
+		return nil
+	}
 }
 
 func prepareBaton(g *Graph, workers int, body Body, gated bool) (func() error, func()) {
@@ -67,7 +74,7 @@ func prepareBaton(g *Graph, workers int, body Body, gated bool) (func() error, f
 	if err != nil {
 		panic(err)
 	}
-	fail := failOnce(g)
+	attempt := attempts(g, body)
 	ids := make([]string, g.N)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
@@ -81,13 +88,7 @@ func prepareBaton(g *Graph, workers int, body Body, gated bool) (func() error, f
 		t := &tasks[i]
 		t.ID = ids[i]
 		t.Deps = depIDs[g.Start[i]:g.Start[i+1]:g.Start[i+1]]
-		t.Run = func(context.Context) error {
-			body.run()
-			if fail(i) {
-				return errPlanned
-			}
-			return nil
-		}
+		t.Run = func(context.Context) error { return attempt(i) }
 		if g.Delay != nil {
 			t.Delay = g.Delay[i]
 		}
@@ -135,18 +136,12 @@ func checkBaton(s *coordinator.Scheduler, ids []string) error {
 }
 
 func prepareMutex(s *mutexsched.Scheduler, g *Graph, body Body, gated bool) (func() error, func()) {
-	fail := failOnce(g)
+	attempt := attempts(g, body)
 	specs := make([]mutexsched.Spec, g.N)
 	for i := range specs {
 		sp := &specs[i]
 		sp.Deps = g.Deps(i)
-		sp.Run = func() error {
-			body.run()
-			if fail(i) {
-				return errPlanned
-			}
-			return nil
-		}
+		sp.Run = func() error { return attempt(i) }
 		if g.Delay != nil {
 			sp.Delay = g.Delay[i]
 		}
