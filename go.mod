@@ -5,9 +5,6 @@ go 1.26.8
 require (
 	github.com/benbjohnson/clock v1.3.5
 	go.uber.org/goleak v1.3.0
-)
-
-require (
-	golang.org/x/sync v0.25.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	golang.org/x/sync v0.25.0
+	pgregory.net/rapid v1.3.0
 )
