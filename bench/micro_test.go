@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/coordinator/readyq"
+	"github.com/batonhq/baton/internal/readyq"
 	"github.com/batonhq/baton/timerwheel"
 )
 
@@ -106,12 +106,12 @@ func BenchmarkDelayedSet(b *testing.B) {
 func BenchmarkReadyQueue(b *testing.B) {
 	var q readyq.Queue
 	for i := range 1024 {
-		q.Push(i%4, int32(i))
+		q.Push(i%4, uint64(i))
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		q.Push(i%4, int32(i))
+		q.Push(i%4, uint64(i))
 		q.Pop()
 		i++
 	}

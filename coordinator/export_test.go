@@ -12,9 +12,9 @@ func WithArmedHook(f func(due time.Time)) Option {
 	}
 }
 
-// WithMaxBatch caps every batch at n tasks; 1 turns batching and fusion
-// off, so that one worker runs tasks in exactly the order a sequential
-// model would. only for testing
+// WithMaxBatch caps the attempts a worker's lane holds at n; 1 turns
+// look-ahead and fusion off, so that one worker runs tasks in exactly the
+// order a sequential model would. only for testing
 func WithMaxBatch(n int) Option {
 	return func(c *config) error {
 		c.testMaxBatch = n

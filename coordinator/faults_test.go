@@ -19,7 +19,7 @@ import (
 // slot; Shutdown returns within its own context and names the task.
 func TestFaultTaskNeverReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := coordinator.New(coordinator.WithWorkers(1))
+		s, err := coordinator.New(coordinator.WithWorkers(1), coordinator.WithAbandonAfter(0))
 		if err != nil {
 			t.Fatalf("New = %v", err)
 		}

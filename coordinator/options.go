@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"time"
@@ -30,9 +31,11 @@ type config struct {
 	rng     *rand.Rand
 	retain  bool
 	keep    time.Duration
+	grace   time.Duration
+	logger  *slog.Logger
 
 	testHookArmed func(due time.Time) // only for testing: the timer was armed for due
-	testMaxBatch  int                 // only for testing: cap on a batch (0: maxBatch)
+	testMaxBatch  int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
 }
 
 // WithWorkers sets the size of the default pool (default runtime.GOMAXPROCS(0)).
@@ -110,8 +113,41 @@ func WithRandSource(src rand.Source) Option {
 	}
 }
 
+// DefaultAbandonAfter is how long a timed-out function may take to return
+// before its attempt is abandoned, unless WithAbandonAfter says otherwise.
+const DefaultAbandonAfter = 5 * time.Second
+
+// WithAbandonAfter sets the grace period after an attempt's timeout: its
+// context ends at the timeout (context.DeadlineExceeded, cause
+// worker.ErrTimeout) and the worker waits up to d more for the function to
+// return, so that the next attempt of the task never runs beside it. A
+// function still running after that is abandoned: its worker goes on, its
+// result is discarded, and Shutdown names it until it returns. Default
+// DefaultAbandonAfter; 0 abandons at the timeout.
+func WithAbandonAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithAbandonAfter(%v): negative", ErrInvalidOption, d)
+		}
+		c.grace = d
+		return nil
+	}
+}
+
+// WithLogger sets where the scheduler logs (default: slog.Default()). It
+// logs at Error a subscriber callback that panicked.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
 func newConfig(opts []Option) (*config, error) {
-	c := &config{workers: runtime.GOMAXPROCS(0)}
+	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -119,6 +155,9 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.clock == nil {
 		c.clock = clock.New()
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
 	}
 	if c.rng == nil {
 		c.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -411,10 +412,11 @@ func TestRecurringFailedRun(t *testing.T) {
 }
 
 // Rule 7: a timeout fails the attempt (retryably); a function that ignores
-// its context is abandoned and the pool keeps its size.
+// its context past the grace period (here 0) is abandoned and the pool
+// keeps its size.
 func TestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newScheduler(t, coordinator.WithWorkers(1))
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithAbandonAfter(0))
 		rec := record(s)
 		start := time.Now()
 		release := make(chan struct{})
@@ -448,6 +450,107 @@ func TestTimeout(t *testing.T) {
 		synctest.Wait()
 		if st := status(t, s, "stubborn"); st != coordinator.Succeeded {
 			t.Fatalf("status(stubborn) = %v after the abandoned attempt returned; want succeeded", st)
+		}
+	})
+}
+
+// Rule 7: an attempt's context has a deadline; after it ctx.Err() is
+// DeadlineExceeded with cause ErrTimeout. A function that honours it and
+// cleans up for a while holds its worker until it returns: the retry never
+// runs beside it, and Wait does not return while it runs. One that is still
+// running a grace period after its timeout is abandoned.
+func TestTimeoutGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithAbandonAfter(3*time.Second))
+		rec := record(s)
+		start := time.Now()
+		var running, overlap atomic.Int32
+		var mu sync.Mutex
+		var deadlines []time.Duration
+		var errs, causes []error
+		cleanup := []time.Duration{2 * time.Second, 10 * time.Second, 0} // attempt 2 outlives the grace
+		attempt := 0
+		err := s.Submit(coordinator.Task{ID: "slow", Timeout: time.Second,
+			Retry: coordinator.RetryPolicy{MaxAttempts: 3},
+			Run: func(ctx context.Context) error {
+				if running.Add(1) > 1 {
+					overlap.Add(1)
+				}
+				defer running.Add(-1)
+				mu.Lock()
+				attempt++
+				n := attempt
+				dl, ok := ctx.Deadline()
+				if ok {
+					deadlines = append(deadlines, dl.Sub(start))
+				}
+				mu.Unlock()
+				if n == 3 {
+					return nil
+				}
+				<-ctx.Done()
+				mu.Lock()
+				errs, causes = append(errs, ctx.Err()), append(causes, context.Cause(ctx))
+				mu.Unlock()
+				time.Sleep(cleanup[n-1]) // fake time: cleaning up after the deadline
+				return ctx.Err()
+			}})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		// Attempt 1: 1s to its timeout, 2s of cleanup, then the retry. Attempt
+		// 2 starts at 3s, times out at 4s and is abandoned at 7s; attempt 3
+		// starts then, while attempt 2's function still runs (abandoned).
+		if got, want := since(start, rec.of("slow"), coordinator.EventStarted), []time.Duration{0, 3 * time.Second, 7 * time.Second}; !slices.Equal(got, want) {
+			t.Fatalf("attempts started at %v; want %v", got, want)
+		}
+		if got, want := deadlines, []time.Duration{time.Second, 4 * time.Second, 8 * time.Second}; !slices.Equal(got, want) {
+			t.Fatalf("ctx.Deadline() = %v; want start+Timeout: %v", got, want)
+		}
+		if overlap.Load() != 1 {
+			t.Fatalf("%d attempts overlapped; want 1 (only the abandoned one)", overlap.Load())
+		}
+		for i := range errs {
+			if !errors.Is(errs[i], context.DeadlineExceeded) || !errors.Is(causes[i], worker.ErrTimeout) {
+				t.Fatalf("after the deadline: Err = %v, Cause = %v; want DeadlineExceeded, ErrTimeout", errs[i], causes[i])
+			}
+		}
+		if info, _ := s.Info("slow"); info.Status != coordinator.Succeeded || info.Attempts != 3 {
+			t.Fatalf("Info(slow) = %+v; want succeeded on attempt 3", info)
+		}
+		time.Sleep(10 * time.Second) // the abandoned function returns; nothing changes
+		synctest.Wait()
+		if info, _ := s.Info("slow"); info.Status != coordinator.Succeeded {
+			t.Fatalf("Info(slow) = %+v after the abandoned attempt returned; want succeeded", info)
+		}
+	})
+}
+
+// Wait does not return while a timed-out function that is not abandoned
+// still runs.
+func TestWaitCoversTimeoutCleanup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithAbandonAfter(time.Minute))
+		start := time.Now()
+		var returned atomic.Bool
+		err := s.Submit(coordinator.Task{ID: "t", Timeout: time.Second, Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			time.Sleep(5 * time.Second)
+			returned.Store(true)
+			return nil
+		}})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+		if !returned.Load() || time.Since(start) != 6*time.Second {
+			t.Fatalf("Wait returned at %v, function returned: %v; want at 6s, after the function", time.Since(start), returned.Load())
+		}
+		if info, _ := s.Info("t"); info.Status != coordinator.Failed || !errors.Is(info.Err, worker.ErrTimeout) {
+			t.Fatalf("Info(t) = %+v; want failed with ErrTimeout", info)
 		}
 	})
 }
@@ -717,11 +820,23 @@ func TestFusedChainSemantics(t *testing.T) {
 			t.Fatalf("Submit = %v", err)
 		}
 		synctest.Wait()
-		if st := status(t, s, "mid"); st != coordinator.Running {
-			t.Fatalf("status(mid) = %v; want running: fused behind head", st)
+		// mid is fused behind head: handed out, but Pending until head has
+		// succeeded and the worker has claimed it.
+		if st := status(t, s, "mid"); st != coordinator.Pending {
+			t.Fatalf("status(mid) = %v while head runs; want pending", st)
 		}
 		if !s.Cancel("mid") {
 			t.Fatalf("Cancel(mid) = false; want true")
+		}
+		// Final at once, and so is what waits on it, while head still runs.
+		if st := status(t, s, "mid"); st != coordinator.Cancelled {
+			t.Fatalf("status(mid) right after Cancel = %v; want cancelled", st)
+		}
+		if info, _ := s.Info("tail"); info.Status != coordinator.Skipped || info.Cause != "mid" {
+			t.Fatalf("Info(tail) right after Cancel(mid) = %+v; want skipped, cause mid", info)
+		}
+		if st := status(t, s, "head"); st != coordinator.Running {
+			t.Fatalf("status(head) = %v; want running", st)
 		}
 		g.release()
 		settle(t, s)

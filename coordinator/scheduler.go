@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/actor"
+	"github.com/batonhq/baton/internal/dispatch"
 	"github.com/batonhq/baton/worker"
 	"github.com/benbjohnson/clock"
 	"golang.org/x/sync/errgroup"
@@ -20,26 +24,24 @@ type Scheduler struct {
 	clk     clock.Clock              // immutable
 	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
 	hook    func(time.Time)          // immutable; only for testing
+	log     *slog.Logger             // immutable
+	closed  atomic.Bool              // Shutdown has begun
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
-	outcomes chan *worker.Batch      // finished batches, from the workers
-	// pools: per pool, batches to its workers. Each channel holds the pool's
-	// size, yet it is never a second queue (the trap of a buffered dispatch
-	// channel: work that priority and Cancel can no longer reach): the loop
-	// counts idle workers and sends one batch per idle worker only, so a
-	// send never blocks and a batch waits in the buffer only for the worker
-	// that is already free to take it. Immutable.
-	pools    []chan *worker.Batch
+	reports  chan dispatch.Report    // from the workers: how far each lane got
 	wake     actor.Signal            // from the timer goroutine: something may be due
 	due      actor.Latest[time.Time] // to the timer goroutine: the earliest due time (zero: none)
 	stopc    chan struct{}           // closed by Shutdown
 	stopOnce sync.Once               // guards close(stopc)
+	waitSeq  atomic.Uint64           // numbers Wait calls
 
-	g        *errgroup.Group
-	detached worker.Detached // attempts running on their own goroutine (timeouts)
-	loopDone chan struct{}   // closed when the loop has exited and final is set
-	final    *state          // written by the loop before loopDone closes; read-only after
-	done     chan struct{}   // closed when every goroutine has exited
+	g        *errgroup.Group   // the coordinator, the timer and the workers
+	detached dispatch.Detached // attempts running on their own goroutine (timeouts)
+	loopDone chan struct{}     // closed when the loop has exited and final is set
+	final    *state            // written by the loop before loopDone closes; read-only after
+	done     chan struct{}     // closed when the group has exited and no detached attempt runs
+	subsMu   sync.Mutex        // guards subs
+	subs     []*subscriber     // guarded by subsMu: subscribers whose goroutines may still run
 }
 
 // request is a message to the loop. apply runs on the loop's goroutine.
@@ -59,6 +61,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		clk:      cfg.clock,
 		workers:  map[string]worker.Worker{"": worker.Func{}},
 		hook:     cfg.testHookArmed,
+		log:      cfg.logger,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
 		due:      actor.NewLatest[time.Time](),
@@ -66,17 +69,20 @@ func New(opts ...Option) (*Scheduler, error) {
 		loopDone: make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	all := append([]poolConfig{{name: "", size: cfg.workers, worker: worker.Func{}}}, cfg.pools...)
-	total := 0
+	all := append([]poolConfig{{name: "", size: cfg.workers}}, cfg.pools...)
 	pools := make([]poolState, len(all))
+	sizes := make([]int, len(all))
+	total := 0
 	for i, p := range all {
-		s.workers[p.name] = p.worker
-		s.pools = append(s.pools, make(chan *worker.Batch, p.size))
-		pools[i] = poolState{name: p.name, size: p.size, maxBatch: cfg.testMaxBatch}
+		if p.worker != nil {
+			s.workers[p.name] = p.worker
+		}
+		pools[i] = poolState{name: p.name, size: p.size, maxTarget: cfg.testMaxBatch}
+		sizes[i] = p.size
 		total += p.size
 	}
-	s.outcomes = make(chan *worker.Batch, total)
-	st := newState(s.clk.Now(), pools, cfg.rng)
+	s.reports = make(chan dispatch.Report, 2*total)
+	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
 
 	workCtx, stopWork := context.WithCancel(context.Background())
@@ -87,9 +93,11 @@ func New(opts ...Option) (*Scheduler, error) {
 	})
 	s.g.Go(func() error { return s.timer(workCtx) })
 	for i, p := range all {
-		for range p.size {
-			l := &worker.Loop{Worker: p.worker, Clock: s.clk, In: s.pools[i], Out: s.outcomes, Detached: &s.detached}
-			s.g.Go(func() error { return l.Run(workCtx) })
+		env := &dispatch.Env{Worker: p.worker, Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
+			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace}
+		for _, li := range st.pools[i].lanes {
+			lane := st.lanes[li].l
+			s.g.Go(func() error { return lane.Run(workCtx, env) })
 		}
 	}
 	go func() {
@@ -105,13 +113,15 @@ func New(opts ...Option) (*Scheduler, error) {
 type loop struct {
 	s       *Scheduler
 	st      *state
-	waiters []chan<- struct{}
+	waiters map[uint64]chan<- struct{}
 	subs    []*subscriber
 }
 
-// run is the coordinator: a thin for-select loop around state.
+// run is the coordinator: a thin for-select loop around state. Each
+// message changes the state; then the loop asks the state what to do
+// (Ready), does it, and acknowledges.
 func (s *Scheduler) run(st *state) error {
-	l := &loop{s: s, st: st}
+	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
 	stopc := s.stopc
 	var armed bool
 	var armedAt time.Time
@@ -120,14 +130,15 @@ func (s *Scheduler) run(st *state) error {
 		select {
 		case req := <-s.mailbox.Receive():
 			now = s.clk.Now()
+			st.harvestAll(now) // answer with what has happened, reported or not
 			req.apply(l, now)
-		case b := <-s.outcomes:
+		case r := <-s.reports:
 			now = s.clk.Now()
-			st.complete(b, now)
-			for more := true; more; { // take every batch already back before dispatching
+			st.report(r, now)
+			for more := true; more; { // take every report already in before dispatching
 				select {
-				case b := <-s.outcomes:
-					st.complete(b, now)
+				case r := <-s.reports:
+					st.report(r, now)
 				default:
 					more = false
 				}
@@ -142,29 +153,26 @@ func (s *Scheduler) run(st *state) error {
 			st.shutdown(now)
 		}
 
-		st.settle(now)
-		st.dispatch(now)
-		for _, b := range st.out {
-			s.pools[b.Pool] <- b // never blocks: one batch per idle worker, and the channel holds the pool's size
+		rd := st.ready(now)
+		for _, li := range rd.Wake {
+			st.lanes[li].l.Wake()
 		}
-		clear(st.out)
-		st.out = st.out[:0]
-
-		if due, ok := st.nextDue(); ok && (!armed || !due.Equal(armedAt)) {
-			s.due.Set(due)
-			armed, armedAt = true, due
-		} else if !ok && armed {
+		if rd.HasDue && (!armed || !rd.Due.Equal(armedAt)) {
+			s.due.Set(rd.Due)
+			armed, armedAt = true, rd.Due
+		} else if !rd.HasDue && armed {
 			s.due.Set(time.Time{})
 			armed = false
 		}
-		l.publish()
-		if st.open == 0 {
-			for _, w := range l.waiters {
+		l.publish(rd.Events)
+		if rd.Settled {
+			for id, w := range l.waiters {
 				close(w)
+				delete(l.waiters, id)
 			}
-			l.waiters = l.waiters[:0]
 		}
-		if st.closing && st.running == 0 {
+		st.acknowledge()
+		if rd.Done {
 			break
 		}
 	}
@@ -183,21 +191,19 @@ func (s *Scheduler) run(st *state) error {
 }
 
 // publish hands this iteration's events to every subscriber.
-func (l *loop) publish() {
-	st := l.st
-	if len(st.events) == 0 {
+func (l *loop) publish(events []Event) {
+	if len(events) == 0 {
 		return
 	}
 	kept := l.subs[:0]
 	for _, sub := range l.subs {
-		if sub.publish(st.events) {
+		if sub.publish(events) {
 			kept = append(kept, sub)
 		}
 	}
 	clear(l.subs[len(kept):])
 	l.subs = kept
-	st.events = nil // the subscribers share the slice now
-	st.observe = len(l.subs) > 0
+	l.st.observe = len(l.subs) > 0
 }
 
 // timer is the one timer goroutine: it sleeps until the earliest due time
@@ -220,12 +226,11 @@ func (s *Scheduler) timer(ctx context.Context) error {
 			if due.IsZero() {
 				continue
 			}
-			d := due.Sub(s.clk.Now())
-			if d <= 0 {
+			t = s.arm(due)
+			if t == nil {
 				s.wake.Notify()
 				continue
 			}
-			t = s.clk.Timer(d)
 			fire = t.C
 			if s.hook != nil {
 				s.hook(due)
@@ -240,39 +245,85 @@ func (s *Scheduler) timer(ctx context.Context) error {
 	}
 }
 
+// arm returns a timer that fires when the clock reaches due, or nil if it
+// has already. Reading the clock and creating the timer are two calls: a
+// mock clock advanced between them would set the timer late by the
+// advance, so arm reads the clock again and, if it moved more than a
+// microsecond (a real clock moves a little), arms again from the new time.
+func (s *Scheduler) arm(due time.Time) *clock.Timer {
+	for {
+		before := s.clk.Now()
+		d := due.Sub(before)
+		if d <= 0 {
+			return nil
+		}
+		t := s.clk.Timer(d)
+		after := s.clk.Now()
+		if after.Sub(before) < time.Microsecond {
+			return t
+		}
+		t.Stop()
+	}
+}
+
 type submitReq struct {
-	tasks []Task
+	b     *batch
 	reply chan<- error
 }
 
-func (r submitReq) apply(l *loop, now time.Time) { r.reply <- l.st.submit(r.tasks, now) }
+func (r submitReq) apply(l *loop, now time.Time) { r.reply <- l.st.submit(r.b, now) }
 
-// Submit adds a batch of tasks. The batch is accepted whole or rejected
-// whole: on error nothing is stored. A task may depend on tasks earlier or
-// later in the same batch and on tasks submitted before, never on tasks
-// submitted after it. Errors: a *TaskError wrapping ErrInvalidTask,
-// ErrDuplicateID, ErrUnknownDependency or ErrUnknownPool; a *CycleError;
-// ErrClosed once Shutdown has begun. A task whose dependency had already
+// Submit adds a batch of tasks; it is SubmitContext with
+// context.Background().
+func (s *Scheduler) Submit(tasks ...Task) error {
+	return s.SubmitContext(context.Background(), tasks...)
+}
+
+// SubmitContext adds a batch of tasks. The batch is accepted whole or
+// rejected whole: on error nothing is stored. A task may depend on tasks
+// earlier or later in the same batch and on tasks submitted before, never
+// on tasks submitted after it. Errors: ErrClosed, unwrapped, once Shutdown
+// has begun (before any other check); a *TaskError wrapping
+// ErrInvalidTask, ErrDuplicateID, ErrUnknownDependency or ErrUnknownPool;
+// a *CycleError; ctx.Err() if ctx ends before the coordinator takes the
+// batch (then nothing is stored). A task whose dependency had already
 // failed, been cancelled or skipped is accepted and Skipped at once.
 //
-// Submit blocks until the coordinator has taken the batch (it does not wait
-// for any task to run). Safe for concurrent use.
-func (s *Scheduler) Submit(tasks ...Task) error {
-	for i := range tasks {
-		if err := validateTask(&tasks[i], s.workers); err != nil {
+// The values ctx carries reach the context of every attempt of these
+// tasks; its cancellation bounds only this call.
+//
+// SubmitContext blocks until the coordinator has taken the batch (it does
+// not wait for any task to run). Safe for concurrent use.
+func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
+	return s.submit(ctx, &batch{tasks: tasks})
+}
+
+func (s *Scheduler) submit(ctx context.Context, b *batch) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	for i := range b.tasks {
+		if err := validateTask(&b.tasks[i], s.workers); err != nil {
 			return err
 		}
 	}
-	if len(tasks) == 0 {
+	if len(b.tasks) == 0 {
 		return nil
 	}
-	err, sendErr := actor.Call(context.Background(), s.mailbox, func(reply chan<- error) request {
-		return submitReq{tasks: tasks, reply: reply}
-	})
-	if sendErr != nil {
-		return ErrClosed
+	if ctx != context.Background() && ctx != context.TODO() {
+		b.values = context.WithoutCancel(ctx)
 	}
-	return err
+	// ctx bounds the hand-over only: once the coordinator has the batch its
+	// answer comes at once, and is waited for, so that a nil error always
+	// means stored and ctx.Err() always means not stored.
+	reply := make(chan error, 1)
+	if err := s.mailbox.Send(ctx, submitReq{b: b, reply: reply}); err != nil {
+		if errors.Is(err, actor.ErrStopped) {
+			return ErrClosed
+		}
+		return err
+	}
+	return <-reply
 }
 
 type cancelReq struct {
@@ -282,13 +333,17 @@ type cancelReq struct {
 
 func (r cancelReq) apply(l *loop, now time.Time) { r.reply <- l.st.cancel(r.id, now) }
 
-// Cancel cancels a task. A pending, ready or delayed task ends Cancelled at
-// once; a running one has its context ended and ends Cancelled when its
-// function returns, whatever it returns. Everything waiting on it is
-// Skipped. Cancel returns false if the task is unknown, already final, or
-// already being cancelled, and also when its running attempt has already
-// returned nil: that task ends Succeeded. It blocks until the coordinator has decided.
-// Safe for concurrent use. After Shutdown it returns false.
+// Cancel cancels a task. A task whose function is not running (pending,
+// ready, delayed, waiting for a retry or its next run, or handed to a
+// worker that has not started it) ends Cancelled at once; a running one
+// has its context end (context.Cause is ErrCancelled) and ends Cancelled
+// when its function returns, whatever it returns. Everything waiting on it
+// is Skipped. A recurring task whose run has just succeeded stops after
+// that run. Cancel returns false if the task is unknown, already final or
+// already being cancelled, and when its last attempt has returned nil and
+// no run follows: that task ends Succeeded. It blocks until the
+// coordinator has decided. Safe for concurrent use. After Shutdown it
+// returns false.
 func (s *Scheduler) Cancel(id string) bool {
 	ok, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- bool) request {
 		return cancelReq{id: id, reply: reply}
@@ -311,9 +366,10 @@ func (r infoReq) apply(l *loop, now time.Time) {
 	r.reply <- infoReply{ti, ok}
 }
 
-// Info reports a task's status, attempts, runs, last error and skip cause;
-// false if the id is unknown. It blocks until the coordinator answers. Safe
-// for concurrent use. After Shutdown it reports the final state.
+// Info reports a task's status, attempts, runs, last error, result and skip
+// cause; false if the id is unknown. It blocks until the coordinator
+// answers. Safe for concurrent use. After Shutdown it reports the final
+// state.
 func (s *Scheduler) Info(id string) (TaskInfo, bool) {
 	select {
 	case <-s.loopDone:
@@ -338,8 +394,25 @@ type subscribeReq struct {
 func (r subscribeReq) apply(l *loop, now time.Time) {
 	l.subs = append(l.subs, r.sub)
 	l.st.observe = true
-	l.s.g.Go(r.sub.run) // the loop is itself in the group, so the group is not yet waited out
+	l.s.startSubscriber(r.sub)
 	r.reply <- true
+}
+
+// startSubscriber starts a delivery goroutine and keeps it on the list that
+// Shutdown waits for, dropping those that have exited.
+func (s *Scheduler) startSubscriber(sub *subscriber) {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	s.subs = slices.DeleteFunc(s.subs, func(x *subscriber) bool {
+		select {
+		case <-x.exited:
+			return true
+		default:
+			return false
+		}
+	})
+	s.subs = append(s.subs, sub)
+	go sub.run()
 }
 
 // Subscribe calls fn for every event decided from now on, in the order the
@@ -348,14 +421,17 @@ func (r subscribeReq) apply(l *loop, now time.Time) {
 // bound). fn is never called concurrently with itself. Call unsubscribe to
 // stop: fn is not called after unsubscribe returns, except for a call
 // already under way, and queued events are dropped. unsubscribe is
-// idempotent and may be called from fn.
+// idempotent and may be called from fn. A fn that panics is unsubscribed
+// and the panic, with its stack, is logged at Error (WithLogger); the
+// scheduler goes on. fn may call every method of the scheduler, Wait and
+// Shutdown included (see Shutdown).
 //
 // Subscribe blocks until the coordinator has registered fn. Safe for
 // concurrent use. After Shutdown, fn is never called and unsubscribe does
 // nothing. Events decided during Shutdown are delivered before Shutdown
 // returns.
 func (s *Scheduler) Subscribe(fn func(Event)) (unsubscribe func()) {
-	sub := &subscriber{fn: fn, signal: actor.NewSignal()}
+	sub := newSubscriber(fn, s.log)
 	_, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- bool) request {
 		return subscribeReq{sub: sub, reply: reply}
 	})
@@ -365,18 +441,35 @@ func (s *Scheduler) Subscribe(fn func(Event)) (unsubscribe func()) {
 	return sub.unsubscribe
 }
 
-type waitReq struct{ reply chan<- struct{} }
+type waitReq struct {
+	id    uint64
+	reply chan<- struct{}
+}
 
-func (r waitReq) apply(l *loop, now time.Time) { l.waiters = append(l.waiters, r.reply) }
+func (r waitReq) apply(l *loop, now time.Time) {
+	if l.st.open == 0 {
+		close(r.reply)
+		return
+	}
+	l.waiters[r.id] = r.reply
+}
+
+type unwaitReq struct{ id uint64 }
+
+func (r unwaitReq) apply(l *loop, now time.Time) { delete(l.waiters, r.id) }
 
 // Wait blocks until every task submitted so far is final, and returns nil;
-// tasks submitted later make it wait again. It returns ctx.Err() if ctx ends
-// first. It does not wait for subscribers to receive the final events. Safe
-// for concurrent use. After Shutdown it returns nil at once: every task is
-// final then.
+// tasks submitted later make it wait again. A nil error says nothing about
+// how the tasks ended: Info tells each task's status, and a subscriber
+// sees every failure as it happens. Wait returns ctx.Err() if ctx ends
+// first, and then forgets the call. It does not wait for subscribers to
+// receive the final events. Safe for concurrent use, from a subscriber
+// callback too (not from a task, which would wait for itself). After
+// Shutdown it returns nil at once: every task is final then.
 func (s *Scheduler) Wait(ctx context.Context) error {
+	id := s.waitSeq.Add(1)
 	settled := make(chan struct{})
-	if err := s.mailbox.Send(ctx, waitReq{reply: settled}); err != nil {
+	if err := s.mailbox.Send(ctx, waitReq{id: id, reply: settled}); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
 			<-s.loopDone
 			return nil
@@ -387,32 +480,61 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 	case <-settled:
 		return nil
 	case <-ctx.Done():
+		s.mailbox.Send(context.Background(), unwaitReq{id: id}) // ErrStopped: nothing to forget
 		return ctx.Err()
 	}
 }
 
-// Shutdown stops the scheduler. Submit returns ErrClosed from then on.
-// Tasks not yet running end Cancelled, with events; running tasks have their
-// contexts end (context.Cause is ErrClosed) and end Cancelled when they
-// return. Shutdown blocks until every goroutine of the scheduler has exited,
-// subscriber deliveries and abandoned timed-out attempts included, and
-// returns nil; or until ctx ends, returning a *ShutdownError that wraps
-// ctx.Err() and names the tasks whose functions have not returned, while
-// the shutdown goes on in the background. Calling it again, or
+// Shutdown stops the scheduler. From the moment it is called, Submit
+// returns ErrClosed; once the coordinator takes it, no attempt starts:
+// tasks whose functions are not running end Cancelled (with events and
+// ErrClosed as their error); running tasks have their contexts end
+// (context.Cause is ErrClosed) and end Cancelled when they return, unless
+// their attempt had already succeeded. Shutdown blocks until every
+// goroutine of the scheduler has exited, subscriber deliveries and
+// abandoned timed-out attempts included, and returns nil; or until ctx
+// ends, returning a *ShutdownError that wraps ctx.Err() and names the
+// tasks whose functions have not returned, while the shutdown goes on in
+// the background. Called from a subscriber callback, it waits for
+// everything but that subscriber's own goroutine, which delivers the rest
+// of its events once the callback returns. Calling it again, or
 // concurrently, is safe.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })
 	select {
 	case <-s.done:
-		return nil
 	case <-ctx.Done():
+		return s.shutdownError(ctx)
 	}
+	me := goid()
+	s.subsMu.Lock()
+	subs := slices.Clone(s.subs)
+	s.subsMu.Unlock()
+	for _, sub := range subs {
+		if sub.goid.Load() == me {
+			continue // called from this subscriber's own callback
+		}
+		select {
+		case <-sub.exited:
+		case <-ctx.Done():
+			return s.shutdownError(ctx)
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) shutdownError(ctx context.Context) error {
 	running := s.detached.Running()
-	ids, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- []string) request {
-		return runningReq{reply: reply}
-	})
-	if err == nil {
-		running = append(running, ids...)
+	select {
+	case <-s.loopDone:
+	default:
+		ids, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- []string) request {
+			return runningReq{reply: reply}
+		})
+		if err == nil {
+			running = append(running, ids...)
+		}
 	}
 	slices.Sort(running)
 	return &ShutdownError{Err: ctx.Err(), Running: slices.Compact(running)}

@@ -1,7 +1,11 @@
 package coordinator
 
 import (
+	"log/slog"
+	"runtime"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonhq/baton/actor"
 )
@@ -9,15 +13,23 @@ import (
 // subscriber delivers events to one callback on its own goroutine, so a
 // slow or blocked callback never holds up the coordinator. Its queue is
 // unbounded: a callback that never returns keeps every later event in memory
-// until it is unsubscribed.
+// until it is unsubscribed. A callback that panics is unsubscribed; the
+// panic, with its stack, is logged at Error.
 type subscriber struct {
-	fn     func(Event) // immutable
+	fn     func(Event)  // immutable
+	log    *slog.Logger // immutable
 	signal actor.Signal
+	goid   atomic.Uint64 // the delivery goroutine's id, once it runs
+	exited chan struct{} // closed when the delivery goroutine returns
 
 	mu     sync.Mutex
 	queue  [][]Event // guarded by mu: chunks published, not yet delivered
 	closed bool      // guarded by mu: unsubscribed; deliver nothing more
 	last   bool      // guarded by mu: the scheduler has stopped; exit once the queue is empty
+}
+
+func newSubscriber(fn func(Event), log *slog.Logger) *subscriber {
+	return &subscriber{fn: fn, log: log, signal: actor.NewSignal(), exited: make(chan struct{})}
 }
 
 // publish appends one loop iteration's events. It reports false once the
@@ -50,9 +62,11 @@ func (sub *subscriber) unsubscribe() {
 }
 
 // run is the delivery goroutine. It calls fn for every event in order and
-// returns after unsubscribe, or when the scheduler has stopped and every
-// event has been delivered.
-func (sub *subscriber) run() error {
+// returns after unsubscribe, after a panic in fn, or when the scheduler has
+// stopped and every event has been delivered.
+func (sub *subscriber) run() {
+	defer close(sub.exited)
+	sub.goid.Store(goid())
 	for range sub.signal.C() {
 		for {
 			sub.mu.Lock()
@@ -60,29 +74,62 @@ func (sub *subscriber) run() error {
 			sub.queue = nil
 			sub.mu.Unlock()
 			if closed {
-				return nil
+				return
 			}
 			if len(chunks) == 0 {
 				if last {
-					return nil
+					return
 				}
 				break
 			}
 			for _, events := range chunks {
 				for _, e := range events {
 					if sub.isClosed() {
-						return nil
+						return
 					}
-					sub.fn(e)
+					if !sub.call(e) {
+						sub.unsubscribe()
+						return
+					}
 				}
 			}
 		}
 	}
-	return nil
+}
+
+// call delivers one event, and reports false if the callback panicked.
+func (sub *subscriber) call(e Event) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			sub.log.Error("coordinator: subscriber panicked and was unsubscribed",
+				slog.Any("panic", r), slog.String("event", e.Kind.String()), slog.String("task", e.TaskID),
+				slog.String("stack", string(debug.Stack())))
+			ok = false
+		}
+	}()
+	sub.fn(e)
+	return true
 }
 
 func (sub *subscriber) isClosed() bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	return sub.closed
+}
+
+// goid returns the calling goroutine's id, read from its stack header
+// ("goroutine 123 [running]:"). Only Shutdown and the subscribers use it,
+// to tell a call made from inside a subscriber callback.
+func goid() uint64 {
+	var buf [32]byte
+	n := runtime.Stack(buf[:], false)
+	const prefix = len("goroutine ")
+	var id uint64
+	for _, c := range buf[prefix:n] {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -59,6 +60,22 @@ func (p RetryPolicy) Delay(failures int) time.Duration {
 	return d
 }
 
+// wait is the backoff after failures consecutive failures, jitter drawn
+// from rng: within [d*(1-Jitter), d] for d = Delay(failures), computed so
+// that no value Submit accepts can overflow.
+func (p RetryPolicy) wait(failures int, rng *rand.Rand) time.Duration {
+	d := p.Delay(failures)
+	if p.Jitter <= 0 || d <= 0 {
+		return d
+	}
+	span := float64(d) * p.Jitter // at most d: never overflows an int64 below
+	n := time.Duration(span)
+	if span >= float64(d) {
+		n = d
+	}
+	return d - n + time.Duration(rng.Uint64N(uint64(n)+1))
+}
+
 func (p RetryPolicy) attempts() int {
 	if p.MaxAttempts == 0 {
 		return 1
@@ -68,7 +85,7 @@ func (p RetryPolicy) attempts() int {
 
 // Status is where a task is in its life cycle:
 //
-//	Pending ──deps met, delay passed──▶ Ready ──dispatched──▶ Running
+//	Pending ──deps met, delay passed──▶ Ready ──a worker claims it──▶ Running
 //	Running ──ok, last run──▶ Succeeded
 //	Running ──ok, more runs──▶ Pending (until the next planned start)
 //	Running ──error, attempts left──▶ Pending (backoff) ──▶ Ready
@@ -76,19 +93,22 @@ func (p RetryPolicy) attempts() int {
 //	Pending, Ready ──Cancel──▶ Cancelled; Running ──Cancel──▶ Cancelled when Run returns
 //	Pending ──a dependency Failed, was Cancelled or Skipped──▶ Skipped
 //
-// Succeeded, Failed, Cancelled and Skipped are final.
+// Ready covers a task queued for its pool and one handed to a worker that
+// has not claimed it yet (see the package doc, Dispatch); Running means a
+// worker claimed the attempt: its function has been called and has not
+// returned, or is about to be called. Succeeded, Failed, Cancelled and
+// Skipped are final.
 type Status uint8
 
 const (
 	Pending   Status = iota // waiting for dependencies, a delay, a backoff or its next run
 	Ready                   // queued for a worker of its pool
-	Running                 // handed to a worker
+	Running                 // a worker claimed its attempt: its function runs
 	Succeeded               // final: every run succeeded
 	Failed                  // final: a run failed with no attempts left
 	Cancelled               // final: cancelled, or shut down before it finished
 	Skipped                 // final: a dependency failed or was cancelled
 
-	dropped // internal: the record was forgotten by retention and awaits reuse
 )
 
 var statusNames = [...]string{"pending", "ready", "running", "succeeded", "failed", "cancelled", "skipped"}
@@ -101,18 +121,18 @@ func (s Status) String() string {
 }
 
 // Final reports whether s is a final state.
-func (s Status) Final() bool { return s >= Succeeded }
+func (s Status) Final() bool { return s >= Succeeded && s <= Skipped }
 
 // EventKind says what an Event reports. The names carry an Event prefix
 // because Succeeded, Failed, Cancelled and Skipped already name statuses.
 type EventKind uint8
 
 const (
-	EventStarted   EventKind = iota // an attempt was handed to a worker (a fused one: reported once it ran; see Dispatch)
+	EventStarted   EventKind = iota // a worker claimed an attempt: its function was called (At: when the coordinator learned it; see Dispatch)
 	EventSucceeded                  // the task's last run succeeded: it is final
 	EventFailed                     // a run failed with no attempts left: final
 	EventRetrying                   // an attempt failed; the next one waits Event.Wait
-	EventCancelled                  // the task was cancelled: final
+	EventCancelled                  // the task was cancelled (Event.Err: ErrCancelled, or ErrClosed by Shutdown): final
 	EventSkipped                    // a dependency failed or was cancelled (Event.Cause): final
 	EventRecurred                   // run Event.Run of a recurring task succeeded; more runs follow
 )
@@ -132,7 +152,7 @@ type Event struct {
 	TaskID  string
 	Attempt int           // the attempt it concerns (1-based within the run)
 	Run     int           // the run it concerns (1-based; recurring tasks have several)
-	Err     error         // for EventRetrying and EventFailed: the attempt's error
+	Err     error         // for EventRetrying and EventFailed: the attempt's error; for EventCancelled: ErrCancelled or ErrClosed
 	Wait    time.Duration // for EventRetrying: the backoff chosen, jitter included
 	Cause   string        // for EventSkipped: the upstream task that failed or was cancelled
 	At      time.Time     // the coordinator's clock when it decided
@@ -146,8 +166,9 @@ type TaskInfo struct {
 	Priority int
 	Attempts int    // attempts made in the current (or last) run
 	Runs     int    // runs finished successfully
-	Err      error  // the last attempt's error, if it failed
+	Err      error  // the last attempt's error, if it failed; for Cancelled: ErrCancelled or ErrClosed
 	Cause    string // for Skipped: the upstream task that failed or was cancelled
+	Result   any    // what the last successful attempt recorded with SetResult
 }
 
 // Errors returned by Submit, wrapped in a *TaskError naming the task

@@ -1,20 +1,20 @@
-// Package worker runs task attempts. It holds the Worker interface that
-// custom worker types implement, Func, the default worker that calls the
-// task's own function, and Loop, the pool loop that receives batches of
-// attempts from the coordinator, runs each one with panic recovery and an
-// optional timeout, and sends the batch back with its outcomes.
+// Package worker is what a custom worker type needs: the Worker interface
+// a pool's goroutines call for every attempt, Validator to refuse bad
+// tasks at Submit, Func (the default worker, which calls the task's own
+// function), and the errors an attempt can end with (PanicError,
+// ErrTimeout). Package workertest checks a Worker against what the
+// scheduler relies on.
 //
 // A worker never decides what runs next: the coordinator owns all
-// scheduling state. A task's failure, timeout or panic is recorded in its
-// Item and travels back as part of the batch; it is never an error of the
-// worker goroutine itself.
+// scheduling state. A task's failure, timeout or panic is an outcome the
+// pool reports to the coordinator; it is never an error of the worker
+// goroutine itself.
 package worker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 )
 
 // Job is what a Worker is asked to run: one attempt of one task.
@@ -32,11 +32,17 @@ type Job struct {
 //
 // Do blocks until the attempt ends and returns its error (nil for success).
 // It must return soon after ctx ends: ctx ends when the task is cancelled,
-// when its timeout passes and when the scheduler shuts down. A Do that
-// ignores ctx past a timeout is abandoned: its result is discarded and the
-// pool goes on without it. A panic in Do is recovered by the pool and
-// reported as a failed attempt with a *PanicError; it never crashes the
-// process.
+// when its timeout passes (ctx.Deadline reports it) and when the scheduler
+// shuts down. A Do still running a grace period after its timeout is
+// abandoned: its result is discarded and the pool goes on without it. A
+// panic in Do is recovered by the pool and reported as a failed attempt
+// with a *PanicError; it never crashes the process.
+//
+// ctx carries the values of the context the task was submitted with, and
+// what package coordinator's SetResult, Result and Upstream need. It
+// belongs to the attempt: a Do that never called one of its methods must
+// not keep it after returning, because such a context is reused for a
+// later attempt.
 type Worker interface {
 	Do(ctx context.Context, j Job) error
 }
@@ -85,14 +91,4 @@ func (e *PanicError) Error() string {
 func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
-}
-
-// call runs one attempt, turning a panic into a *PanicError.
-func call(ctx context.Context, w Worker, j Job) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	return w.Do(ctx, j)
 }

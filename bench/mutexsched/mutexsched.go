@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/coordinator/readyq"
+	"github.com/batonhq/baton/internal/readyq"
 )
 
 // Spec is one task. Deps name earlier tasks by index.
@@ -276,11 +276,11 @@ func (h *binHeap) pop() (int32, bool) {
 // fifoQueue adapts Baton's ready queue.
 type fifoQueue struct{ q readyq.Queue }
 
-func (f *fifoQueue) push(prio int, _ uint64, id int32) { f.q.Push(prio, id) }
+func (f *fifoQueue) push(prio int, _ uint64, id int32) { f.q.Push(prio, uint64(id)) }
 func (f *fifoQueue) len() int                          { return f.q.Len() }
 func (f *fifoQueue) pop() (int32, bool) {
 	id, _, ok := f.q.Pop()
-	return id, ok
+	return int32(id), ok
 }
 
 type delayed struct {

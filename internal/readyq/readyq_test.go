@@ -17,17 +17,33 @@ func TestAgainstStableSort(t *testing.T) {
 	var q Queue
 	type entry struct {
 		prio int
-		x    int32
+		x    uint64
 	}
 	var model []entry
-	next := int32(0)
+	next := uint64(0)
 	for step := range 20000 {
-		if r.IntN(3) > 0 {
+		switch r.IntN(5) {
+		case 0, 1:
 			p := r.IntN(5) - 2
 			q.Push(p, next)
 			model = append(model, entry{p, next})
 			next++
-		} else {
+		case 2:
+			p := r.IntN(5) - 2
+			q.PushFront(p, next)
+			first := slices.IndexFunc(model, func(e entry) bool { return e.prio == p })
+			if first < 0 {
+				first = len(model)
+			}
+			model = slices.Insert(model, first, entry{p, next})
+			next++
+		default:
+			if px, pp, pok := q.Peek(); pok {
+				if x, p, _ := q.Pop(); x != px || p != pp {
+					t.Fatalf("step %d: Peek = %d (p%d) but Pop = %d (p%d)", step, px, pp, x, p)
+				}
+				q.PushFront(pp, px)
+			}
 			x, p, ok := q.Pop()
 			if ok != (len(model) > 0) {
 				t.Fatalf("step %d: Pop ok = %v with %d queued", step, ok, len(model))
@@ -55,7 +71,7 @@ func BenchmarkPushPop(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				q.Push(i%levels, int32(i))
+				q.Push(i%levels, uint64(i))
 				if q.Len() > 1024 {
 					q.Pop()
 				}

@@ -1,7 +1,9 @@
-// Package readyq is the ready queue of the scheduler: one FIFO per priority
-// level, with O(1) push and pop and exact order within a level, and a small
-// min-heap over the levels that hold entries. Lower priority numbers come
-// out first.
+// Package readyq is the scheduler's ready queue: one FIFO per priority
+// level, with O(1) push, push-front and pop and exact order within a level,
+// and a small min-heap over the levels that hold entries. Lower priority
+// numbers come out first. Entries are opaque uint64 values (in Baton, a
+// task index and the sequence of its becoming ready, so that an entry left
+// behind by a cancelled task is recognised and skipped).
 //
 // A Queue is not safe for concurrent use: in Baton the coordinator
 // goroutine owns it. The zero value is an empty queue.
@@ -9,23 +11,20 @@ package readyq
 
 // fifo is a growable ring of values.
 type fifo struct {
-	buf  []int32
+	buf  []uint64
 	head int
 	n    int
 }
 
 func (q *fifo) grow() {
-	size := 2 * len(q.buf)
-	if size < 16 {
-		size = 16
-	}
-	buf := make([]int32, size)
+	size := max(2*len(q.buf), 16)
+	buf := make([]uint64, size)
 	k := copy(buf, q.buf[q.head:q.head+min(q.n, len(q.buf)-q.head)])
 	copy(buf[k:], q.buf[:q.n-k])
 	q.buf, q.head = buf, 0
 }
 
-func (q *fifo) pushBack(x int32) {
+func (q *fifo) pushBack(x uint64) {
 	if q.n == len(q.buf) {
 		q.grow()
 	}
@@ -37,8 +36,21 @@ func (q *fifo) pushBack(x int32) {
 	q.n++
 }
 
-func (q *fifo) popFront() int32 {
+func (q *fifo) pushFront(x uint64) {
+	if q.n == len(q.buf) {
+		q.grow()
+	}
+	q.head--
+	if q.head < 0 {
+		q.head += len(q.buf)
+	}
+	q.buf[q.head] = x
+	q.n++
+}
+
+func (q *fifo) popFront() uint64 {
 	x := q.buf[q.head]
+	q.buf[q.head] = 0
 	q.head++
 	if q.head == len(q.buf) {
 		q.head = 0
@@ -47,7 +59,7 @@ func (q *fifo) popFront() int32 {
 	return x
 }
 
-// Queue holds int32 values (in Baton, task indexes) by priority.
+// Queue holds uint64 values by priority.
 type Queue struct {
 	levels   map[int]*fifo
 	active   []int // min-heap of priorities whose fifo is not empty
@@ -76,7 +88,7 @@ func (r *Queue) level(prio int) *fifo {
 }
 
 // Push adds x behind every value of the same priority.
-func (r *Queue) Push(prio int, x int32) {
+func (r *Queue) Push(prio int, x uint64) {
 	q := r.level(prio)
 	if q.n == 0 {
 		r.heapPush(prio)
@@ -85,16 +97,29 @@ func (r *Queue) Push(prio int, x int32) {
 	r.n++
 }
 
-// Best reports the lowest priority holding values.
-func (r *Queue) Best() (prio int, ok bool) {
-	if len(r.active) == 0 {
-		return 0, false
+// PushFront adds x ahead of every value of the same priority: a value
+// taken out and given back keeps its place when given back in reverse.
+func (r *Queue) PushFront(prio int, x uint64) {
+	q := r.level(prio)
+	if q.n == 0 {
+		r.heapPush(prio)
 	}
-	return r.active[0], true
+	q.pushFront(x)
+	r.n++
+}
+
+// Peek returns the value Pop would return, without removing it.
+func (r *Queue) Peek() (x uint64, prio int, ok bool) {
+	if len(r.active) == 0 {
+		return 0, 0, false
+	}
+	prio = r.active[0]
+	q := r.level(prio)
+	return q.buf[q.head], prio, true
 }
 
 // Pop removes the oldest value of the lowest priority level.
-func (r *Queue) Pop() (x int32, prio int, ok bool) {
+func (r *Queue) Pop() (x uint64, prio int, ok bool) {
 	if len(r.active) == 0 {
 		return 0, 0, false
 	}
@@ -104,6 +129,9 @@ func (r *Queue) Pop() (x int32, prio int, ok bool) {
 	r.n--
 	if q.n == 0 {
 		r.heapPop()
+		if len(q.buf) > 1024 {
+			q.buf, q.head = nil, 0 // give back what a burst grew
+		}
 	}
 	return x, prio, true
 }

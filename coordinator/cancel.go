@@ -1,0 +1,174 @@
+package coordinator
+
+import (
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// cancel implements Scheduler.Cancel.
+func (s *state) cancel(id string, now time.Time) bool {
+	t, ok := s.find(id)
+	if !ok {
+		return false
+	}
+	return s.cancelTask(t, ErrCancelled, now)
+}
+
+// cancelTask cancels t with cause (ErrCancelled or ErrClosed): at once if
+// its function is not running; otherwise its context ends and it ends
+// Cancelled when the function returns. It reports false for a final task,
+// one already being cancelled, and one whose last attempt has returned nil
+// (it ends Succeeded).
+func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
+	r := &s.tasks[t]
+	if cause == ErrClosed {
+		r.flags |= fClosed
+	}
+	switch r.status {
+	case Pending, Ready:
+		s.unqueue(t)
+		s.cancelled(t, now)
+		return true
+	case dispatched:
+		ls, seq := s.locate(r.link)
+		if ls.l.Revoke(seq) || ls.l.State(seq) == dispatch.Passed {
+			ls.live--
+			r.attempts--
+			r.link = noTask
+			r.status = Pending
+			s.cancelled(t, now)
+			return true
+		}
+		if r.flags&fCancelReq != 0 {
+			return false
+		}
+		switch ls.l.State(seq) {
+		case dispatch.Claimed:
+			if ls.l.Stop(seq) {
+				s.peek(ls, now, s.observe) // it started before it was stopped: say so first
+				ls.l.Ctx(seq).Cancel(cause)
+				r.flags |= fCancelReq
+				return true
+			}
+			return s.cancelTask(t, cause, now) // it returned meanwhile: look again
+		case dispatch.Returned:
+			// It failed and is not yet reported: no retry will follow.
+			r.flags |= fCancelReq
+			return true
+		case dispatch.Sealed:
+			// It succeeded. Only a recurring task with runs to come still
+			// has something to cancel: its series stops after this run.
+			if x := r.x; x != nil && x.every > 0 && (x.times == 0 || int(r.runs)+1 < x.times) {
+				r.flags |= fCancelReq
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unqueue takes a Pending or Ready task out of the delayed set; a ready
+// queue entry is left behind, recognised as stale when met.
+func (s *state) unqueue(t int32) {
+	r := &s.tasks[t]
+	if r.status == Ready {
+		s.pools[r.pool].readyLive--
+	}
+	if x := r.x; x != nil && x.inWheel {
+		s.wheel.Cancel(x.timer)
+		x.inWheel = false
+	}
+}
+
+// shutdown cancels every task whose function is not running; running ones
+// have their contexts end and end Cancelled when they return, unless their
+// attempt had already succeeded. No attempt starts from now on.
+func (s *state) shutdown(now time.Time) {
+	s.closing = true
+	for i := range s.lanes { // report what started before revoking the rest
+		if ls := &s.lanes[i]; ls.open {
+			s.peek(ls, now, s.observe)
+		}
+	}
+	for t := range s.tasks {
+		switch s.tasks[t].status {
+		case Pending, Ready, dispatched:
+			s.cancelTask(int32(t), ErrClosed, now)
+		}
+	}
+}
+
+// settled reports whether the scheduler may stop: closing, and every
+// worker idle.
+func (s *state) settled() bool {
+	if !s.closing {
+		return false
+	}
+	for i := range s.pools {
+		if p := &s.pools[i]; p.idle != len(p.lanes) {
+			return false
+		}
+	}
+	return true
+}
+
+// status is what Info reports of t: for a task handed out, what its
+// item's claim state says.
+func (s *state) status(t int32) Status {
+	r := &s.tasks[t]
+	if r.status != dispatched {
+		return r.status
+	}
+	ls, seq := s.locate(r.link)
+	switch st := ls.l.State(seq); {
+	case dispatch.Ran(st):
+		return Running
+	case st == dispatch.Free && r.flags&fFused == 0:
+		return Ready
+	}
+	return Pending // fused behind a dependency that has not succeeded, or passed over
+}
+
+// runningIDs lists the tasks whose functions are running now.
+func (s *state) runningIDs() []string {
+	var ids []string
+	for i := range s.lanes {
+		ls := &s.lanes[i]
+		for seq := ls.applied; seq != ls.n; seq++ {
+			if dispatch.Running(ls.l.State(seq)) {
+				ids = append(ids, s.key(ls.l.Task(seq)))
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// info implements Scheduler.Info.
+func (s *state) info(id string) (TaskInfo, bool) {
+	t, ok := s.find(id)
+	if !ok {
+		return TaskInfo{}, false
+	}
+	r := &s.tasks[t]
+	st := s.status(t)
+	ti := TaskInfo{ID: id, Status: st, Pool: s.pools[r.pool].name, Priority: int(r.prio),
+		Attempts: int(r.attempts), Runs: int(r.runs)}
+	if r.status == dispatched && st != Running {
+		ti.Attempts-- // handed out, not started
+	}
+	if x := r.x; x != nil {
+		if st != Succeeded && st != Skipped {
+			ti.Err = x.err
+		}
+		if x.hasResult {
+			ti.Result = x.result
+		}
+	}
+	if st == Skipped && r.link != noTask {
+		ti.Cause = s.key(r.link)
+	}
+	return ti, true
+}

@@ -1,0 +1,281 @@
+package coordinator
+
+import (
+	"math"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// report applies what a worker reported: every item of its lane before
+// r.Upto not yet applied, in order, once. Then the lane is topped up (it
+// reported progress) or marked idle (it ran dry at the last item
+// published).
+func (s *state) report(r dispatch.Report, now time.Time) {
+	ls := &s.lanes[r.Lane.ID]
+	p := &s.pools[ls.pool]
+	for ; int32(r.Upto-ls.applied) > 0; ls.applied++ { // the harvest may have gone further
+		s.applyItem(ls, ls.applied, now)
+	}
+	s.harvest(ls, now)
+	if r.Ran > 0 {
+		p.measure(r.Elapsed / time.Duration(r.Ran))
+	}
+	if r.Idle && r.Upto == ls.n && ls.open {
+		ls.open = false
+		ls.worst = math.MinInt32
+		p.idle++
+		return
+	}
+	ls.refill = true
+}
+
+// harvest applies the items at the head of ls whose attempts are over,
+// reported or not: an item's claim word turns final only after its outcome
+// is written, so the word alone says it may be read.
+func (s *state) harvest(ls *laneState, now time.Time) {
+	for ls.applied != ls.n {
+		st := ls.l.State(ls.applied)
+		if st == dispatch.Free || dispatch.Running(st) {
+			break
+		}
+		s.applyItem(ls, ls.applied, now)
+		ls.applied++
+	}
+	if int32(ls.peek-ls.applied) < 0 {
+		ls.peek = ls.applied
+	}
+}
+
+// harvestAll harvests every open lane.
+func (s *state) harvestAll(now time.Time) {
+	for i := range s.lanes {
+		if ls := &s.lanes[i]; ls.open {
+			s.harvest(ls, now)
+		}
+	}
+}
+
+// applyItem applies the item at seq: the outcome of an attempt that ran,
+// the return of one the worker passed over. An item whose task has moved
+// on (revoked, or ended by a cascade or a cancel) is only cleared.
+func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
+	st, t := ls.l.State(seq), ls.l.Task(seq)
+	if st != dispatch.Revoked {
+		r := &s.tasks[t]
+		if r.status == dispatched && r.link == loc(ls.l.ID, seq) {
+			ls.live--
+			r.link = noTask
+			switch st {
+			case dispatch.Passed: // the item it followed did not succeed
+				r.attempts--
+				r.status, r.unmet = Pending, 1
+				if r.flags&fCancelReq != 0 {
+					s.cancelled(t, now)
+				}
+			case dispatch.Sealed, dispatch.Returned, dispatch.Stopped:
+				dirty := st != dispatch.Sealed || r.x != nil
+				s.ended(ls, seq, t, st, now)
+				ls.l.Done(seq, dirty)
+				return
+			default:
+				panic("coordinator: reported item still running")
+			}
+		}
+	}
+	ls.l.Done(seq, true)
+}
+
+// ended applies the outcome of an attempt whose function was called.
+func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Time) {
+	r := &s.tasks[t]
+	if r.flags&fStarted == 0 {
+		r.flags |= fStarted
+		s.emit(EventStarted, t, now)
+	}
+	r.status = Running
+	switch {
+	case st == dispatch.Sealed:
+		if ls.l.Touched(seq) { // SetResult needs a look at the context
+			if v, ok := ls.l.Ctx(seq).Result(); ok {
+				x := s.extra(t)
+				x.result, x.hasResult = v, true
+			}
+		}
+		if r.flags&fCancelReq != 0 { // a recurring task whose series was cut by Cancel or Shutdown
+			r.runs++
+			s.cancelled(t, now)
+			return
+		}
+		s.succeeded(t, now)
+	case r.flags&fCancelReq != 0:
+		s.cancelled(t, now)
+	default:
+		out := ls.l.Outcome(seq)
+		s.failed(t, out.Err, out.Retry, now)
+	}
+}
+
+func (s *state) succeeded(t int32, now time.Time) {
+	r := &s.tasks[t]
+	r.runs++
+	if x := r.x; x != nil && x.every > 0 && (x.times == 0 || int(r.runs) < x.times) {
+		if e := s.emit(EventRecurred, t, now); e != nil {
+			e.Run = int(r.runs)
+		}
+		r.attempts = 0
+		x.planned = addSat(x.planned, x.every)
+		s.schedule(t, x.planned, now) // an overrun run is followed at once
+		return
+	}
+	s.finish(t, Succeeded, now)
+	if e := s.emit(EventSucceeded, t, now); e != nil {
+		e.Run = int(r.runs)
+	}
+	s.release(t, now)
+}
+
+// release lowers the unmet count of t's waiting successors; those at zero
+// become eligible.
+func (s *state) release(t int32, now time.Time) {
+	r := &s.tasks[t]
+	for _, c := range s.edges(r, r.succ) {
+		if rc := &s.tasks[c]; rc.status == Pending {
+			if rc.unmet--; rc.unmet == 0 {
+				s.eligible(c, now)
+			}
+		}
+	}
+	if r.x != nil {
+		for _, c := range r.x.more {
+			if rc := &s.tasks[c]; rc.status == Pending {
+				if rc.unmet--; rc.unmet == 0 {
+					s.eligible(c, now)
+				}
+			}
+		}
+	}
+}
+
+func (s *state) failed(t int32, err error, retry bool, now time.Time) {
+	x := s.extra(t)
+	x.err = err
+	r := &s.tasks[t]
+	if retry && int(r.attempts) < x.retry.attempts() {
+		wait := x.retry.wait(int(r.attempts), s.rng)
+		r.status = Pending
+		if e := s.emit(EventRetrying, t, now); e != nil {
+			e.Err, e.Wait = err, wait
+		}
+		s.schedule(t, addSat(now, wait), now)
+		return
+	}
+	s.finish(t, Failed, now)
+	if e := s.emit(EventFailed, t, now); e != nil {
+		e.Err = err
+	}
+	s.skipDependents(t, t, now)
+}
+
+// cancelled ends t Cancelled, with ErrCancelled or, under Shutdown,
+// ErrClosed as its error.
+func (s *state) cancelled(t int32, now time.Time) {
+	r := &s.tasks[t]
+	cause := ErrCancelled
+	if r.flags&fClosed != 0 || (s.closing && r.flags&fCancelReq == 0) {
+		cause = ErrClosed
+	}
+	s.extra(t).err = cause
+	s.finish(t, Cancelled, now)
+	if e := s.emit(EventCancelled, t, now); e != nil {
+		e.Err = cause
+	}
+	s.skipDependents(t, t, now)
+}
+
+func (s *state) finish(t int32, st Status, now time.Time) {
+	s.tasks[t].status = st
+	s.open--
+	if s.retain {
+		s.finalized = append(s.finalized, t)
+	}
+}
+
+// skipped records that t was skipped because of cause.
+func (s *state) skipped(t, cause int32, now time.Time) {
+	s.finish(t, Skipped, now)
+	s.tasks[t].link = cause
+	if s.retain && cause != noTask {
+		s.held[cause].refs++
+	}
+	s.emit(EventSkipped, t, now).setCause(s, cause)
+}
+
+// skipDependents skips everything waiting on from, transitively, blaming
+// cause. It walks a worklist, so a chain of any length uses no stack. A
+// dependent handed out behind from's item and not started is taken back
+// and skipped too.
+func (s *state) skipDependents(from, cause int32, now time.Time) {
+	work := append(s.work[:0], from)
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		r := &s.tasks[t]
+		visit := func(c int32) {
+			if !s.takeBack(c) {
+				return
+			}
+			s.skipped(c, cause, now)
+			work = append(work, c)
+		}
+		for _, c := range s.edges(r, r.succ) {
+			visit(c)
+		}
+		if r.x != nil {
+			for _, c := range r.x.more {
+				visit(c)
+			}
+		}
+	}
+	s.work = work[:0]
+}
+
+// takeBack prepares a waiting task to end before it runs: a Pending one
+// is ready for it; one handed out behind its dependency is taken back if
+// its function was not called. It reports false for a task that is final,
+// ready or running.
+func (s *state) takeBack(c int32) bool {
+	rc := &s.tasks[c]
+	switch rc.status {
+	case Pending:
+		return true
+	case dispatched:
+		if rc.flags&fFused == 0 {
+			return false
+		}
+		ls, seq := s.locate(rc.link)
+		if !ls.l.Revoke(seq) && ls.l.State(seq) != dispatch.Passed {
+			return false
+		}
+		ls.live--
+		rc.attempts--
+		rc.link = noTask
+		rc.status = Pending
+		return true
+	}
+	return false
+}
+
+// measure adds a sample of one attempt's cost. The estimate is the least
+// of the last len(p.samples) samples: a worker measures wall time, and
+// time it spent descheduled only ever inflates a sample.
+func (p *poolState) measure(sample time.Duration) {
+	p.samples[p.sampled%len(p.samples)] = sample
+	p.sampled++
+	n := min(p.sampled, len(p.samples))
+	p.cost = p.samples[0]
+	for _, c := range p.samples[1:n] {
+		p.cost = min(p.cost, c)
+	}
+	p.measured = true
+}

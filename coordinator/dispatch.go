@@ -1,0 +1,475 @@
+package coordinator
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// dispatch hands ready work to the pools' lanes: it tops up the lanes that
+// reported progress, gives idle workers a share of the backlog, lets an
+// idle worker take half of the largest tail of work handed out but not
+// started, and takes worse work back for a better ready task that has
+// waited revokeDelay. The lanes it reopens are left in s.wake for the loop.
+func (s *state) dispatch(now time.Time) {
+	hungry := false
+	for pi := range s.pools {
+		p := &s.pools[pi]
+		if s.closing {
+			continue
+		}
+		target := p.target()
+		for _, li := range p.lanes {
+			ls := &s.lanes[li]
+			if ls.open && ls.refill {
+				ls.refill = false
+				if room := target - ls.live; room > 0 {
+					take := 0
+					if s.mayTopUp(ls, p) {
+						take = room
+					}
+					s.fill(ls, p, take, room, now)
+				}
+			}
+		}
+		if p.idle > 0 && p.readyLive == 0 {
+			s.steal(p, now)
+		}
+		for _, li := range p.lanes {
+			if p.idle == 0 || p.readyLive == 0 {
+				break
+			}
+			ls := &s.lanes[li]
+			if !ls.open {
+				share := (p.readyLive + p.idle - 1) / p.idle // spread the backlog
+				s.fill(ls, p, share, target, now)
+			}
+		}
+		s.checkPriority(p, now)
+		if p.idle > 0 && p.readyLive == 0 {
+			hungry = true
+		}
+	}
+	if hungry != s.hungry.Load() {
+		s.hungry.Store(hungry)
+	}
+}
+
+// mayTopUp reports whether lane ls, which still holds work, may take the
+// pool's best ready work behind it: only if that is no worse than the
+// worst it holds. Worse work behind better work could be claimed before
+// better work that the items ahead of it release; it waits for an idle
+// worker instead.
+func (s *state) mayTopUp(ls *laneState, p *poolState) bool {
+	best, ok := s.bestReady(p)
+	if !ok {
+		return false
+	}
+	if ls.live == 0 || best <= ls.last {
+		return true
+	}
+	worst := int32(math.MinInt32)
+	for seq := ls.applied; seq != ls.n; seq++ {
+		if st := ls.l.State(seq); st != dispatch.Revoked && st != dispatch.Passed {
+			worst = max(worst, s.tasks[ls.l.Task(seq)].prio)
+		}
+	}
+	return best <= worst
+}
+
+// target is how many attempts one lane should hold: the dispatch budget's
+// worth at the measured cost, at least 2 (one running, one waiting, so
+// that a worker never waits for the coordinator between two attempts).
+// Until the pool is measured, 2.
+func (p *poolState) target() int {
+	if p.maxTarget < 2 {
+		return p.maxTarget
+	}
+	if !p.measured {
+		return 2
+	}
+	if p.cost <= 0 {
+		return p.maxTarget
+	}
+	return max(2, min(p.maxTarget, int(dispatchBudget/p.cost)))
+}
+
+// popReady returns the oldest live entry of the pool's best level.
+func (s *state) popReady(p *poolState) (int32, bool) {
+	for {
+		e, _, ok := p.ready.Pop()
+		if !ok {
+			return 0, false
+		}
+		t := int32(uint32(e))
+		if r := &s.tasks[t]; r.status == Ready && r.rseq == uint32(e>>32) {
+			p.readyLive--
+			return t, true
+		}
+	}
+}
+
+// bestReady reports the best level holding a live entry, dropping stale
+// entries from the head.
+func (s *state) bestReady(p *poolState) (int32, bool) {
+	for p.readyLive > 0 {
+		e, prio, ok := p.ready.Peek()
+		if !ok {
+			break
+		}
+		t := int32(uint32(e))
+		if r := &s.tasks[t]; r.status == Ready && r.rseq == uint32(e>>32) {
+			return int32(prio), true
+		}
+		p.ready.Pop()
+	}
+	return 0, false
+}
+
+// fill hands to lane ls up to k attempts, of which at most take come
+// from the ready queue: first successors of its own items that an earlier
+// fill had no room to fuse, then ready tasks of p's best level, each with
+// the successors fused behind it. It publishes them. One fill never mixes
+// levels: what follows a worse task in a lane must not be better work that
+// the items ahead of it release.
+func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
+	from := ls.n
+	k = min(k, int(dispatch.Size-(ls.n-ls.applied)))
+	placed := s.fuseOn(ls, p, k)
+	level := int32(math.MinInt32)
+	for took := 0; placed < k && took < take; took++ {
+		t, ok := s.popReady(p)
+		if !ok {
+			break
+		}
+		if r := &s.tasks[t]; level == math.MinInt32 {
+			level = r.prio
+		} else if r.prio != level {
+			s.requeue(t) // the next level: not in this fill
+			break
+		}
+		s.place(ls, t, false, 0)
+		placed++
+		if r := &s.tasks[t]; r.succ.n > 0 || r.x != nil {
+			placed += s.fuseOn(ls, p, k-placed)
+		} else {
+			ls.fuseAt = ls.n // nothing to fuse behind it
+		}
+	}
+	if ls.n == from {
+		return
+	}
+	// Ask for a report once about half of what the lane holds is done, and
+	// not before the first new item.
+	mark := ls.n - uint32(ls.live/2)
+	if int32(mark-(from+1)) < 0 {
+		mark = from + 1
+	}
+	ls.l.SetMark(mark)
+	ls.pub = ls.n
+	if ls.open && ls.l.Publish(from, ls.n) {
+		return
+	}
+	// A closed lane (or one its worker closed just now): open it again and
+	// have the loop wake the worker. If the worker's idle report is on its
+	// way, report sees that the lane has moved on.
+	ls.l.Open(ls.n)
+	if !ls.open {
+		ls.open = true
+		p.idle--
+	}
+	s.wake = append(s.wake, ls.l.ID)
+}
+
+// fuseOn fuses behind the lane's items from ls.fuseAt on, at most k, and
+// returns how many. It stops at the first item with a successor left for
+// lack of room, to go on from there next time.
+func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
+	if int32(ls.fuseAt-ls.applied) < 0 {
+		ls.fuseAt = ls.applied
+	}
+	placed := 0
+	best, waiting := s.bestReady(p)
+	for ls.fuseAt != ls.n {
+		got, done := s.fuse(ls, p, ls.fuseAt, k-placed, best, waiting)
+		placed += got
+		if !done {
+			break
+		}
+		ls.fuseAt++
+	}
+	return placed
+}
+
+// place writes t's next attempt into the lane's next slot.
+func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
+	r := &s.tasks[t]
+	seq := ls.n
+	r.attempts++
+	r.status = dispatched
+	r.link = loc(ls.l.ID, seq)
+	r.flags &^= fStarted | fFused
+	if fused {
+		r.flags |= fFused
+	}
+	// Report until fuse says better: it may release work.
+	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0), r.x != nil)
+	if r.x != nil && r.x.values != nil {
+		ls.l.Ctx(seq).SetValues(r.x.values)
+	}
+	ls.n++
+	ls.live++
+	ls.worst = max(ls.worst, r.prio)
+	ls.last = r.prio
+}
+
+// fuse appends behind the item at seq the successors that only it holds
+// back, at most k, and returns how many (best and waiting: the pool's best
+// ready level, fusing pops nothing), and whether it considered them
+// all (false: one was left for lack of room). The worker runs a fused item
+// only if the one it follows succeeded, so a chain costs no round trip per
+// link. Only plain tasks of the pool are fused, never when a ready task of
+// the same or a better priority waits (fusion must not reorder the ready
+// queue), and, while another worker of the pool is idle, one per item: the
+// rest are released by the item's report and spread. An item whose
+// successors are not all fused asks for a report when a pool is hungry.
+func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32, waiting bool) (int, bool) {
+	t := ls.l.Task(seq)
+	r := &s.tasks[t]
+	if r.status != dispatched || r.link != loc(ls.l.ID, seq) {
+		return 0, true // revoked, or passed over and ended
+	}
+	if r.x != nil && r.x.every > 0 {
+		return 0, true // its success may start another run instead of releasing successors
+	}
+	spread := p.idle > 0 && (ls.open || p.idle > 1) // another worker of the pool is idle
+	cand := s.work[:0]
+	left := false
+	for pass, list := 0, s.edges(r, r.succ); pass < 2; pass++ {
+		if pass == 1 {
+			if r.x == nil {
+				break
+			}
+			list = r.x.more
+		}
+		for _, c := range list {
+			rc := &s.tasks[c]
+			switch {
+			case rc.status != Pending:
+			case rc.unmet != 1 || int(rc.pool) != ls.pool || rc.x != nil || (waiting && best <= rc.prio):
+				left = true
+			default:
+				cand = append(cand, c)
+			}
+		}
+	}
+	if len(cand) > 1 {
+		slices.SortStableFunc(cand, func(a, b int32) int { return cmp.Compare(s.tasks[a].prio, s.tasks[b].prio) })
+	}
+	fused, done := 0, true
+	for _, c := range cand {
+		rc := &s.tasks[c]
+		switch {
+		case spread && fused > 0:
+			left = true
+			continue
+		case fused >= k:
+			left, done = true, false
+			continue
+		case ls.worst > rc.prio && s.worseAfter(ls, seq, rc.prio):
+			left = true // it would wait behind worse work handed out after its dependency
+			continue
+		}
+		rc.unmet = 0
+		s.place(ls, c, true, seq)
+		fused++
+	}
+	s.work = cand[:0]
+	ls.l.SetReport(seq, left, int32(seq-ls.pub) < 0)
+	return fused, done
+}
+
+// worseAfter reports whether an item after seq in ls, not yet applied, is
+// of a priority worse than prio.
+func (s *state) worseAfter(ls *laneState, seq uint32, prio int32) bool {
+	for at := seq + 1; at != ls.n; at++ {
+		if st := ls.l.State(at); st != dispatch.Revoked && st != dispatch.Passed && s.tasks[ls.l.Task(at)].prio > prio {
+			return true
+		}
+	}
+	return false
+}
+
+// steal revokes, for each idle worker of p, about half of the largest
+// tail of work handed out to a lane of p and not started, and queues it
+// again, for the idle lanes to take next. It never splits a fused item
+// from the item it follows: a tail it takes holds the parent of every
+// fused item in it.
+func (s *state) steal(p *poolState, now time.Time) {
+	for range p.idle {
+		var victim *laneState
+		most := 0
+		for _, li := range p.lanes {
+			ls := &s.lanes[li]
+			if !ls.open {
+				continue
+			}
+			s.peek(ls, now, s.observe)
+			if free := int(ls.n - ls.peek); free > most {
+				victim, most = ls, free
+			}
+		}
+		if victim == nil || !s.revokeTail(victim, (most+1)/2) {
+			return
+		}
+	}
+}
+
+// revokeTail takes back up to want free items from the end of ls, cutting
+// where no fused item is separated from its parent. It reports whether it
+// took any.
+func (s *state) revokeTail(ls *laneState, want int) bool {
+	lo := ls.n
+	for lo != ls.peek && int(ls.n-lo) < want && ls.l.State(lo-1) == dispatch.Free {
+		lo--
+	}
+	// The cut at seq is valid when every fused item at or after seq
+	// follows an item at or after seq: minPar tracks the earliest parent
+	// (as an offset from lo) over the suffix.
+	minPar := int32(math.MaxInt32)
+	cut := ls.n
+	for seq := ls.n; seq != lo; {
+		seq--
+		if parent, fused := ls.l.Fused(seq); fused {
+			minPar = min(minPar, int32(parent-lo))
+		}
+		if minPar >= int32(seq-lo) {
+			cut = seq
+		}
+	}
+	took := false
+	for seq := ls.n; seq != cut; {
+		seq--
+		took = s.revokeItem(ls, seq) || took
+	}
+	return took
+}
+
+// revokeItem takes back the item at seq if it is still free, and puts its
+// task back where it was: ready, or waiting on the item it followed.
+func (s *state) revokeItem(ls *laneState, seq uint32) bool {
+	t := ls.l.Task(seq)
+	r := &s.tasks[t]
+	if r.status != dispatched || r.link != loc(ls.l.ID, seq) || !ls.l.Revoke(seq) {
+		return false
+	}
+	ls.live--
+	r.attempts--
+	r.link = noTask
+	if r.flags&fFused != 0 {
+		r.status, r.unmet = Pending, 1 // waits on its dependency again
+	} else {
+		s.requeue(t)
+	}
+	return true
+}
+
+// checkPriority takes back worse work handed out and not started once a
+// better task of the pool has waited revokeDelay with no worker idle.
+func (s *state) checkPriority(p *poolState, now time.Time) {
+	best, ok := s.bestReady(p)
+	if !ok || p.idle > 0 {
+		p.revokeAt = time.Time{}
+		return
+	}
+	worse := false
+	for _, li := range p.lanes {
+		if ls := &s.lanes[li]; ls.open && ls.worst > best {
+			if s.freeTail(ls, best, false) {
+				worse = true
+			} else {
+				ls.worst = best // nothing worse waits there: no need to look again
+			}
+		}
+	}
+	if !worse {
+		p.revokeAt = time.Time{}
+		return
+	}
+	if p.revokeAt.IsZero() {
+		p.revokeAt = now.Add(revokeDelay)
+	}
+	if now.Before(p.revokeAt) {
+		return
+	}
+	p.revokeAt = time.Time{}
+	target := p.target()
+	for _, li := range p.lanes {
+		ls := &s.lanes[li]
+		if !ls.open || ls.worst <= best {
+			continue
+		}
+		s.freeTail(ls, best, true)
+		ls.worst = best
+		if room := target - ls.live; room > 0 && p.readyLive > 0 {
+			s.fill(ls, p, room, room, now) // the better work goes in at once
+		}
+	}
+}
+
+// freeTail looks at the items of ls not yet claimed, from the end, for
+// one of a priority worse than best; with revoke it takes every such item
+// back. It reports whether it found one.
+func (s *state) freeTail(ls *laneState, best int32, revoke bool) bool {
+	found := false
+	for seq := ls.n; seq != ls.applied; {
+		seq--
+		st := ls.l.State(seq)
+		if st != dispatch.Free && st != dispatch.Revoked {
+			break // the worker got here: everything before is claimed or passed
+		}
+		if st == dispatch.Free && s.tasks[ls.l.Task(seq)].prio > best {
+			found = true
+			if !revoke {
+				break
+			}
+			s.revokeItem(ls, seq)
+		}
+	}
+	return found
+}
+
+// peek moves ls.peek past the items the worker has claimed, passed or that
+// were revoked, and, when report is set, sends EventStarted for the
+// attempts it finds started. It stops at a fused item whose parent's
+// outcome is not applied yet.
+func (s *state) peek(ls *laneState, now time.Time, report bool) {
+	for ls.peek != ls.n {
+		st := ls.l.State(ls.peek)
+		if st == dispatch.Free {
+			return
+		}
+		if parent, fused := ls.l.Fused(ls.peek); fused && int32(parent-ls.applied) >= 0 {
+			// Its parent succeeded (the worker claimed it), but that is not
+			// applied yet: its start must not be told before.
+			return
+		}
+		if report && dispatch.Ran(st) {
+			s.started(ls.l.Task(ls.peek), loc(ls.l.ID, ls.peek), now)
+		}
+		ls.peek++
+	}
+}
+
+// started sends EventStarted for the attempt at location l, once.
+func (s *state) started(t, l int32, now time.Time) {
+	r := &s.tasks[t]
+	if r.status != dispatched || r.link != l || r.flags&fStarted != 0 {
+		return
+	}
+	r.flags |= fStarted
+	s.emit(EventStarted, t, now)
+}

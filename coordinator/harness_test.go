@@ -1,0 +1,164 @@
+package coordinator
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/benbjohnson/clock"
+)
+
+// The pure state, driven without goroutines: each step is a method call
+// with an explicit now, and the test itself is every worker, running a
+// lane's published items on its own goroutine when the state wakes it.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// rig is a state and the workers' side of its lanes.
+type rig struct {
+	s       *state
+	env     *dispatch.Env
+	reports chan dispatch.Report
+	now     time.Time
+	clk     *clock.Mock
+}
+
+func newRig(workers int) *rig {
+	return newRigPools([]poolState{{name: "", size: workers}}, []int{workers})
+}
+
+func newRigPools(pools []poolState, sizes []int) *rig {
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	r := &rig{now: t0, clk: clock.NewMock(), reports: make(chan dispatch.Report, 4*total+8)}
+	r.clk.Set(t0)
+	r.s = newState(t0, pools, sizes, rand.New(rand.NewPCG(1, 1)))
+	r.env = &dispatch.Env{Clock: r.clk, Reports: r.reports, Hungry: r.s.hungry, Specs: r.s.specs, Detached: &dispatch.Detached{}}
+	return r
+}
+
+// step runs one loop iteration's worth of state work: ready, then the
+// lanes it woke are noted as woken (the test drains them itself).
+func (r *rig) step() actions {
+	a := r.s.ready(r.now)
+	r.s.acknowledge()
+	return a
+}
+
+// drain runs lane li's published items, as its worker would after a wake,
+// and applies every report.
+func (r *rig) drain(li int) {
+	r.s.lanes[li].l.Drain(context.Background(), r.env)
+	r.flush()
+}
+
+// flush applies every report sent so far.
+func (r *rig) flush() {
+	for {
+		select {
+		case rep := <-r.reports:
+			r.s.report(rep, r.now)
+		default:
+			return
+		}
+	}
+}
+
+// runAll alternates ready and draining every open lane until nothing
+// moves, for at most max rounds.
+func (r *rig) runAll(t testing.TB, max int) {
+	for range max {
+		r.step()
+		moved := false
+		for i := range r.s.lanes {
+			if ls := &r.s.lanes[i]; ls.open && ls.applied != ls.n {
+				r.drain(i)
+				moved = true
+			} else if ls.open {
+				r.drain(i) // reports idle
+				moved = true
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+	t.Fatalf("state still moving after %d rounds", max)
+}
+
+func noop(context.Context) error { return nil }
+
+var runProfile = flag.String("baton.runprofile", "", "write a CPU profile of the run phase of BenchmarkState* here")
+
+func BenchmarkStateChain(b *testing.B) { benchState(b, true) }
+func BenchmarkStateFlat(b *testing.B)  { benchState(b, false) }
+
+func benchState(b *testing.B, chain bool) {
+	const n = 1_000_000
+	tasks := make([]Task, n)
+	ids := make([]string, n)
+	for i := range tasks {
+		ids[i] = "t" + itoa(i)
+		tasks[i] = Task{ID: ids[i], Run: noop}
+		if i > 0 && chain {
+			tasks[i].Deps = ids[i-1 : i]
+		}
+	}
+	b.ReportAllocs()
+	var total time.Duration
+	for b.Loop() {
+		// Build every state first, then time (and profile) only their runs.
+		rigs := make([]*rig, *runReps)
+		for i := range rigs {
+			r := newRig(1)
+			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
+			if err := r.s.submit(&batch{tasks: tasks}, r.now); err != nil {
+				b.Fatal(err)
+			}
+			rigs[i] = r
+		}
+		runtime.GC()
+		if *runProfile != "" {
+			f, _ := os.Create(*runProfile)
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+		start := time.Now()
+		for _, r := range rigs {
+			r.runAll(b, 10*n)
+		}
+		total += time.Since(start)
+		if *runProfile != "" {
+			pprof.StopCPUProfile()
+		}
+		for _, r := range rigs {
+			if r.s.open != 0 {
+				b.Fatalf("%d tasks open", r.s.open)
+			}
+		}
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*n**runReps), "ns/task")
+}
+
+var runReps = flag.Int("baton.runreps", 1, "graphs run per iteration of BenchmarkState*")
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	k := len(b)
+	for ; i > 0; i /= 10 {
+		k--
+		b[k] = byte('0' + i%10)
+	}
+	return string(b[k:])
+}

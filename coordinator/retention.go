@@ -1,0 +1,127 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// settle runs after every operation when retention is on: the tasks that
+// became final give up their hold on their successors (which have been
+// released or skipped already) and start their retention time.
+func (s *state) settle(now time.Time) {
+	if !s.retain {
+		return
+	}
+	for _, t := range s.finalized {
+		r := &s.tasks[t]
+		s.eachSucc(r, func(c int32) {
+			hc := &s.held[c]
+			hc.preds--
+			s.maybeDrop(c)
+		})
+		s.expiry = append(s.expiry, retention{at: now, t: t})
+	}
+	s.finalized = s.finalized[:0]
+	s.expire(now)
+}
+
+func (s *state) eachSucc(r *rec, f func(int32)) {
+	for _, c := range s.edges(r, r.succ) {
+		f(c)
+	}
+	if r.x != nil {
+		for _, c := range r.x.more {
+			f(c)
+		}
+	}
+}
+
+// expire drops the tasks whose retention time is up, or marks them to be
+// dropped as soon as nothing holds them.
+func (s *state) expire(now time.Time) {
+	for s.expHead < len(s.expiry) {
+		x := s.expiry[s.expHead]
+		if addSat(x.at, s.keep).After(now) {
+			break
+		}
+		s.expiry[s.expHead] = retention{}
+		s.expHead++
+		s.held[x.t].dropDue = true
+		s.maybeDrop(x.t)
+	}
+	if s.expHead > 1024 && s.expHead*2 > len(s.expiry) {
+		n := copy(s.expiry, s.expiry[s.expHead:])
+		clear(s.expiry[n:])
+		s.expiry, s.expHead = s.expiry[:n], 0
+	}
+}
+
+// maybeDrop drops t if its time is up and nothing holds it, and then
+// whatever only t held, through a worklist.
+func (s *state) maybeDrop(t int32) {
+	if h := s.held[t]; !h.dropDue || h.preds != 0 || h.kids != 0 || h.refs != 0 {
+		return
+	}
+	work := []int32{t}
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		work = s.drop(t, work)
+	}
+}
+
+// drop forgets a final task nothing holds: its ID is free again and its
+// record is reused by a later Submit. The tasks it held and that can go now
+// are appended to work.
+func (s *state) drop(t int32, work []int32) []int32 {
+	r := &s.tasks[t]
+	release := func(j int32) {
+		if j == noTask {
+			return
+		}
+		if h := s.held[j]; h.dropDue && h.preds == 0 && h.kids == 0 && h.refs == 0 {
+			work = append(work, j)
+		}
+	}
+	for _, d := range s.edges(r, r.deps) {
+		s.held[d].kids--
+		release(d)
+	}
+	if r.status == Skipped && r.link != noTask {
+		s.held[r.link].refs--
+		release(r.link)
+	}
+	id := s.key(t)
+	s.ids.Delete(s.ids.Hash(id), t)
+	a := &s.arenas[r.arena]
+	if a.live--; a.live == 0 {
+		*a = arena{}
+		s.arenaFree = append(s.arenaFree, r.arena)
+	}
+	*r = rec{status: dropped, link: noTask}
+	*s.spec(t) = dispatch.Spec{}
+	s.held[t] = holds{}
+	s.recFree = append(s.recFree, t)
+	return work
+}
+
+// nextDue is the earliest time the state needs to be woken: a delayed
+// entry, the end of a retention, or a planned revocation for priority.
+func (s *state) nextDue() (time.Time, bool) {
+	due, ok := s.wheel.NextDue()
+	consider := func(at time.Time) {
+		if !ok || at.Before(due) {
+			due, ok = at, true
+		}
+	}
+	if s.expHead < len(s.expiry) {
+		consider(addSat(s.expiry[s.expHead].at, s.keep))
+	}
+	for i := range s.pools {
+		if at := s.pools[i].revokeAt; !at.IsZero() {
+			consider(at)
+		}
+	}
+	return due, ok
+}

@@ -1,0 +1,333 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// batch is one Submit, SubmitContext or SubmitGraph: the tasks, and for a
+// Graph their dependencies inside the batch by place.
+type batch struct {
+	tasks   []Task
+	hstart  []int32 // nil, or: task i's places are handles[hstart[i]:hstart[i+1]]
+	handles []int32
+	values  context.Context // nil: no caller values
+}
+
+func (b *batch) places(i int) []int32 {
+	if b.hstart == nil {
+		return nil
+	}
+	return b.handles[b.hstart[i]:b.hstart[i+1]]
+}
+
+// submit checks what only the state can check (duplicates, unknown
+// dependencies, cycles) and then stores the whole batch, or nothing.
+// Static checks (validateTask) have already passed. Each ID is hashed
+// once and inserted with one probe; dependencies given by place need no
+// lookup at all.
+func (s *state) submit(b *batch, now time.Time) error {
+	if s.closing {
+		return ErrClosed
+	}
+	tasks := b.tasks
+	n := len(tasks)
+	// Record indexes: records freed by retention first, then new ones.
+	reused := min(len(s.recFree), n)
+	base := int32(len(s.tasks))
+	idx := make([]int32, n)
+	for i := range idx {
+		if i < reused {
+			idx[i] = s.recFree[len(s.recFree)-1-i]
+		} else {
+			idx[i] = base + int32(i-reused)
+		}
+	}
+	s.specs.Grow(base + int32(n-reused))
+	for i := range tasks {
+		*s.spec(idx[i]) = dispatch.Spec{ID: tasks[i].ID}
+	}
+	hashes := make([]uint32, n)
+	s.ids.Reserve(n)
+	claimed := 0
+	undo := func() {
+		for i := range claimed {
+			s.ids.Delete(hashes[i], idx[i])
+		}
+		for _, t := range idx {
+			*s.spec(t) = dispatch.Spec{}
+		}
+	}
+	for i := range tasks {
+		id := tasks[i].ID
+		hashes[i] = s.ids.Hash(id)
+		j, fresh := s.ids.Insert(id, hashes[i], idx[i], s.key)
+		if !fresh {
+			detail := "submitted before"
+			if slices.Contains(idx[:i], j) {
+				detail = "twice in the batch"
+			}
+			undo()
+			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: detail}
+		}
+		claimed++
+	}
+	// Resolve dependencies: deps[dstart[i]:dstart[i+1]] are task i's, as
+	// record indexes; places the same, as places in the batch (-1: before).
+	var reusedAt map[int32]int32 // reused record -> place
+	if reused > 0 {
+		reusedAt = make(map[int32]int32, reused)
+		for i, t := range idx[:reused] {
+			reusedAt[t] = int32(i)
+		}
+	}
+	place := func(j int32) int32 {
+		if j >= base {
+			return int32(reused) + j - base
+		}
+		if reusedAt != nil && s.tasks[j].status == dropped {
+			return reusedAt[j]
+		}
+		return -1
+	}
+	dstart := make([]int32, n+1)
+	total := 0
+	for i := range tasks {
+		total += len(tasks[i].Deps) + len(b.places(i))
+	}
+	deps, places := make([]int32, 0, total), make([]int32, 0, total)
+	for i := range tasks {
+		mark := len(deps)
+		for _, p := range b.places(i) {
+			deps, places = appendDep(deps, places, mark, idx[p], p)
+		}
+		for _, d := range tasks[i].Deps {
+			j, ok := s.ids.Find(d, s.ids.Hash(d), s.key)
+			if !ok {
+				undo()
+				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: fmt.Sprintf("%q", d)}
+			}
+			deps, places = appendDep(deps, places, mark, j, place(j))
+		}
+		dstart[i+1] = int32(len(deps))
+	}
+	if err := findCycle(tasks, dstart, places); err != nil {
+		undo()
+		return err
+	}
+
+	// The arena: every task's dependencies, then every task's successors
+	// inside the batch, contiguous, so that releasing a wide frontier reads
+	// memory in order.
+	sstart := make([]int32, n+1)
+	for _, p := range places {
+		if p >= 0 {
+			sstart[p+1]++
+		}
+	}
+	for i := range n {
+		sstart[i+1] += sstart[i]
+	}
+	nd := int32(len(deps))
+	edges := make([]int32, int(nd)+int(sstart[n]))
+	copy(edges, deps)
+	fill := slices.Clone(sstart[:n])
+	for i := range n {
+		for k := dstart[i]; k < dstart[i+1]; k++ {
+			if p := places[k]; p >= 0 {
+				edges[nd+fill[p]] = idx[i]
+				fill[p]++
+			}
+		}
+	}
+	a := s.newArena(edges, int32(n))
+
+	s.recFree = s.recFree[:len(s.recFree)-reused]
+	s.tasks = slices.Grow(s.tasks, n-reused)
+	for i := range tasks {
+		t := &tasks[i]
+		r := rec{prio: int32(t.Priority), pool: uint16(s.byName[t.Pool]), link: noTask, arena: a,
+			deps: span{dstart[i], dstart[i+1] - dstart[i]}, succ: span{nd + sstart[i], sstart[i+1] - sstart[i]}}
+		sp := s.spec(idx[i])
+		sp.Run = t.Run
+		if t.Payload != nil || t.Timeout > 0 || t.Retry.RetryIf != nil {
+			sp.X = &dispatch.SpecX{Payload: t.Payload, Timeout: t.Timeout, RetryIf: t.Retry.RetryIf}
+		}
+		if needsExtra(t) || b.values != nil {
+			r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values}
+			if t.Delay > 0 {
+				r.x.notBefore = addSat(now, t.Delay)
+			}
+		}
+		if i < reused {
+			s.tasks[idx[i]] = r
+		} else {
+			s.tasks = append(s.tasks, r)
+			if s.retain {
+				s.held = append(s.held, holds{})
+			}
+		}
+	}
+	s.open += n
+
+	// Wire the edges from earlier tasks. A dependency that already ended
+	// badly skips the task.
+	skip := s.scratch[:0]
+	for i, t := range idx {
+		for k := dstart[i]; k < dstart[i+1]; k++ {
+			j := deps[k]
+			if s.retain {
+				s.held[j].kids++
+			}
+			if places[k] >= 0 { // in the batch: pending, its succ list holds t
+				s.tasks[t].unmet++
+				if s.retain {
+					s.held[t].preds++
+				}
+				continue
+			}
+			switch st := s.tasks[j].status; {
+			case st == Succeeded:
+			case st.Final():
+				if r := &s.tasks[t]; r.link == noTask {
+					r.link = s.root(j) // skipped below, unless a cascade gets there first
+					skip = append(skip, t)
+				}
+			default:
+				x := s.extra(j)
+				x.more = append(x.more, t)
+				s.tasks[t].unmet++
+				if s.retain {
+					s.held[t].preds++
+				}
+			}
+		}
+	}
+	for _, t := range skip {
+		if r := &s.tasks[t]; r.status == Pending {
+			s.skipped(t, r.link, now)
+			s.skipDependents(t, r.link, now)
+		}
+	}
+	s.scratch = skip[:0]
+	for _, t := range idx {
+		if r := &s.tasks[t]; r.status == Pending && r.unmet == 0 {
+			s.eligible(t, now)
+		}
+	}
+	return nil
+}
+
+// appendDep adds dependency j (at place p) unless the task already lists
+// it since mark: a dependency named twice is one edge.
+func appendDep(deps, places []int32, mark int, j, p int32) ([]int32, []int32) {
+	if len(deps)-mark <= 16 {
+		if slices.Contains(deps[mark:], j) {
+			return deps, places
+		}
+	} else if slices.Contains(deps[mark:], j) { // long lists: rare; still exact
+		return deps, places
+	}
+	return append(deps, j), append(places, p)
+}
+
+func (s *state) newArena(edges []int32, live int32) int32 {
+	if k := len(s.arenaFree); k > 0 {
+		a := s.arenaFree[k-1]
+		s.arenaFree = s.arenaFree[:k-1]
+		s.arenas[a] = arena{edges: edges, live: live}
+		return a
+	}
+	s.arenas = append(s.arenas, arena{edges: edges, live: live})
+	return int32(len(s.arenas) - 1)
+}
+
+func needsExtra(t *Task) bool {
+	p := t.Retry
+	return t.Delay > 0 || t.Every > 0 || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0
+}
+
+// addSat returns t+d, saturating instead of overflowing.
+func addSat(t time.Time, d time.Duration) time.Time {
+	u := t.Add(d)
+	if d > 0 && u.Before(t) {
+		return time.Unix(1<<62, 0)
+	}
+	return u
+}
+
+// root is the task to blame for j's bad end: j itself, or j's own cause.
+func (s *state) root(j int32) int32 {
+	if s.tasks[j].status == Skipped {
+		return s.tasks[j].link
+	}
+	return j
+}
+
+// eligible is called when t's dependencies have all succeeded.
+func (s *state) eligible(t int32, now time.Time) {
+	x := s.tasks[t].x
+	if x == nil {
+		s.pushReady(t)
+		return
+	}
+	start := now
+	if x.notBefore.After(now) {
+		start = x.notBefore
+	}
+	if x.every > 0 {
+		x.planned = start
+	}
+	s.schedule(t, start, now)
+}
+
+// schedule makes t ready at due: at once if due has come, else through the
+// delayed set.
+func (s *state) schedule(t int32, due, now time.Time) {
+	r := &s.tasks[t]
+	if due.After(now) {
+		if h, ok := s.wheel.Add(due, t); ok {
+			r.status = Pending
+			r.x.timer, r.x.inWheel = h, true
+			return
+		}
+	}
+	s.pushReady(t)
+}
+
+func (s *state) pushReady(t int32) {
+	r := &s.tasks[t]
+	r.status = Ready
+	s.rseq++
+	r.rseq = s.rseq
+	p := &s.pools[r.pool]
+	p.ready.Push(int(r.prio), uint64(r.rseq)<<32|uint64(uint32(t)))
+	p.readyLive++
+}
+
+// requeue puts a task whose item was taken back at the head of its level,
+// where it was before it was handed out.
+func (s *state) requeue(t int32) {
+	r := &s.tasks[t]
+	r.status = Ready
+	s.rseq++
+	r.rseq = s.rseq
+	p := &s.pools[r.pool]
+	p.ready.PushFront(int(r.prio), uint64(r.rseq)<<32|uint64(uint32(t)))
+	p.readyLive++
+}
+
+// advance makes the delayed entries due by now ready (time moved on; the
+// wheel is advanced, unrelated to Ready/acknowledge).
+func (s *state) advance(now time.Time) {
+	s.scratch = s.wheel.Advance(now, s.scratch[:0], maxFirePerStep)
+	for _, t := range s.scratch {
+		s.tasks[t].x.inWheel = false
+		s.pushReady(t)
+	}
+	s.scratch = s.scratch[:0]
+}

@@ -1,0 +1,274 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Context is the context.Context an attempt runs with.
+//
+// Until the attempt's function calls one of its methods it is one atomic
+// word and a few plain fields, so an attempt that never looks at its
+// context allocates nothing and its Context is reused for a later attempt
+// (Reset). The first method call marks it touched: from then on it is never
+// reused, so a goroutine that kept it sees it end as an ordinary context
+// does. Done and foreign Value lookups build the machinery of a real
+// context underneath (a channel, a cancel-cause context for
+// context.Cause, callbacks for children), once.
+//
+// Err is context.Canceled after Cancel and context.DeadlineExceeded after
+// Expire; context.Cause reports the cause given to either, for this
+// context and for every context derived from it (children attach through
+// AfterFunc, so they inherit DeadlineExceeded too). Deadline reports what
+// SetDeadline set: the attempt's start plus its timeout, on the
+// scheduler's clock.
+//
+// Cancel and Expire are safe for concurrent use with the attempt; the
+// other setters are called by the worker before the function runs, or by
+// the coordinator while nothing else holds the Context.
+type Context struct {
+	state   atomic.Uint32 // live, canceled or expired
+	touched atomic.Bool   // a method was called: never reuse
+	mark    *uint32       // immutable: its lane slot's item flags, which the first touch marks (nil: none)
+
+	// Attempt data, written before the function runs and read-only while it
+	// does.
+	deadline time.Time
+	hasDL    bool
+	values   context.Context // values the caller's context carried (SubmitContext), or nil
+
+	// Result, written by SetResult while the function runs (the function's
+	// goroutine), read by the coordinator once the attempt is reported.
+	resultMu  sync.Mutex  // guards result and hasResult against SetResult from stray goroutines
+	result    any         // guarded by resultMu
+	hasResult bool        // guarded by resultMu
+	over      atomic.Bool // the attempt returned: SetResult is ignored
+
+	mu    sync.Mutex
+	cause error         // guarded by mu: what ended it
+	m     *materialized // guarded by mu; also read through real
+	real  atomic.Pointer[materialized]
+}
+
+const (
+	ctxLive uint32 = iota
+	ctxCanceled
+	ctxExpired
+)
+
+type materialized struct {
+	done   chan struct{}
+	inner  context.Context // a cancel-cause context: what context.Cause finds
+	cancel context.CancelCauseFunc
+	after  map[*afterFunc]struct{}
+}
+
+type afterFunc struct{ f func() }
+
+// NewContext returns a live Context.
+func NewContext() *Context { return &Context{} }
+
+// Reset readies c for another attempt and reports true, if no method of c
+// was ever called; otherwise c must be dropped. Only the owner calls it,
+// once the attempt is over and reported.
+func (c *Context) Reset() bool {
+	if c.touched.Load() {
+		return false
+	}
+	// Write only what an attempt that never looked can have changed, so
+	// that the common case costs a load or two.
+	if c.state.Load() != ctxLive {
+		c.state.Store(ctxLive)
+		c.cause = nil
+	}
+	if c.hasDL {
+		c.deadline, c.hasDL = time.Time{}, false
+	}
+	if c.values != nil {
+		c.values = nil
+	}
+	return true
+}
+
+// SetDeadline records the attempt's deadline. Called by the worker before
+// the function starts.
+func (c *Context) SetDeadline(t time.Time) { c.deadline, c.hasDL = t, true }
+
+// SetValues makes c answer Value lookups from values (the context given
+// to SubmitContext). Called by the coordinator before the attempt is
+// handed out.
+func (c *Context) SetValues(values context.Context) { c.values = values }
+
+func (c *Context) touch() {
+	if !c.touched.Load() {
+		c.touched.Store(true)
+		if c.mark != nil {
+			atomic.OrUint32(c.mark, itemTouched) // so the worker and the coordinator need not read c
+		}
+	}
+}
+
+// Cancel ends c with context.Canceled and cause. It reports false, and
+// changes nothing, if c had already ended.
+func (c *Context) Cancel(cause error) bool { return c.end(ctxCanceled, cause) }
+
+// Expire ends c with context.DeadlineExceeded and cause (the timeout). It
+// reports false if c had already ended.
+func (c *Context) Expire(cause error) bool { return c.end(ctxExpired, cause) }
+
+func (c *Context) end(how uint32, cause error) bool {
+	c.mu.Lock()
+	if !c.state.CompareAndSwap(ctxLive, how) {
+		c.mu.Unlock()
+		return false
+	}
+	c.cause = cause
+	m := c.m
+	var after []*afterFunc
+	if m != nil {
+		m.cancel(cause) // first: context.Cause must see the cause once Err is set
+		close(m.done)
+		for a := range m.after {
+			after = append(after, a)
+		}
+		m.after = nil
+	}
+	c.mu.Unlock()
+	for _, a := range after {
+		go a.f() // as context.AfterFunc does: never under our lock
+	}
+	return true
+}
+
+// Ended reports whether Cancel or Expire has succeeded.
+func (c *Context) Ended() bool { return c.state.Load() != ctxLive }
+
+func (c *Context) materialize() *materialized {
+	if m := c.real.Load(); m != nil {
+		return m
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m != nil {
+		return c.m
+	}
+	parent := c.values
+	if parent == nil {
+		parent = context.Background()
+	}
+	inner, cancel := context.WithCancelCause(parent)
+	m := &materialized{done: make(chan struct{}), inner: inner, cancel: cancel, after: map[*afterFunc]struct{}{}}
+	if c.state.Load() != ctxLive {
+		cancel(c.cause)
+		close(m.done)
+	}
+	c.m = m
+	c.real.Store(m)
+	return m
+}
+
+// Deadline reports the attempt's deadline, if it has a timeout.
+func (c *Context) Deadline() (time.Time, bool) {
+	c.touch()
+	return c.deadline, c.hasDL
+}
+
+// Done returns a channel closed when the attempt is cancelled or times out.
+func (c *Context) Done() <-chan struct{} {
+	c.touch()
+	return c.materialize().done
+}
+
+// Err returns nil while the attempt may go on, context.Canceled once it is
+// cancelled and context.DeadlineExceeded once its timeout passed.
+func (c *Context) Err() error {
+	c.touch()
+	switch c.state.Load() {
+	case ctxCanceled:
+		return context.Canceled
+	case ctxExpired:
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+type attemptKey struct{}
+
+// Value answers the attempt's own key without building anything; other
+// keys come from the caller's context and, for context.Cause, from the
+// cancel-cause context underneath.
+func (c *Context) Value(key any) any {
+	c.touch()
+	if key == (attemptKey{}) {
+		return c
+	}
+	return c.materialize().inner.Value(key)
+}
+
+// AfterFunc arranges for f to run on its own goroutine once c ends; the
+// context package uses it to attach children, so that they end with c's
+// error and cause. stop reports whether it kept f from running.
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
+	c.touch()
+	m := c.materialize()
+	a := &afterFunc{f: f}
+	c.mu.Lock()
+	if c.state.Load() != ctxLive {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	m.after[a] = struct{}{}
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, ok := m.after[a]; !ok {
+			return false
+		}
+		delete(m.after, a)
+		return true
+	}
+}
+
+// String describes c for debugging.
+func (c *Context) String() string { return "baton.attemptContext" }
+
+// Of returns the attempt Context that ctx is, or derives from, if any.
+func Of(ctx context.Context) (*Context, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	c, ok := ctx.Value(attemptKey{}).(*Context)
+	return c, ok
+}
+
+// SetResult records v as the attempt's result. It reports false if the
+// attempt is over (its function returned).
+func (c *Context) SetResult(v any) bool {
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	if c.over.Load() {
+		return false
+	}
+	c.result, c.hasResult = v, true
+	return true
+}
+
+// Finish closes the attempt to SetResult. Called by the worker once a
+// function that looked at its context (SetResult needs to) has returned or
+// was abandoned.
+func (c *Context) Finish() { c.over.Store(true) }
+
+// Result returns what SetResult recorded. Called by the coordinator once
+// the attempt is reported.
+func (c *Context) Result() (any, bool) {
+	if !c.touched.Load() {
+		return nil, false // SetResult needs a method call: there is none
+	}
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	return c.result, c.hasResult
+}

@@ -1,0 +1,558 @@
+// Package dispatch is the hand-off between Baton's coordinator and its
+// worker goroutines. Nothing here is for users: package worker holds what
+// custom worker types need.
+//
+// # Lanes
+//
+// Every worker goroutine owns one Lane: a ring of Size items that the
+// coordinator fills and the worker runs in order, like the Go runtime's
+// per-P run queue (runqput/runqgrab), with the coordinator as the only
+// producer and the only thief. Each item carries one claim word that
+// exactly one side wins:
+//
+//	Free ──worker claims──▶ Claimed ──returns nil──▶ Sealed
+//	                           │   └──returns error──▶ Returned
+//	                           └──coordinator stops──▶ Stopping ──returns──▶ Stopped
+//	Free ──coordinator revokes──▶ Revoked
+//	Free ──worker passes (the item it follows did not succeed)──▶ Passed
+//
+// A Free item is the coordinator's to take back (Cancel, a better
+// priority, an idle worker stealing); once Claimed, its function runs or is
+// about to, and only a stop request (which cancels its context) reaches it.
+// An attempt that returned nil is Sealed before any stop: it succeeded, and
+// a later Cancel cannot say otherwise.
+//
+// The coordinator publishes items by raising the lane's count (one atomic
+// word with a closed bit, so that "the worker found nothing left and
+// stopped" and "the coordinator appended one more" can never both win);
+// the worker reports progress at a mark the coordinator sets, after an
+// item whose successors someone idle is waiting for, and when it runs dry.
+// Outcomes are written in the items themselves and read by the coordinator
+// once a report covers them; it walks each reported item once.
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/worker"
+	"github.com/benbjohnson/clock"
+)
+
+// Size is the number of items a lane holds; a power of two.
+const Size = 4096
+
+const (
+	mask      = Size - 1
+	closedBit = uint64(1) << 32
+)
+
+// Item states; see the package doc.
+const (
+	Empty    uint32 = iota // not in use
+	Free                   // published, not claimed
+	Claimed                // the worker took it: its function runs or is about to
+	Sealed                 // its function returned nil before any stop
+	Returned               // its function returned an error before any stop
+	Stopping               // claimed, then stopped by the coordinator: its context is ending
+	Stopped                // stopped, and its function has returned
+	Revoked                // taken back by the coordinator before any claim
+	Passed                 // not run: the item it follows did not succeed
+)
+
+// Spec is what a worker reads of a task: written before any of its items is
+// published and never changed while one is out.
+type Spec struct {
+	ID  string
+	Run func(context.Context) error
+	X   *SpecX // nil for a plain task
+}
+
+// SpecX holds what few tasks have.
+type SpecX struct {
+	Payload any
+	Timeout time.Duration    // per attempt; 0: none
+	RetryIf func(error) bool // nil: every error may be retried
+}
+
+// SpecChunk is how many specs one chunk holds: chunks never move, so a
+// worker can read a spec while the coordinator adds chunks.
+const SpecChunk = 1 << 12
+
+// Specs is the table of every task's Spec, by task index. The coordinator
+// writes specs and adds chunks; workers read the specs of items published
+// to them (the publish orders the writes before the reads).
+type Specs struct {
+	table  atomic.Pointer[[]*[SpecChunk]Spec] // published copy of chunks
+	chunks []*[SpecChunk]Spec                 // coordinator only
+}
+
+// Grow makes room for task indexes below n, publishing a new table when
+// chunks are added. Coordinator only.
+func (s *Specs) Grow(n int32) {
+	if int32(len(s.chunks))*SpecChunk >= n {
+		return
+	}
+	for int32(len(s.chunks))*SpecChunk < n {
+		s.chunks = append(s.chunks, new([SpecChunk]Spec))
+	}
+	tab := s.chunks[:len(s.chunks):len(s.chunks)]
+	s.table.Store(&tab)
+}
+
+// Own returns task t's spec, for the coordinator, which may write it.
+func (s *Specs) Own(t int32) *Spec { return &s.chunks[t/SpecChunk][t%SpecChunk] }
+
+// At returns task t's spec, for a worker holding one of its items.
+func (s *Specs) At(t int32) *Spec {
+	return &(*s.table.Load())[t/SpecChunk][t%SpecChunk]
+}
+
+// Item is one attempt in a lane: 16 bytes, four to a cache line, since both
+// sides touch every item. What only one side needs lives beside it (the
+// attempt numbers, the context, the outcome of a failure).
+type Item struct {
+	state  uint32 // claim state; atomic once published
+	flags  uint32 // itemFused, itemReport; atomic once published
+	task   int32  // the coordinator's task index
+	parent uint32 // when fused: the sequence of the item it follows
+}
+
+const (
+	itemFused   uint32 = 1 << iota // run only if the parent item succeeded (it was Sealed)
+	itemReport                     // report as soon as this one is done if a pool is hungry: it may release work
+	itemTouched                    // set by the worker: the function called a method of its context
+	itemUrgent                     // report as soon as this one is done: its outcome starts a clock (retry, next run)
+)
+
+// Outcome is what a worker says of an attempt that failed.
+type Outcome struct {
+	Err       error
+	Retry     bool // RetryIf(Err), evaluated on the worker
+	TimedOut  bool // the attempt's timeout passed
+	Abandoned bool // ... and its function had not returned a grace period later
+}
+
+type meta struct{ attempt, run int32 }
+
+// Running reports whether s is the state of an item whose function has
+// been called and has not returned.
+func Running(s uint32) bool { return s == Claimed || s == Stopping }
+
+// Ran reports whether s is the state of an item whose function was called.
+func Ran(s uint32) bool { return s >= Claimed && s <= Stopped }
+
+// Report tells the coordinator how far a lane's worker has got.
+type Report struct {
+	Lane    *Lane
+	Upto    uint32        // every item before this sequence is done
+	Idle    bool          // the lane is closed: its worker waits for a wake
+	Elapsed time.Duration // the worker's busy time since its previous report
+	Ran     uint32        // functions called in that time
+}
+
+// Clock is the part of a clock the worker needs; clock.Clock satisfies it.
+type Clock interface {
+	Now() time.Time
+	Timer(d time.Duration) *clock.Timer
+}
+
+// Env is what every lane of one pool shares. Immutable once the workers
+// start.
+type Env struct {
+	Worker   worker.Worker // nil: call Spec.Run directly
+	Clock    Clock
+	Reports  chan<- Report
+	Hungry   *atomic.Bool // set by the coordinator: the pool has idle workers and nothing ready
+	Specs    *Specs       // every task's Spec, by index
+	Detached *Detached
+	Grace    time.Duration // how long a timed-out function may take to return before it is abandoned
+}
+
+// Lane is one worker's ring of items. The coordinator owns the slots it
+// has not published and those reported done; the worker owns the rest.
+type Lane struct {
+	word atomic.Uint64 // published count (low 32 bits, wrapping) | closedBit
+	mark atomic.Uint32 // report once the item before this sequence is done
+	wake chan struct{} // buffer 1: the coordinator published work on a closed lane
+	ID   int           // immutable: the coordinator's index of the lane
+
+	items [Size]Item
+	meta  [Size]meta     // written with the item; the worker reads it for a Job
+	ctxs  [Size]*Context // one per slot, reused while no function looked at it
+	outs  [Size]Outcome  // written by the worker for a failure only
+
+	// Owned by the worker goroutine.
+	next   uint32            // the next sequence to look at
+	ok     [Size / 64]uint64 // per sequence (mod Size): that item succeeded
+	seen   uint32            // mark last read
+	notify bool              // report after the next claim (or when running dry)
+	since  time.Time         // start of the busy time being measured
+	ran    uint32            // functions called since the previous report
+	env    *Env
+}
+
+// NewLane returns an empty, closed lane.
+func NewLane(id int) *Lane {
+	l := &Lane{ID: id, wake: make(chan struct{}, 1)}
+	l.word.Store(closedBit)
+	return l
+}
+
+// Put writes the item for sequence seq, which the coordinator owns and is
+// about to publish: Free, with its attempt numbers, and a context for its
+// slot. Coordinator only.
+func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, run int32, report, urgent bool) {
+	i := seq & mask
+	it := &l.items[i]
+	it.state, it.task, it.parent, it.flags = Free, task, parent, 0
+	if fused {
+		it.flags |= itemFused
+	}
+	if report {
+		it.flags |= itemReport
+	}
+	if urgent {
+		it.flags |= itemUrgent
+	}
+	l.meta[i] = meta{attempt, run}
+	if l.ctxs[i] == nil {
+		l.ctxs[i] = l.newContext(i)
+	}
+}
+
+// newContext returns a context for slot i, whose first touch marks the
+// slot's item.
+func (l *Lane) newContext(i uint32) *Context { return &Context{mark: &l.items[i].flags} }
+
+// State returns the claim state of the item at seq.
+func (l *Lane) State(seq uint32) uint32 { return atomic.LoadUint32(&l.items[seq&mask].state) }
+
+// Task returns the task of the item at seq. Coordinator only.
+func (l *Lane) Task(seq uint32) int32 { return l.items[seq&mask].task }
+
+// Fused returns the parent of the item at seq, if it was fused behind one.
+// Coordinator only.
+func (l *Lane) Fused(seq uint32) (parent uint32, fused bool) {
+	it := &l.items[seq&mask]
+	return it.parent, atomic.LoadUint32(&it.flags)&itemFused != 0
+}
+
+// Ctx returns the context of the item at seq.
+func (l *Lane) Ctx(seq uint32) *Context { return l.ctxs[seq&mask] }
+
+// Outcome returns what the worker wrote of a failed attempt at seq. Read
+// it only once a report covers the item.
+func (l *Lane) Outcome(seq uint32) *Outcome { return &l.outs[seq&mask] }
+
+// Touched reports whether the function of the item at seq called a method
+// of its context (SetResult needs one). Coordinator only, once reported.
+func (l *Lane) Touched(seq uint32) bool {
+	return atomic.LoadUint32(&l.items[seq&mask].flags)&itemTouched != 0
+}
+
+// SetReport says whether the worker should report as soon as the item at
+// seq is done while a pool is hungry. The coordinator may change it after
+// publishing, as it fuses more of the item's successors; published says
+// whether it has published the item (if not, a plain write does).
+func (l *Lane) SetReport(seq uint32, v, published bool) {
+	f := &l.items[seq&mask].flags
+	if !published {
+		if v {
+			*f |= itemReport
+		} else {
+			*f &^= itemReport
+		}
+		return
+	}
+	if on := atomic.LoadUint32(f)&itemReport != 0; on == v {
+		return
+	}
+	if v {
+		atomic.OrUint32(f, itemReport)
+	} else {
+		atomic.AndUint32(f, ^itemReport)
+	}
+}
+
+// Revoke takes back the Free item at seq. It reports false if the worker
+// got there first.
+func (l *Lane) Revoke(seq uint32) bool {
+	return atomic.CompareAndSwapUint32(&l.items[seq&mask].state, Free, Revoked)
+}
+
+// Stop asks the Claimed item at seq to stop. It reports false if the item
+// is not Claimed (not yet claimed, or already returned or stopping). The
+// caller then cancels its context.
+func (l *Lane) Stop(seq uint32) bool {
+	return atomic.CompareAndSwapUint32(&l.items[seq&mask].state, Claimed, Stopping)
+}
+
+// Done gives back the slot of an applied item. dirty says the coordinator
+// changed its context (cancelled it, gave it values or a deadline) or the
+// attempt failed. A context the function looked at is replaced (someone
+// may still hold it); one that changed is reset; and the outcome of a
+// failure is cleared. An untouched success costs nothing. Coordinator only.
+func (l *Lane) Done(seq uint32, dirty bool) {
+	i := seq & mask
+	if atomic.LoadUint32(&l.items[i].flags)&itemTouched != 0 || (dirty && !l.ctxs[i].Reset()) {
+		l.ctxs[i] = l.newContext(i)
+	}
+	if dirty {
+		l.outs[i] = Outcome{}
+	}
+}
+
+// Publish makes the items written up to sequence n visible to the worker,
+// on a lane the worker is running. It reports false, publishing nothing,
+// if the worker has closed the lane meanwhile: then Reopen.
+func (l *Lane) Publish(from, n uint32) bool {
+	return l.word.CompareAndSwap(uint64(from), uint64(n))
+}
+
+// Open publishes the items up to sequence n on a closed lane; Wake then
+// starts its worker. The worker has reported (or is reporting) itself idle
+// at the old count.
+func (l *Lane) Open(n uint32) { l.word.Store(uint64(n)) }
+
+// Wake starts the worker of a lane just opened. It never blocks: a wake
+// already pending counts for both.
+func (l *Lane) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetMark asks the worker to report once every item before sequence m is
+// done.
+func (l *Lane) SetMark(m uint32) { l.mark.Store(m) }
+
+// Run is the worker goroutine: it waits for a wake, runs what is
+// published, reports and waits again, until ctx ends. A task's failure is
+// an outcome in its item, never an error of Run, which returns nil.
+func (l *Lane) Run(ctx context.Context, env *Env) error {
+	for {
+		select {
+		case <-l.wake:
+		case <-ctx.Done():
+			return nil
+		}
+		if !l.Drain(ctx, env) {
+			return nil
+		}
+	}
+}
+
+// Drain runs what is published until nothing is left, then closes the lane
+// and reports it idle. It returns false if ctx ended while it reported.
+// Run calls it after every wake; tests call it directly to be the worker on
+// their own goroutine.
+func (l *Lane) Drain(ctx context.Context, env *Env) bool {
+	if l.env != env {
+		l.env = env // once: detached attempts read it
+	}
+	l.since, l.ran = l.env.Clock.Now(), 0
+	l.notify = true // say as soon as the first claim is made: the lane is busy again
+	for {
+		w := l.word.Load()
+		if w&closedBit != 0 {
+			return true // a stale wake: nothing was published
+		}
+		n := uint32(w)
+		if l.next != n {
+			l.runTo(n)
+			continue
+		}
+		if l.word.CompareAndSwap(w, w|closedBit) {
+			return l.send(ctx, true)
+		}
+	}
+}
+
+// runTo runs the items before sequence n. A panic in a task's function
+// ends the call: the item records it and the caller goes on from the next.
+func (l *Lane) runTo(n uint32) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.finish(&worker.PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	for l.next != n {
+		i := l.next & mask
+		it := &l.items[i]
+		if atomic.LoadUint32(&it.flags)&itemFused != 0 && !l.succeeded(it.parent) {
+			atomic.CompareAndSwapUint32(&it.state, Free, Passed) // fails only if revoked
+			l.setOK(l.next, false)
+			l.next++
+			continue
+		}
+		if !atomic.CompareAndSwapUint32(&it.state, Free, Claimed) {
+			l.setOK(l.next, false) // revoked
+			l.next++
+			continue
+		}
+		l.ran++
+		if l.notify {
+			// Report after the claim, not before: the coordinator sees the
+			// items done and this one started in one look.
+			l.notify = false
+			l.progress()
+		}
+		spec, ctx := l.env.Specs.At(it.task), l.ctxs[i]
+		var err error
+		switch {
+		case spec.X != nil && spec.X.Timeout > 0:
+			err = l.runTimed(spec, ctx, l.job(spec, i))
+		case l.env.Worker == nil:
+			err = spec.Run(ctx)
+		default:
+			err = l.env.Worker.Do(ctx, l.job(spec, i))
+		}
+		l.finish(err)
+	}
+}
+
+func (l *Lane) job(spec *Spec, i uint32) worker.Job {
+	j := worker.Job{ID: spec.ID, Run: spec.Run, Attempt: int(l.meta[i].attempt), Round: int(l.meta[i].run)}
+	if x := spec.X; x != nil {
+		j.Payload = x.Payload
+	}
+	return j
+}
+
+// finish records the end of the attempt at l.next and moves on.
+func (l *Lane) finish(err error) {
+	i := l.next & mask
+	it := &l.items[i]
+	flags := atomic.LoadUint32(&it.flags)
+	if flags&itemTouched != 0 {
+		l.ctxs[i].Finish()
+	}
+	ok := false
+	if err == nil {
+		ok = atomic.CompareAndSwapUint32(&it.state, Claimed, Sealed)
+	} else {
+		o := &l.outs[i]
+		o.Err, o.Retry = err, true
+		if x := l.env.Specs.At(it.task).X; x != nil && x.RetryIf != nil {
+			o.Retry = retryable(x.RetryIf, err)
+		}
+	}
+	if !ok && (err == nil || !atomic.CompareAndSwapUint32(&it.state, Claimed, Returned)) {
+		atomic.StoreUint32(&it.state, Stopped) // a stop came first
+	}
+	l.setOK(l.next, ok)
+	l.next++
+	if k := l.next; int32(k-l.seen) >= 0 {
+		l.seen = l.mark.Load()
+		if k == l.seen {
+			l.notify = true
+		}
+	}
+	if err != nil || flags&itemUrgent != 0 || (flags&itemReport != 0 && l.env.Hungry.Load()) {
+		l.notify = true
+	}
+}
+
+// progress reports how far the worker got. It never blocks: dropped when
+// the channel is full, it is covered by a later report.
+func (l *Lane) progress() { l.send(context.Background(), false) }
+
+// send reports progress, or idleness. A progress report is dropped when
+// the channel is full (a later report covers it); an idle report waits
+// for room or for ctx to end, and returns false then.
+func (l *Lane) send(ctx context.Context, idle bool) bool {
+	now := l.env.Clock.Now()
+	r := Report{Lane: l, Upto: l.next, Idle: idle, Elapsed: now.Sub(l.since), Ran: l.ran}
+	if !idle {
+		select {
+		case l.env.Reports <- r:
+			l.since, l.ran = now, 0
+		default:
+		}
+		return true
+	}
+	select {
+	case l.env.Reports <- r:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *Lane) setOK(seq uint32, ok bool) {
+	i, bit := (seq&mask)/64, uint64(1)<<(seq%64)
+	if ok {
+		l.ok[i] |= bit
+	} else {
+		l.ok[i] &^= bit
+	}
+}
+
+func (l *Lane) succeeded(seq uint32) bool {
+	return l.ok[(seq&mask)/64]&(uint64(1)<<(seq%64)) != 0
+}
+
+// runTimed runs an attempt with a timeout on a goroutine of its own. At
+// the timeout the context expires (DeadlineExceeded, cause ErrTimeout) and
+// the worker waits up to the grace period for the function to return; if
+// it has not, the attempt is abandoned and the worker goes on, while the
+// function's goroutine stays counted in Detached until it returns.
+func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
+	timeout := spec.X.Timeout
+	out := &l.outs[l.next&mask]
+	start := l.env.Clock.Now()
+	ctx.SetDeadline(start.Add(timeout))
+	res := make(chan error, 1) // an abandoned attempt's late result must not block
+	det, w := l.env.Detached, l.env.Worker
+	id := det.add(spec.ID)
+	go func() {
+		defer det.done(id)
+		res <- call(ctx, w, job)
+	}()
+	t := l.env.Clock.Timer(timeout)
+	select {
+	case err := <-res:
+		t.Stop()
+		return err
+	case <-t.C:
+	}
+	terr := fmt.Errorf("%w after %v", worker.ErrTimeout, timeout)
+	ctx.Expire(terr)
+	out.TimedOut = true
+	g := l.env.Clock.Timer(l.env.Grace)
+	select {
+	case <-res:
+		g.Stop()
+	case <-g.C:
+		out.Abandoned = true
+		ctx.touch() // the function may still use it: never reuse it (this marks the item too)
+	}
+	return terr
+}
+
+// call runs one attempt, turning a panic into a *worker.PanicError.
+func call(ctx context.Context, w worker.Worker, j worker.Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &worker.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	if w == nil {
+		return j.Run(ctx)
+	}
+	return w.Do(ctx, j)
+}
+
+func retryable(retryIf func(error) bool, err error) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return retryIf(err)
+}
