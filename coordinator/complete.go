@@ -136,24 +136,28 @@ func (s *state) succeeded(t int32, now time.Time) {
 }
 
 // release lowers the unmet count of t's waiting successors; those at zero
-// become eligible.
+// become eligible. A successor handed out behind t's item is no longer
+// bound to it: from now on it may be taken back like any ready task.
 func (s *state) release(t int32, now time.Time) {
 	r := &s.tasks[t]
 	for _, c := range s.edges(r, r.succ) {
-		if rc := &s.tasks[c]; rc.status == Pending {
-			if rc.unmet--; rc.unmet == 0 {
-				s.eligible(c, now)
-			}
-		}
+		s.released(c, now)
 	}
 	if r.x != nil {
 		for _, c := range r.x.more {
-			if rc := &s.tasks[c]; rc.status == Pending {
-				if rc.unmet--; rc.unmet == 0 {
-					s.eligible(c, now)
-				}
-			}
+			s.released(c, now)
 		}
+	}
+}
+
+func (s *state) released(c int32, now time.Time) {
+	switch rc := &s.tasks[c]; rc.status {
+	case Pending:
+		if rc.unmet--; rc.unmet == 0 {
+			s.eligible(c, now)
+		}
+	case dispatched:
+		rc.flags &^= fFused
 	}
 }
 

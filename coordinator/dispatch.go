@@ -221,6 +221,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 		ls.l.Ctx(seq).SetValues(r.x.values)
 	}
 	ls.n++
+	ls.end = ls.n
 	ls.live++
 	ls.worst = max(ls.worst, r.prio)
 	ls.last = r.prio
@@ -317,9 +318,10 @@ func (s *state) steal(p *poolState, now time.Time) {
 			if !ls.open {
 				continue
 			}
+			s.harvest(ls, now) // a dependency done is one a follower no longer waits for
 			s.peek(ls, now, s.observe)
-			if free := int(ls.n - ls.peek); free > most {
-				victim, most = ls, free
+			if free := int32(ls.end - ls.peek); free > int32(most) {
+				victim, most = ls, int(free)
 			}
 		}
 		if victim == nil || !s.revokeTail(victim, (most+1)/2) {
@@ -332,18 +334,18 @@ func (s *state) steal(p *poolState, now time.Time) {
 // where no fused item is separated from its parent. It reports whether it
 // took any.
 func (s *state) revokeTail(ls *laneState, want int) bool {
-	lo := ls.n
-	for lo != ls.peek && int(ls.n-lo) < want && ls.l.State(lo-1) == dispatch.Free {
+	lo := ls.end
+	for lo != ls.peek && int(ls.end-lo) < want && ls.l.State(lo-1) == dispatch.Free {
 		lo--
 	}
-	// The cut at seq is valid when every fused item at or after seq
-	// follows an item at or after seq: minPar tracks the earliest parent
-	// (as an offset from lo) over the suffix.
+	// The cut at seq is valid when every item at or after seq that waits
+	// for the one it follows follows one at or after seq: minPar tracks the
+	// earliest such parent (as an offset from lo) over the suffix.
 	minPar := int32(math.MaxInt32)
-	cut := ls.n
-	for seq := ls.n; seq != lo; {
+	cut := ls.end
+	for seq := ls.end; seq != lo; {
 		seq--
-		if parent, fused := ls.l.Fused(seq); fused {
+		if parent, fused := ls.l.Fused(seq); fused && s.tasks[ls.l.Task(seq)].flags&fFused != 0 {
 			minPar = min(minPar, int32(parent-lo))
 		}
 		if minPar >= int32(seq-lo) {
@@ -351,10 +353,11 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 		}
 	}
 	took := false
-	for seq := ls.n; seq != cut; {
+	for seq := ls.end; seq != cut; {
 		seq--
 		took = s.revokeItem(ls, seq) || took
 	}
+	ls.end = cut
 	return took
 }
 

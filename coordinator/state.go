@@ -137,6 +137,7 @@ type laneState struct {
 	pool    int
 	n       uint32 // items written
 	pub     uint32 // items published
+	end     uint32 // items from here to n are revoked: where stealing starts
 	applied uint32 // items reported done and applied
 	peek    uint32 // first item not yet seen claimed (EventStarted)
 	fuseAt  uint32 // first item whose successors fusion has not fully considered

@@ -1,0 +1,287 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
+)
+
+// The dispatch guarantees. Work handed to a worker is a promise no one
+// relies on: what a worker has not claimed goes to whoever can run it
+// first. Task durations are fake (synctest) but exact, so a task stuck
+// behind another shows in the times themselves.
+
+// warmUp runs n instant tasks so that the pool measures its attempts as
+// nearly free and hands out large lanes: the worst case for a task of
+// another duration that follows.
+func warmUp(t *testing.T, s *coordinator.Scheduler, prefix string, n int, pool string) {
+	t.Helper()
+	tasks := make([]coordinator.Task, n)
+	for i := range tasks {
+		tasks[i] = coordinator.Task{ID: fmt.Sprintf("%s%d", prefix, i), Run: ok, Pool: pool, Payload: payloadFor(pool)}
+	}
+	if err := s.Submit(tasks...); err != nil {
+		t.Fatalf("Submit(warm-up) = %v", err)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait(warm-up) = %v", err)
+	}
+}
+
+func payloadFor(pool string) any {
+	if pool == "" {
+		return nil
+	}
+	return "job"
+}
+
+// 1. No worker idles while work of its pool that was handed out waits to
+// start: one 500ms task heads a batch of 1,000 tiny ones on 4 workers; the
+// tiny ones do not wait for it.
+func TestIdleWorkersTakeHandedOutWork(t *testing.T) {
+	for _, slowAt := range []int{0, 1, 500, 999} {
+		t.Run(fmt.Sprintf("slow at %d", slowAt), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(4))
+				warmUp(t, s, "warm", 4000, "")
+				start := time.Now()
+				var mu sync.Mutex
+				var last time.Duration
+				tiny := func(context.Context) error {
+					mu.Lock()
+					last = max(last, time.Since(start))
+					mu.Unlock()
+					return nil
+				}
+				tasks := make([]coordinator.Task, 1001)
+				for i := range tasks {
+					tasks[i] = coordinator.Task{ID: fmt.Sprint("tiny", i), Run: tiny}
+				}
+				tasks[slowAt] = coordinator.Task{ID: "slow", Run: func(context.Context) error { time.Sleep(500 * time.Millisecond); return nil }}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				settle(t, s)
+				if last >= 100*time.Millisecond {
+					t.Fatalf("the last tiny task ended %v after submission; want < 100ms: idle workers must take what the slow task's worker has not started", last)
+				}
+			})
+		})
+	}
+}
+
+// 2. Bounded priority inversion: with one worker, a better task waits at
+// most for the attempt already running plus about one dispatch budget of
+// handed-out work, whatever the durations of the tasks queued behind it.
+func TestBetterPriorityWaitsOnlyForRunningWork(t *testing.T) {
+	for _, d := range []time.Duration{2 * time.Millisecond, 50 * time.Millisecond, time.Second} {
+		t.Run(d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(1))
+				rec := record(s)
+				warmUp(t, s, "warm", 2000, "") // the pool believes its tasks are free: its lanes are large
+				tasks := make([]coordinator.Task, 200)
+				for i := range tasks {
+					tasks[i] = coordinator.Task{ID: fmt.Sprint("bulk", i), Priority: 10,
+						Run: func(context.Context) error { time.Sleep(d); return nil }}
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				time.Sleep(d + d/2) // fake time: the second bulk task runs
+				submitted := time.Now()
+				if err := s.Submit(coordinator.Task{ID: "urgent", Run: ok}); err != nil {
+					t.Fatalf("Submit(urgent) = %v", err)
+				}
+				settle(t, s)
+				started := rec.of("urgent")[0].At
+				if wait := started.Sub(submitted); wait > d/2+15*time.Millisecond {
+					t.Fatalf("urgent started %v after submission; want at most the running task's remaining %v plus 15ms", wait, d/2)
+				}
+				// It ran right after the task that was running, not later.
+				var order []string
+				for _, e := range rec.all() {
+					if e.Kind == coordinator.EventStarted && e.TaskID != "" && e.TaskID[0] != 'w' {
+						order = append(order, e.TaskID)
+					}
+				}
+				if i := slices.Index(order, "urgent"); i != 2 {
+					t.Fatalf("urgent started as bulk task number %d; want right after the 2nd (running when it came): %v", i, order[:min(len(order), 6)])
+				}
+			})
+		})
+	}
+}
+
+// 3. A fan-out of slow successors uses every worker: a hub with 400
+// successors of 1ms on 4 workers.
+func TestFanOutUsesEveryWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(4))
+		warmUp(t, s, "warm", 4000, "")
+		var running, most atomic.Int32
+		slow := func(context.Context) error {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Millisecond)
+			running.Add(-1)
+			return nil
+		}
+		tasks := []coordinator.Task{{ID: "hub", Run: ok}}
+		for i := range 400 {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("leaf", i), Run: slow, Deps: []string{"hub"}})
+		}
+		start := time.Now()
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if took := time.Since(start); took >= 200*time.Millisecond || most.Load() != 4 {
+			t.Fatalf("400 x 1ms took %v with at most %d running; want < 200ms with all 4 workers busy", took, most.Load())
+		}
+	})
+}
+
+// 4. A task whose dependency still runs is not Running, even when it was
+// handed out behind that dependency, and Cancel ends it at once, skipping
+// its dependents.
+func TestWaitingTaskIsNotRunningAndCancelsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		rec := record(s)
+		warmUp(t, s, "warm", 1000, "")
+		g := newGate()
+		var ran atomic.Bool
+		err := s.Submit(
+			coordinator.Task{ID: "A", Run: g.run},
+			coordinator.Task{ID: "F", Deps: []string{"A"}, Run: func(context.Context) error { ran.Store(true); return nil }},
+			coordinator.Task{ID: "H", Deps: []string{"F"}, Run: func(context.Context) error { ran.Store(true); return nil }},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		for id, want := range map[string]coordinator.Status{"A": coordinator.Running, "F": coordinator.Pending, "H": coordinator.Pending} {
+			if st := status(t, s, id); st != want {
+				t.Fatalf("status(%s) = %v while A runs; want %v", id, st, want)
+			}
+		}
+		if !s.Cancel("F") {
+			t.Fatalf("Cancel(F) = false; want true")
+		}
+		if info, _ := s.Info("F"); info.Status != coordinator.Cancelled {
+			t.Fatalf("Info(F) right after Cancel = %+v; want cancelled", info)
+		}
+		if info, _ := s.Info("H"); info.Status != coordinator.Skipped || info.Cause != "F" {
+			t.Fatalf("Info(H) right after Cancel(F) = %+v; want skipped, cause F", info)
+		}
+		g.release()
+		settle(t, s)
+		if ran.Load() {
+			t.Fatalf("a cancelled or skipped task ran")
+		}
+		for _, e := range rec.all() {
+			if (e.TaskID == "F" || e.TaskID == "H") && e.Kind == coordinator.EventStarted {
+				t.Fatalf("%s reported started; it never was", e.TaskID)
+			}
+		}
+	})
+}
+
+// 5. Retention: a record freed by a cancelled queued task and reused keeps
+// nothing of it: the new task runs at its own priority, on its own pool,
+// and Wait returns.
+func TestRetentionReuseKeepsNothingOfTheOldTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gpu := &countingWorker{block: make(chan struct{})}
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithRetention(0),
+			coordinator.WithPool("gpu", 1, gpu))
+		rec := record(s)
+		g := newGate()
+		// Both pools are busy, so these stay queued: one per pool, at
+		// priorities the new tasks will not have.
+		err := s.Submit(
+			coordinator.Task{ID: "busy", Run: g.run},
+			coordinator.Task{ID: "gpu-busy", Pool: "gpu", Payload: "block"},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		err = s.Submit(
+			coordinator.Task{ID: "old-default", Run: ok, Priority: 9},
+			coordinator.Task{ID: "old-gpu", Pool: "gpu", Payload: "job", Priority: -5},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		for _, id := range []string{"old-default", "old-gpu"} {
+			if !s.Cancel(id) {
+				t.Fatalf("Cancel(%s) = false", id)
+			}
+		}
+		synctest.Wait()
+		for _, id := range []string{"old-default", "old-gpu"} {
+			if _, found := s.Info(id); found {
+				t.Fatalf("Info(%s) found; want forgotten (retention 0), its record free", id)
+			}
+		}
+		// New tasks reuse the records, with other priorities and pools.
+		err = s.Submit(
+			coordinator.Task{ID: "new-first", Run: ok, Priority: 0},
+			coordinator.Task{ID: "new-gpu", Pool: "gpu", Payload: "job", Priority: 3},
+			coordinator.Task{ID: "new-default", Run: ok, Priority: -1},
+		)
+		if err != nil {
+			t.Fatalf("Submit(new) = %v", err)
+		}
+		g.release()
+		close(gpu.block)
+		settle(t, s)
+		var order []string
+		for _, e := range rec.all() {
+			if e.Kind == coordinator.EventStarted && (e.TaskID == "new-first" || e.TaskID == "new-default") {
+				order = append(order, e.TaskID)
+			}
+		}
+		if !slices.Equal(order, []string{"new-default", "new-first"}) {
+			t.Fatalf("default pool start order %v; want [new-default new-first] (by their own priorities)", order)
+		}
+		if n := gpu.jobs.Load(); n != 1 {
+			t.Fatalf("the gpu worker ran %d jobs; want 1 (new-gpu)", n)
+		}
+		// Forgotten at once (retention 0): their events say how they ended.
+		for _, id := range []string{"new-first", "new-gpu", "new-default"} {
+			if ev := rec.of(id); len(ev) == 0 || ev[len(ev)-1].Kind != coordinator.EventSucceeded {
+				t.Fatalf("events of %s = %v; want it to end succeeded", id, ev)
+			}
+		}
+	})
+}
+
+// countingWorker is a custom worker: a "block" payload waits for block to
+// close; a "job" payload is counted.
+type countingWorker struct {
+	jobs  atomic.Int32
+	block chan struct{}
+}
+
+func (w *countingWorker) Do(ctx context.Context, j worker.Job) error {
+	switch j.Payload {
+	case "block":
+		<-w.block
+	case "job":
+		w.jobs.Add(1)
+	}
+	return nil
+}
