@@ -23,7 +23,7 @@ func (s *state) report(r dispatch.Report, now time.Time) {
 	}
 	if r.Idle && r.Upto == ls.n && ls.open {
 		ls.open = false
-		ls.worst = math.MinInt32
+		ls.worst, ls.best = math.MinInt32, math.MaxInt32
 		p.idle++
 		return
 	}
@@ -41,6 +41,7 @@ func (s *state) harvest(ls *laneState, now time.Time) {
 		}
 		s.applyItem(ls, ls.applied, now)
 		ls.applied++
+		ls.refill = true // room again: top it up
 	}
 	if int32(ls.peek-ls.applied) < 0 {
 		ls.peek = ls.applied

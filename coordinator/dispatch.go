@@ -60,24 +60,32 @@ func (s *state) dispatch(now time.Time) {
 
 // mayTopUp reports whether lane ls, which still holds work, may take the
 // pool's best ready work behind it: only if that is no worse than the
-// worst it holds. Worse work behind better work could be claimed before
-// better work that the items ahead of it release; it waits for an idle
-// worker instead.
+// worst it holds (worse work behind better work could be claimed before
+// better work the items ahead of it release) and no better than the worst
+// it holds unclaimed (better work behind worse work would wait for it; a
+// revocation takes that back instead). Otherwise the work waits for an
+// idle worker, a revocation, or the lane running dry.
 func (s *state) mayTopUp(ls *laneState, p *poolState) bool {
 	best, ok := s.bestReady(p)
 	if !ok {
 		return false
 	}
-	if ls.live == 0 || best <= ls.last {
-		return true
+	if ls.live == 0 || (ls.best == best && ls.worst == best) {
+		return true // one level only: the common case
 	}
-	worst := int32(math.MinInt32)
+	worst, worstFree := int32(math.MinInt32), int32(math.MinInt32)
 	for seq := ls.applied; seq != ls.n; seq++ {
-		if st := ls.l.State(seq); st != dispatch.Revoked && st != dispatch.Passed {
-			worst = max(worst, s.tasks[ls.l.Task(seq)].prio)
+		switch st := ls.l.State(seq); st {
+		case dispatch.Revoked, dispatch.Passed:
+		default:
+			prio := s.tasks[ls.l.Task(seq)].prio
+			worst = max(worst, prio)
+			if st == dispatch.Free {
+				worstFree = max(worstFree, prio)
+			}
 		}
 	}
-	return best <= worst
+	return best <= worst && best >= worstFree
 }
 
 // target is how many attempts one lane should hold: the dispatch budget's
@@ -224,7 +232,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	ls.end = ls.n
 	ls.live++
 	ls.worst = max(ls.worst, r.prio)
-	ls.last = r.prio
+	ls.best = min(ls.best, r.prio)
 }
 
 // fuse appends behind the item at seq the successors that only it holds

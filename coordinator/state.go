@@ -145,7 +145,7 @@ type laneState struct {
 	open    bool   // the worker has work or has not yet reported itself idle
 	refill  bool   // it reported progress this iteration: top it up
 	worst   int32  // the worst priority published since it opened
-	last    int32  // the priority of the last item published
+	best    int32  // the best priority published since it opened
 }
 
 // state is all scheduling state. It has no goroutines, channels or clock;
@@ -202,7 +202,7 @@ func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Ra
 		s.byName[p.name] = i
 		for range lanesPerPool[i] {
 			id := len(s.lanes)
-			s.lanes = append(s.lanes, laneState{l: dispatch.NewLane(id), pool: i, worst: math.MinInt32})
+			s.lanes = append(s.lanes, laneState{l: dispatch.NewLane(id), pool: i, worst: math.MinInt32, best: math.MaxInt32})
 			p.lanes = append(p.lanes, id)
 			p.idle++
 		}

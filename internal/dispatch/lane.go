@@ -382,38 +382,58 @@ func (l *Lane) runTo(n uint32) {
 		}
 	}()
 	for l.next != n {
-		i := l.next & mask
-		it := &l.items[i]
-		if atomic.LoadUint32(&it.flags)&itemFused != 0 && !l.succeeded(it.parent) {
-			atomic.CompareAndSwapUint32(&it.state, Free, Passed) // fails only if revoked
-			l.setOK(l.next, false)
-			l.next++
-			continue
-		}
-		if !atomic.CompareAndSwapUint32(&it.state, Free, Claimed) {
-			l.setOK(l.next, false) // revoked
-			l.next++
-			continue
-		}
-		l.ran++
-		if l.notify {
-			// Report after the claim, not before: the coordinator sees the
-			// items done and this one started in one look.
-			l.notify = false
-			l.progress()
-		}
-		spec, ctx := l.env.Specs.At(it.task), l.ctxs[i]
-		var err error
-		switch {
-		case spec.X != nil && spec.X.Timeout > 0:
-			err = l.runTimed(spec, ctx, l.job(spec, i))
-		case l.env.Worker == nil:
-			err = spec.Run(ctx)
-		default:
-			err = l.env.Worker.Do(ctx, l.job(spec, i))
-		}
-		l.finish(err)
+		l.runOne()
 	}
+}
+
+// Step runs the next published item, as the worker would, and reports
+// false if there is none. Tests use it to interleave coordinator decisions
+// with single worker steps; it never closes the lane.
+func (l *Lane) Step(env *Env) bool {
+	if l.env != env {
+		l.env = env
+	}
+	if w := l.word.Load(); w&closedBit != 0 || uint32(w) == l.next {
+		return false
+	}
+	l.runTo(l.next + 1)
+	return true
+}
+
+// runOne looks at the item at l.next: passes it over if the item it
+// follows did not succeed, skips it if it was revoked, runs it otherwise.
+func (l *Lane) runOne() {
+	i := l.next & mask
+	it := &l.items[i]
+	if atomic.LoadUint32(&it.flags)&itemFused != 0 && !l.succeeded(it.parent) {
+		atomic.CompareAndSwapUint32(&it.state, Free, Passed) // fails only if revoked
+		l.setOK(l.next, false)
+		l.next++
+		return
+	}
+	if !atomic.CompareAndSwapUint32(&it.state, Free, Claimed) {
+		l.setOK(l.next, false) // revoked
+		l.next++
+		return
+	}
+	l.ran++
+	if l.notify {
+		// Report after the claim, not before: the coordinator sees the
+		// items done and this one started in one look.
+		l.notify = false
+		l.progress()
+	}
+	spec, ctx := l.env.Specs.At(it.task), l.ctxs[i]
+	var err error
+	switch {
+	case spec.X != nil && spec.X.Timeout > 0:
+		err = l.runTimed(spec, ctx, l.job(spec, i))
+	case l.env.Worker == nil:
+		err = spec.Run(ctx)
+	default:
+		err = l.env.Worker.Do(ctx, l.job(spec, i))
+	}
+	l.finish(err)
 }
 
 func (l *Lane) job(spec *Spec, i uint32) worker.Job {

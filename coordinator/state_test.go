@@ -1,0 +1,400 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// The pure state, driven by hand: the test is the coordinator's loop
+// (ready) and every worker (Step runs one item, Drain runs a lane dry), so
+// the interleavings are chosen, not raced.
+
+func (r *rig) submit(t *testing.T, tasks ...Task) {
+	t.Helper()
+	if err := r.s.submit(&batch{tasks: tasks}, r.now); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+}
+
+// cheap makes pool p believe its attempts cost nothing: large lanes.
+func (r *rig) cheap(p int) { r.s.pools[p].measured, r.s.pools[p].cost = true, time.Nanosecond }
+
+// items lists lane li's items not yet applied, as "id" or "id:state" for
+// items that are not free.
+func (r *rig) items(li int) []string {
+	ls := &r.s.lanes[li]
+	var out []string
+	for seq := ls.applied; seq != ls.n; seq++ {
+		id := r.s.key(ls.l.Task(seq))
+		switch ls.l.State(seq) {
+		case dispatch.Free:
+		case dispatch.Revoked:
+			id += ":revoked"
+		case dispatch.Passed:
+			id += ":passed"
+		default:
+			id += ":ran"
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// stepLane runs one item of lane li and applies what was reported.
+func (r *rig) stepLane(t *testing.T, li int) {
+	t.Helper()
+	if !r.s.lanes[li].l.Step(r.env) {
+		t.Fatalf("lane %d has nothing to run", li)
+	}
+	r.flush()
+}
+
+func (r *rig) status(t *testing.T, id string) Status {
+	t.Helper()
+	info, ok := r.s.info(id)
+	if !ok {
+		t.Fatalf("info(%s): unknown", id)
+	}
+	return info.Status
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+func fail(context.Context) error { return errors.New("planned") }
+
+// A fill takes one priority level: better work released by the items ahead
+// of a worse one must not find the worse one claimed first.
+func TestStateFillTakesOneLevel(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t, Task{ID: "p1a", Run: noop, Priority: 1}, Task{ID: "p0a", Run: noop},
+		Task{ID: "p1b", Run: noop, Priority: 1}, Task{ID: "p0b", Run: noop})
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"p0a", "p0b"}) {
+		t.Fatalf("lane = %v; want [p0a p0b]", got)
+	}
+	r.drain(0)
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"p1a", "p1b"}) {
+		t.Fatalf("lane = %v; want [p1a p1b]", got)
+	}
+}
+
+// A slow pool keeps two attempts out per worker: the one running and the
+// next, so the worker never waits for the coordinator between them.
+func TestStateSlowPoolKeepsOneWaiting(t *testing.T) {
+	r := newRig(1)
+	r.s.pools[0].measured, r.s.pools[0].cost = true, time.Millisecond
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop}, Task{ID: "c", Run: noop}, Task{ID: "d", Run: noop})
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("lane = %v; want [a b]", got)
+	}
+	r.stepLane(t, 0) // a runs
+	r.s.harvestAll(r.now)
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("lane once a ran = %v; want [b c]: b next, c waiting behind it", got)
+	}
+}
+
+// A chain is fused into the lane, each link behind the one it waits for,
+// and runs without a round trip per link.
+func TestStateFusesChain(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t, Task{ID: "c1", Run: noop}, Task{ID: "c2", Run: noop, Deps: []string{"c1"}},
+		Task{ID: "c3", Run: noop, Deps: []string{"c2"}})
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("lane = %v; want the whole chain [c1 c2 c3]", got)
+	}
+	for _, id := range []string{"c2", "c3"} {
+		if st := r.status(t, id); st != Pending {
+			t.Fatalf("status(%s) = %v; want pending: fused behind a link not yet done", id, st)
+		}
+	}
+	r.drain(0)
+	for _, id := range []string{"c1", "c2", "c3"} {
+		if st := r.status(t, id); st != Succeeded {
+			t.Fatalf("status(%s) = %v; want succeeded", id, st)
+		}
+	}
+}
+
+// A failure in a fused chain: the links behind it are passed over and
+// skipped, blaming it, with no attempt counted.
+func TestStateFusedChainFailure(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t, Task{ID: "c1", Run: noop}, Task{ID: "c2", Run: fail, Deps: []string{"c1"}},
+		Task{ID: "c3", Run: noop, Deps: []string{"c2"}}, Task{ID: "c4", Run: noop, Deps: []string{"c3"}})
+	r.runAll(t, 10)
+	for _, id := range []string{"c3", "c4"} {
+		info, _ := r.s.info(id)
+		if info.Status != Skipped || info.Cause != "c2" || info.Attempts != 0 {
+			t.Fatalf("info(%s) = %+v; want skipped, cause c2, no attempt", id, info)
+		}
+	}
+}
+
+// A retryable failure in a fused chain: the links behind it wait again and
+// run once the retry succeeds.
+func TestStateFusedChainRetry(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	tries := 0
+	flaky := func(context.Context) error {
+		if tries++; tries == 1 {
+			return errors.New("once")
+		}
+		return nil
+	}
+	r.submit(t, Task{ID: "c1", Run: noop}, Task{ID: "c2", Run: flaky, Deps: []string{"c1"}, Retry: RetryPolicy{MaxAttempts: 2}},
+		Task{ID: "c3", Run: noop, Deps: []string{"c2"}})
+	r.runAll(t, 10)
+	if info, _ := r.s.info("c3"); info.Status != Succeeded || info.Attempts != 1 {
+		t.Fatalf("info(c3) = %+v; want succeeded after one attempt", info)
+	}
+	if info, _ := r.s.info("c2"); info.Status != Succeeded || info.Attempts != 2 {
+		t.Fatalf("info(c2) = %+v; want succeeded on attempt 2", info)
+	}
+}
+
+// Fusion never jumps the ready queue: a successor is not fused while a
+// ready task of the same or a better priority waits.
+func TestStateFusionRespectsReadyQueue(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.s.pools[0].maxTarget = 2 // room for two: the parent and one more
+	r.submit(t, Task{ID: "parent", Run: noop}, Task{ID: "waiting", Run: noop}, Task{ID: "child", Run: noop, Deps: []string{"parent"}})
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"parent", "waiting"}) {
+		t.Fatalf("lane = %v; want [parent waiting]: child must not be fused ahead of a ready task", got)
+	}
+}
+
+// Cancel of an item handed out but not claimed is final at once: the item
+// is revoked and the worker skips it.
+func TestStateCancelUnclaimedIsFinalAtOnce(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	ran := false
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: func(context.Context) error { ran = true; return nil }},
+		Task{ID: "after-b", Run: noop, Deps: []string{"b"}})
+	r.step()
+	if !r.s.cancel("b", r.now) {
+		t.Fatalf("cancel(b) = false; want true")
+	}
+	if st := r.status(t, "b"); st != Cancelled {
+		t.Fatalf("status(b) = %v right after cancel; want cancelled", st)
+	}
+	if info, _ := r.s.info("after-b"); info.Status != Skipped || info.Cause != "b" {
+		t.Fatalf("info(after-b) = %+v; want skipped, cause b", info)
+	}
+	r.runAll(t, 10)
+	if ran {
+		t.Fatalf("b ran after it was cancelled")
+	}
+}
+
+// A Cancel that lands after the attempt returned nil, but before it is
+// applied, loses: the task succeeded.
+func TestStateCancelAfterAttemptSucceeded(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop})
+	r.step()
+	r.s.lanes[0].l.Step(r.env) // a returns nil; nothing applied yet
+	if r.s.cancel("a", r.now) {
+		t.Fatalf("cancel(a) = true after its attempt returned nil; want false")
+	}
+	r.runAll(t, 10)
+	if st := r.status(t, "a"); st != Succeeded {
+		t.Fatalf("status(a) = %v; want succeeded", st)
+	}
+}
+
+// An idle worker takes about half of the work handed to another and not
+// started, and every task still runs exactly once.
+func TestStateStealHalf(t *testing.T) {
+	r := newRig(2)
+	r.cheap(0)
+	runs := map[string]int{}
+	count := func(id string) func(context.Context) error {
+		return func(context.Context) error { runs[id]++; return nil }
+	}
+	r.submit(t, Task{ID: "blocker", Run: noop})
+	r.step() // lane 0: blocker
+	var tasks []Task
+	for _, id := range ids("x", 100) {
+		tasks = append(tasks, Task{ID: id, Run: count(id)})
+	}
+	r.submit(t, tasks...)
+	r.step() // lane 1 (idle): all 100
+	if n := len(r.items(1)); n != 100 {
+		t.Fatalf("lane 1 holds %d; want 100", n)
+	}
+	r.drain(0) // lane 0 runs dry: idle
+	r.step()   // steals for it
+	if got := len(r.items(0)); got < 40 || got > 60 {
+		t.Fatalf("lane 0 took %d items; want about half of 100", got)
+	}
+	r.runAll(t, 20)
+	for _, id := range ids("x", 100) {
+		if runs[id] != 1 {
+			t.Fatalf("%s ran %d times; want 1", id, runs[id])
+		}
+	}
+}
+
+// Stealing never separates a fused item from the item it follows.
+func TestStateStealKeepsFollowersWithParents(t *testing.T) {
+	r := newRig(2)
+	r.cheap(0)
+	var order []string
+	rec := func(id string) func(context.Context) error {
+		return func(context.Context) error { order = append(order, id); return nil }
+	}
+	r.submit(t, Task{ID: "blocker", Run: noop})
+	r.step()
+	var tasks []Task
+	for _, id := range ids("x", 10) {
+		tasks = append(tasks, Task{ID: id, Run: rec(id)})
+	}
+	tasks = append(tasks, Task{ID: "p", Run: rec("p")}, Task{ID: "f1", Run: rec("f1"), Deps: []string{"p"}},
+		Task{ID: "f2", Run: rec("f2"), Deps: []string{"f1"}})
+	r.submit(t, tasks...)
+	r.step()
+	if got := r.items(1); !slices.Equal(got[len(got)-3:], []string{"p", "f1", "f2"}) {
+		t.Fatalf("lane 1 = %v; want the chain fused at its end", got)
+	}
+	r.drain(0)
+	r.step()
+	stolen := r.items(0)
+	for _, f := range []string{"f1", "f2"} {
+		if slices.Contains(stolen, f) && !slices.Contains(stolen, "p") {
+			t.Fatalf("stolen %v: %s without p, the item it follows", stolen, f)
+		}
+	}
+	r.runAll(t, 20)
+	if i, j, k := slices.Index(order, "p"), slices.Index(order, "f1"), slices.Index(order, "f2"); !(i < j && j < k) {
+		t.Fatalf("run order %v; want p, f1, f2 in that order", order)
+	}
+}
+
+// A better task that becomes ready while worse work is handed out waits
+// revokeDelay, then the worse work not started is taken back and the
+// better task goes first.
+func TestStatePriorityRevokesAfterDelay(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	var order []string
+	rec := func(id string) func(context.Context) error {
+		return func(context.Context) error { order = append(order, id); return nil }
+	}
+	var tasks []Task
+	for _, id := range ids("w", 20) {
+		tasks = append(tasks, Task{ID: id, Run: rec(id), Priority: 5})
+	}
+	r.submit(t, tasks...)
+	r.step()
+	r.stepLane(t, 0) // w0 runs
+	r.submit(t, Task{ID: "urgent", Run: rec("urgent")})
+	r.step()
+	if got := r.items(0); slices.Contains(got, "w19:revoked") {
+		t.Fatalf("lane = %v; revoked at once, want after revokeDelay", got)
+	}
+	if due, ok := r.s.nextDue(); !ok || !due.Equal(r.now.Add(revokeDelay)) {
+		t.Fatalf("nextDue = %v, %v; want the revocation at now+%v", due, ok, revokeDelay)
+	}
+	r.now = r.now.Add(revokeDelay - time.Nanosecond)
+	r.step()
+	if got := r.items(0); slices.Contains(got, "w19:revoked") {
+		t.Fatalf("revoked before revokeDelay passed")
+	}
+	r.now = r.now.Add(time.Nanosecond)
+	r.step()
+	r.runAll(t, 20)
+	if len(order) < 2 || order[1] != "urgent" {
+		t.Fatalf("run order %v; want urgent right after w0, the one running when it came", order)
+	}
+	if len(order) != 21 {
+		t.Fatalf("%d ran; want 21, each once", len(order))
+	}
+}
+
+// The coordinator applies finished items without waiting for a report:
+// the claim word alone says an item's outcome may be read.
+func TestStateHarvestWithoutReport(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: fail}, Task{ID: "c", Run: noop})
+	r.step()
+	l := r.s.lanes[0].l
+	l.Step(r.env)
+	l.Step(r.env)
+	for { // drop whatever the worker reported
+		select {
+		case <-r.reports:
+			continue
+		default:
+		}
+		break
+	}
+	r.s.harvestAll(r.now)
+	if st := r.status(t, "a"); st != Succeeded {
+		t.Fatalf("status(a) = %v; want succeeded, harvested", st)
+	}
+	if info, _ := r.s.info("b"); info.Status != Failed || info.Err == nil || !strings.Contains(info.Err.Error(), "planned") {
+		t.Fatalf("info(b) = %+v; want failed with its error, harvested", info)
+	}
+	if st := r.status(t, "c"); st != Ready {
+		t.Fatalf("status(c) = %v; want ready: handed out, not claimed", st)
+	}
+}
+
+// A million delayed tasks cancelled before they fire leave nothing behind
+// in the delayed set.
+func TestStateMillionDelayedCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000,000 tasks")
+	}
+	r := newRig(1)
+	const n = 1_000_000
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = Task{ID: "d" + strconv.Itoa(i), Run: noop, Delay: time.Hour + time.Duration(i)*time.Millisecond}
+	}
+	r.submit(t, tasks...)
+	if got := r.s.wheel.Len(); got != n {
+		t.Fatalf("wheel holds %d; want %d", got, n)
+	}
+	for i := range tasks {
+		if !r.s.cancel(tasks[i].ID, r.now) {
+			t.Fatalf("cancel(%s) = false", tasks[i].ID)
+		}
+	}
+	if got := r.s.wheel.Len(); got != 0 {
+		t.Fatalf("wheel holds %d after cancelling all; want 0", got)
+	}
+	if _, ok := r.s.wheel.NextDue(); ok {
+		t.Fatalf("NextDue reports an entry after cancelling all")
+	}
+	if r.s.open != 0 {
+		t.Fatalf("open = %d; want 0", r.s.open)
+	}
+}
