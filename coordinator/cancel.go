@@ -23,10 +23,11 @@ func (s *state) cancel(id string, now time.Time) bool {
 // (it ends Succeeded).
 func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 	r := &s.tasks[t]
+	h := &s.hot[t]
 	if cause == ErrClosed {
-		r.flags |= fClosed
+		h.flags |= fClosed
 	}
-	switch r.status {
+	switch h.status {
 	case Pending, Ready:
 		s.unqueue(t)
 		s.cancelled(t, now)
@@ -37,11 +38,11 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 			ls.live--
 			r.attempts--
 			r.link = noTask
-			r.status = Pending
+			h.status = Pending
 			s.cancelled(t, now)
 			return true
 		}
-		if r.flags&fCancelReq != 0 {
+		if h.flags&fCancelReq != 0 {
 			return false
 		}
 		switch ls.l.State(seq) {
@@ -49,19 +50,19 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 			if ls.l.Stop(seq) {
 				s.peek(ls, now, s.observe) // it started before it was stopped: say so first
 				ls.l.Ctx(seq).Cancel(cause)
-				r.flags |= fCancelReq
+				h.flags |= fCancelReq
 				return true
 			}
 			return s.cancelTask(t, cause, now) // it returned meanwhile: look again
 		case dispatch.Returned:
 			// It failed and is not yet reported: no retry will follow.
-			r.flags |= fCancelReq
+			h.flags |= fCancelReq
 			return true
 		case dispatch.Sealed:
 			// It succeeded. Only a recurring task with runs to come still
 			// has something to cancel: its series stops after this run.
 			if x := r.x; x != nil && x.every > 0 && (x.times == 0 || int(r.runs)+1 < x.times) {
-				r.flags |= fCancelReq
+				h.flags |= fCancelReq
 				return true
 			}
 		}
@@ -73,8 +74,9 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 // queue entry is left behind, recognised as stale when met.
 func (s *state) unqueue(t int32) {
 	r := &s.tasks[t]
-	if r.status == Ready {
-		s.pools[r.pool].readyLive--
+	h := &s.hot[t]
+	if h.status == Ready {
+		s.pools[h.pool].readyLive--
 	}
 	if x := r.x; x != nil && x.inWheel {
 		s.wheel.Cancel(x.timer)
@@ -93,7 +95,7 @@ func (s *state) shutdown(now time.Time) {
 		}
 	}
 	for t := range s.tasks {
-		switch s.tasks[t].status {
+		switch s.hot[t].status {
 		case Pending, Ready, dispatched:
 			s.cancelTask(int32(t), ErrClosed, now)
 		}
@@ -118,14 +120,15 @@ func (s *state) settled() bool {
 // item's claim state says.
 func (s *state) status(t int32) Status {
 	r := &s.tasks[t]
-	if r.status != dispatched {
-		return r.status
+	h := &s.hot[t]
+	if h.status != dispatched {
+		return h.status
 	}
 	ls, seq := s.locate(r.link)
 	switch st := ls.l.State(seq); {
 	case dispatch.Ran(st):
 		return Running
-	case st == dispatch.Free && r.flags&fFused == 0:
+	case st == dispatch.Free && h.flags&fFused == 0:
 		return Ready
 	}
 	return Pending // fused behind a dependency that has not succeeded, or passed over
@@ -153,10 +156,11 @@ func (s *state) info(id string) (TaskInfo, bool) {
 		return TaskInfo{}, false
 	}
 	r := &s.tasks[t]
+	h := &s.hot[t]
 	st := s.status(t)
-	ti := TaskInfo{ID: id, Status: st, Pool: s.pools[r.pool].name, Priority: int(r.prio),
+	ti := TaskInfo{ID: id, Status: st, Pool: s.pools[h.pool].name, Priority: int(h.prio),
 		Attempts: int(r.attempts), Runs: int(r.runs)}
-	if r.status == dispatched && st != Running {
+	if h.status == dispatched && st != Running {
 		ti.Attempts-- // handed out, not started
 	}
 	if x := r.x; x != nil {

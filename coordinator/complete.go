@@ -64,14 +64,15 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 	st, t := ls.l.State(seq), ls.l.Task(seq)
 	if st != dispatch.Revoked {
 		r := &s.tasks[t]
-		if r.status == dispatched && r.link == loc(ls.l.ID, seq) {
+		h := &s.hot[t]
+		if h.status == dispatched && r.link == loc(ls.l.ID, seq) {
 			ls.live--
 			r.link = noTask
 			switch st {
 			case dispatch.Passed: // the item it followed did not succeed
 				r.attempts--
-				r.status, r.unmet = Pending, 1
-				if r.flags&fCancelReq != 0 {
+				h.status, h.unmet = Pending, 1
+				if h.flags&fCancelReq != 0 {
 					s.cancelled(t, now)
 				}
 			case dispatch.Sealed, dispatch.Returned, dispatch.Stopped:
@@ -90,11 +91,12 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 // ended applies the outcome of an attempt whose function was called.
 func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Time) {
 	r := &s.tasks[t]
-	if r.flags&fStarted == 0 {
-		r.flags |= fStarted
+	h := &s.hot[t]
+	if h.flags&fStarted == 0 {
+		h.flags |= fStarted
 		s.emit(EventStarted, t, now)
 	}
-	r.status = Running
+	h.status = Running
 	switch {
 	case st == dispatch.Sealed:
 		if ls.l.Touched(seq) { // SetResult needs a look at the context
@@ -103,13 +105,13 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 				x.result, x.hasResult = v, true
 			}
 		}
-		if r.flags&fCancelReq != 0 { // a recurring task whose series was cut by Cancel or Shutdown
+		if h.flags&fCancelReq != 0 { // a recurring task whose series was cut by Cancel or Shutdown
 			r.runs++
 			s.cancelled(t, now)
 			return
 		}
 		s.succeeded(t, now)
-	case r.flags&fCancelReq != 0:
+	case h.flags&fCancelReq != 0:
 		s.cancelled(t, now)
 	default:
 		out := ls.l.Outcome(seq)
@@ -152,13 +154,13 @@ func (s *state) release(t int32, now time.Time) {
 }
 
 func (s *state) released(c int32, now time.Time) {
-	switch rc := &s.tasks[c]; rc.status {
+	switch hc := &s.hot[c]; hc.status {
 	case Pending:
-		if rc.unmet--; rc.unmet == 0 {
+		if hc.unmet--; hc.unmet == 0 {
 			s.eligible(c, now)
 		}
 	case dispatched:
-		rc.flags &^= fFused
+		hc.flags &^= fFused
 	}
 }
 
@@ -166,9 +168,10 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 	x := s.extra(t)
 	x.err = err
 	r := &s.tasks[t]
+	h := &s.hot[t]
 	if retry && int(r.attempts) < x.retry.attempts() {
 		wait := x.retry.wait(int(r.attempts), s.rng)
-		r.status = Pending
+		h.status = Pending
 		if e := s.emit(EventRetrying, t, now); e != nil {
 			e.Err, e.Wait = err, wait
 		}
@@ -185,9 +188,9 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 // cancelled ends t Cancelled, with ErrCancelled or, under Shutdown,
 // ErrClosed as its error.
 func (s *state) cancelled(t int32, now time.Time) {
-	r := &s.tasks[t]
+	h := &s.hot[t]
 	cause := ErrCancelled
-	if r.flags&fClosed != 0 || (s.closing && r.flags&fCancelReq == 0) {
+	if h.flags&fClosed != 0 || (s.closing && h.flags&fCancelReq == 0) {
 		cause = ErrClosed
 	}
 	s.extra(t).err = cause
@@ -199,7 +202,7 @@ func (s *state) cancelled(t int32, now time.Time) {
 }
 
 func (s *state) finish(t int32, st Status, now time.Time) {
-	s.tasks[t].status = st
+	s.hot[t].status = st
 	s.open--
 	if s.retain {
 		s.finalized = append(s.finalized, t)
@@ -251,11 +254,12 @@ func (s *state) skipDependents(from, cause int32, now time.Time) {
 // ready or running.
 func (s *state) takeBack(c int32) bool {
 	rc := &s.tasks[c]
-	switch rc.status {
+	hc := &s.hot[c]
+	switch hc.status {
 	case Pending:
 		return true
 	case dispatched:
-		if rc.flags&fFused == 0 {
+		if hc.flags&fFused == 0 {
 			return false
 		}
 		ls, seq := s.locate(rc.link)
@@ -265,7 +269,7 @@ func (s *state) takeBack(c int32) bool {
 		ls.live--
 		rc.attempts--
 		rc.link = noTask
-		rc.status = Pending
+		hc.status = Pending
 		return true
 	}
 	return false

@@ -78,7 +78,7 @@ func (s *state) mayTopUp(ls *laneState, p *poolState) bool {
 		switch st := ls.l.State(seq); st {
 		case dispatch.Revoked, dispatch.Passed:
 		default:
-			prio := s.tasks[ls.l.Task(seq)].prio
+			prio := s.hot[ls.l.Task(seq)].prio
 			worst = max(worst, prio)
 			if st == dispatch.Free {
 				worstFree = max(worstFree, prio)
@@ -113,7 +113,7 @@ func (s *state) popReady(p *poolState) (int32, bool) {
 			return 0, false
 		}
 		t := int32(uint32(e))
-		if r := &s.tasks[t]; r.status == Ready && r.rseq == uint32(e>>32) {
+		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
 			p.readyLive--
 			return t, true
 		}
@@ -129,7 +129,7 @@ func (s *state) bestReady(p *poolState) (int32, bool) {
 			break
 		}
 		t := int32(uint32(e))
-		if r := &s.tasks[t]; r.status == Ready && r.rseq == uint32(e>>32) {
+		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
 			return int32(prio), true
 		}
 		p.ready.Pop()
@@ -153,9 +153,9 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 		if !ok {
 			break
 		}
-		if r := &s.tasks[t]; level == math.MinInt32 {
-			level = r.prio
-		} else if r.prio != level {
+		if h := &s.hot[t]; level == math.MinInt32 {
+			level = h.prio
+		} else if h.prio != level {
 			s.requeue(t) // the next level: not in this fill
 			break
 		}
@@ -201,6 +201,12 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 	}
 	placed := 0
 	best, waiting := s.bestReady(p)
+	if waiting && best <= p.minPrio {
+		// No task of the pool is better than what waits: nothing may be
+		// fused (wide graphs), so do not look.
+		ls.fuseAt = ls.n
+		return 0
+	}
 	for ls.fuseAt != ls.n {
 		got, done := s.fuse(ls, p, ls.fuseAt, k-placed, best, waiting)
 		placed += got
@@ -215,13 +221,14 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 // place writes t's next attempt into the lane's next slot.
 func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	r := &s.tasks[t]
+	h := &s.hot[t]
 	seq := ls.n
 	r.attempts++
-	r.status = dispatched
+	h.status = dispatched
 	r.link = loc(ls.l.ID, seq)
-	r.flags &^= fStarted | fFused
+	h.flags &^= fStarted | fFused
 	if fused {
-		r.flags |= fFused
+		h.flags |= fFused
 	}
 	// Report until fuse says better: it may release work.
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0), r.x != nil)
@@ -231,8 +238,8 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	ls.n++
 	ls.end = ls.n
 	ls.live++
-	ls.worst = max(ls.worst, r.prio)
-	ls.best = min(ls.best, r.prio)
+	ls.worst = max(ls.worst, h.prio)
+	ls.best = min(ls.best, h.prio)
 }
 
 // fuse appends behind the item at seq the successors that only it holds
@@ -248,7 +255,8 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32, waiting bool) (int, bool) {
 	t := ls.l.Task(seq)
 	r := &s.tasks[t]
-	if r.status != dispatched || r.link != loc(ls.l.ID, seq) {
+	h := &s.hot[t]
+	if h.status != dispatched || r.link != loc(ls.l.ID, seq) {
 		return 0, true // revoked, or passed over and ended
 	}
 	if r.x != nil && r.x.every > 0 {
@@ -265,10 +273,10 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 			list = r.x.more
 		}
 		for _, c := range list {
-			rc := &s.tasks[c]
+			hc := &s.hot[c]
 			switch {
-			case rc.status != Pending:
-			case rc.unmet != 1 || int(rc.pool) != ls.pool || rc.x != nil || (waiting && best <= rc.prio):
+			case hc.status != Pending:
+			case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&fExtra != 0 || (waiting && best <= hc.prio):
 				left = true
 			default:
 				cand = append(cand, c)
@@ -276,11 +284,11 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 		}
 	}
 	if len(cand) > 1 {
-		slices.SortStableFunc(cand, func(a, b int32) int { return cmp.Compare(s.tasks[a].prio, s.tasks[b].prio) })
+		slices.SortStableFunc(cand, func(a, b int32) int { return cmp.Compare(s.hot[a].prio, s.hot[b].prio) })
 	}
 	fused, done := 0, true
 	for _, c := range cand {
-		rc := &s.tasks[c]
+		hc := &s.hot[c]
 		switch {
 		case spread && fused > 0:
 			left = true
@@ -288,11 +296,11 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 		case fused >= k:
 			left, done = true, false
 			continue
-		case ls.worst > rc.prio && s.worseAfter(ls, seq, rc.prio):
+		case ls.worst > hc.prio && s.worseAfter(ls, seq, hc.prio):
 			left = true // it would wait behind worse work handed out after its dependency
 			continue
 		}
-		rc.unmet = 0
+		hc.unmet = 0
 		s.place(ls, c, true, seq)
 		fused++
 	}
@@ -305,7 +313,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 // of a priority worse than prio.
 func (s *state) worseAfter(ls *laneState, seq uint32, prio int32) bool {
 	for at := seq + 1; at != ls.n; at++ {
-		if st := ls.l.State(at); st != dispatch.Revoked && st != dispatch.Passed && s.tasks[ls.l.Task(at)].prio > prio {
+		if st := ls.l.State(at); st != dispatch.Revoked && st != dispatch.Passed && s.hot[ls.l.Task(at)].prio > prio {
 			return true
 		}
 	}
@@ -353,7 +361,7 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 	cut := ls.end
 	for seq := ls.end; seq != lo; {
 		seq--
-		if parent, fused := ls.l.Fused(seq); fused && s.tasks[ls.l.Task(seq)].flags&fFused != 0 {
+		if parent, fused := ls.l.Fused(seq); fused && s.hot[ls.l.Task(seq)].flags&fFused != 0 {
 			minPar = min(minPar, int32(parent-lo))
 		}
 		if minPar >= int32(seq-lo) {
@@ -374,14 +382,15 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 func (s *state) revokeItem(ls *laneState, seq uint32) bool {
 	t := ls.l.Task(seq)
 	r := &s.tasks[t]
-	if r.status != dispatched || r.link != loc(ls.l.ID, seq) || !ls.l.Revoke(seq) {
+	h := &s.hot[t]
+	if h.status != dispatched || r.link != loc(ls.l.ID, seq) || !ls.l.Revoke(seq) {
 		return false
 	}
 	ls.live--
 	r.attempts--
 	r.link = noTask
-	if r.flags&fFused != 0 {
-		r.status, r.unmet = Pending, 1 // waits on its dependency again
+	if h.flags&fFused != 0 {
+		h.status, h.unmet = Pending, 1 // waits on its dependency again
 	} else {
 		s.requeue(t)
 	}
@@ -442,7 +451,7 @@ func (s *state) freeTail(ls *laneState, best int32, revoke bool) bool {
 		if st != dispatch.Free && st != dispatch.Revoked {
 			break // the worker got here: everything before is claimed or passed
 		}
-		if st == dispatch.Free && s.tasks[ls.l.Task(seq)].prio > best {
+		if st == dispatch.Free && s.hot[ls.l.Task(seq)].prio > best {
 			found = true
 			if !revoke {
 				break
@@ -478,9 +487,10 @@ func (s *state) peek(ls *laneState, now time.Time, report bool) {
 // started sends EventStarted for the attempt at location l, once.
 func (s *state) started(t, l int32, now time.Time) {
 	r := &s.tasks[t]
-	if r.status != dispatched || r.link != l || r.flags&fStarted != 0 {
+	h := &s.hot[t]
+	if h.status != dispatched || r.link != l || h.flags&fStarted != 0 {
 		return
 	}
-	r.flags |= fStarted
+	h.flags |= fStarted
 	s.emit(EventStarted, t, now)
 }

@@ -98,18 +98,34 @@ func noop(context.Context) error { return nil }
 
 var runProfile = flag.String("baton.runprofile", "", "write a CPU profile of the run phase of BenchmarkState* here")
 
-func BenchmarkStateChain(b *testing.B) { benchState(b, true) }
-func BenchmarkStateFlat(b *testing.B)  { benchState(b, false) }
+func BenchmarkStateChain(b *testing.B)  { benchState(b, "chain") }
+func BenchmarkStateFlat(b *testing.B)   { benchState(b, "flat") }
+func BenchmarkStateRandom(b *testing.B) { benchState(b, "random") }
+func BenchmarkStateGrid(b *testing.B)   { benchState(b, "grid") }
 
-func benchState(b *testing.B, chain bool) {
+func benchState(b *testing.B, shape string) {
 	const n = 1_000_000
 	tasks := make([]Task, n)
 	ids := make([]string, n)
+	rng := rand.New(rand.NewPCG(1, 1))
 	for i := range tasks {
 		ids[i] = "t" + itoa(i)
 		tasks[i] = Task{ID: ids[i], Run: noop}
-		if i > 0 && chain {
+		switch {
+		case i == 0:
+		case shape == "chain":
 			tasks[i].Deps = ids[i-1 : i]
+		case shape == "grid":
+			if i%1000 > 0 {
+				tasks[i].Deps = append(tasks[i].Deps, ids[i-1])
+			}
+			if i >= 1000 {
+				tasks[i].Deps = append(tasks[i].Deps, ids[i-1000])
+			}
+		case shape == "random":
+			for range rng.IntN(5) {
+				tasks[i].Deps = append(tasks[i].Deps, ids[i-1-rng.IntN(min(i, 1000))])
+			}
 		}
 	}
 	b.ReportAllocs()
@@ -118,7 +134,7 @@ func benchState(b *testing.B, chain bool) {
 		// Build every state first, then time (and profile) only their runs.
 		rigs := make([]*rig, *runReps)
 		for i := range rigs {
-			r := newRig(1)
+			r := newRig(2)
 			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
 			if err := r.s.submit(&batch{tasks: tasks}, r.now); err != nil {
 				b.Fatal(err)

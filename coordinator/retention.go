@@ -76,6 +76,7 @@ func (s *state) maybeDrop(t int32) {
 // are appended to work.
 func (s *state) drop(t int32, work []int32) []int32 {
 	r := &s.tasks[t]
+	h := &s.hot[t]
 	release := func(j int32) {
 		if j == noTask {
 			return
@@ -88,7 +89,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		s.held[d].kids--
 		release(d)
 	}
-	if r.status == Skipped && r.link != noTask {
+	if h.status == Skipped && r.link != noTask {
 		s.held[r.link].refs--
 		release(r.link)
 	}
@@ -99,7 +100,8 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		*a = arena{}
 		s.arenaFree = append(s.arenaFree, r.arena)
 	}
-	*r = rec{status: dropped, link: noTask}
+	*r = rec{link: noTask}
+	s.hot[t] = hot{status: dropped}
 	*s.spec(t) = dispatch.Spec{}
 	s.held[t] = holds{}
 	s.recFree = append(s.recFree, t)

@@ -56,26 +56,35 @@ const (
 	fStarted                     // EventStarted was sent for the attempt out
 	fFused                       // dispatched behind its dependency's item
 	fClosed                      // the cancel came from Shutdown
+	fExtra                       // rec.x is set
 )
 
 // rec is the coordinator's record of one task; what workers read lives in
-// its dispatch.Spec. Fields most tasks never use live in *extra.
+// its dispatch.Spec, and what is read for every successor of every
+// finished task lives in hot. Fields most tasks never use live in *extra.
 type rec struct {
-	prio     int32
-	pool     uint16
-	flags    uint8
-	status   Status
-	unmet    int32 // dependencies not yet succeeded
 	attempts int32 // attempts started in the current run
 	runs     int32 // runs finished successfully
 	// link is the cause of a Skipped task (noTask: a rule skipped it with
 	// no failure upstream) and the location of a dispatched one's item.
 	link  int32
-	rseq  uint32 // the sequence of its last becoming ready: validates ready-queue entries
-	arena int32  // the arena holding deps and succ
+	arena int32 // the arena holding deps and succ
 	deps  span   // its dependencies, as given
 	succ  span   // tasks of its own batch that depend on it (later ones: x.more)
 	x     *extra
+}
+
+// hot is the part of a record read for every successor of every finished
+// task, 16 bytes in an array of its own: releasing a wide frontier onto
+// the ready queue touches these and nothing else (a cache miss each on a
+// large graph, where a whole record would cost two).
+type hot struct {
+	unmet  int32  // dependencies not yet succeeded
+	prio   int32  // Task.Priority
+	rseq   uint32 // the sequence of its last becoming ready: validates ready-queue entries
+	status Status
+	flags  uint8
+	pool   uint16
 }
 
 type span struct{ off, n int32 }
@@ -129,6 +138,7 @@ type poolState struct {
 	sampled   int              // samples taken
 	maxTarget int              // immutable: maxTarget, unless a test lowered it
 	revokeAt  time.Time        // when to take back worse work for a better ready task (zero: not planned)
+	minPrio   int32            // the best priority any task of the pool was submitted with
 }
 
 // laneState is one worker's lane as the coordinator sees it.
@@ -153,6 +163,7 @@ type laneState struct {
 // goroutine owns it (the one exception is state.final, see Scheduler).
 type state struct {
 	tasks  []rec
+	hot    []hot // parallel to tasks
 	specs  *dispatch.Specs
 	ids    idtable.Table
 	arenas []arena
@@ -199,6 +210,7 @@ func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Ra
 		if p.maxTarget == 0 {
 			p.maxTarget = maxTarget
 		}
+		p.minPrio = math.MaxInt32
 		s.byName[p.name] = i
 		for range lanesPerPool[i] {
 			id := len(s.lanes)
@@ -224,6 +236,7 @@ func (s *state) extra(t int32) *extra {
 	r := &s.tasks[t]
 	if r.x == nil {
 		r.x = &extra{}
+		s.hot[t].flags |= fExtra
 	}
 	return r.x
 }

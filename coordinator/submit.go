@@ -89,7 +89,7 @@ func (s *state) submit(b *batch, now time.Time) error {
 		if j >= base {
 			return int32(reused) + j - base
 		}
-		if reusedAt != nil && s.tasks[j].status == dropped {
+		if reusedAt != nil && s.hot[j].status == dropped {
 			return reusedAt[j]
 		}
 		return -1
@@ -150,7 +150,10 @@ func (s *state) submit(b *batch, now time.Time) error {
 	s.tasks = slices.Grow(s.tasks, n-reused)
 	for i := range tasks {
 		t := &tasks[i]
-		r := rec{prio: int32(t.Priority), pool: uint16(s.byName[t.Pool]), link: noTask, arena: a,
+		pool := s.byName[t.Pool]
+		s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
+		hr := hot{pool: uint16(pool), prio: int32(t.Priority)}
+		r := rec{link: noTask, arena: a,
 			deps: span{dstart[i], dstart[i+1] - dstart[i]}, succ: span{nd + sstart[i], sstart[i+1] - sstart[i]}}
 		sp := s.spec(idx[i])
 		sp.Run = t.Run
@@ -158,15 +161,17 @@ func (s *state) submit(b *batch, now time.Time) error {
 			sp.X = &dispatch.SpecX{Payload: t.Payload, Timeout: t.Timeout, RetryIf: t.Retry.RetryIf}
 		}
 		if needsExtra(t) || b.values != nil {
+			hr.flags |= fExtra
 			r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values}
 			if t.Delay > 0 {
 				r.x.notBefore = addSat(now, t.Delay)
 			}
 		}
 		if i < reused {
-			s.tasks[idx[i]] = r
+			s.tasks[idx[i]], s.hot[idx[i]] = r, hr
 		} else {
 			s.tasks = append(s.tasks, r)
+			s.hot = append(s.hot, hr)
 			if s.retain {
 				s.held = append(s.held, holds{})
 			}
@@ -184,13 +189,13 @@ func (s *state) submit(b *batch, now time.Time) error {
 				s.held[j].kids++
 			}
 			if places[k] >= 0 { // in the batch: pending, its succ list holds t
-				s.tasks[t].unmet++
+				s.hot[t].unmet++
 				if s.retain {
 					s.held[t].preds++
 				}
 				continue
 			}
-			switch st := s.tasks[j].status; {
+			switch st := s.hot[j].status; {
 			case st == Succeeded:
 			case st.Final():
 				if r := &s.tasks[t]; r.link == noTask {
@@ -200,7 +205,7 @@ func (s *state) submit(b *batch, now time.Time) error {
 			default:
 				x := s.extra(j)
 				x.more = append(x.more, t)
-				s.tasks[t].unmet++
+				s.hot[t].unmet++
 				if s.retain {
 					s.held[t].preds++
 				}
@@ -208,14 +213,14 @@ func (s *state) submit(b *batch, now time.Time) error {
 		}
 	}
 	for _, t := range skip {
-		if r := &s.tasks[t]; r.status == Pending {
+		if r := &s.tasks[t]; s.hot[t].status == Pending {
 			s.skipped(t, r.link, now)
 			s.skipDependents(t, r.link, now)
 		}
 	}
 	s.scratch = skip[:0]
 	for _, t := range idx {
-		if r := &s.tasks[t]; r.status == Pending && r.unmet == 0 {
+		if h := &s.hot[t]; h.status == Pending && h.unmet == 0 {
 			s.eligible(t, now)
 		}
 	}
@@ -262,7 +267,7 @@ func addSat(t time.Time, d time.Duration) time.Time {
 
 // root is the task to blame for j's bad end: j itself, or j's own cause.
 func (s *state) root(j int32) int32 {
-	if s.tasks[j].status == Skipped {
+	if s.hot[j].status == Skipped {
 		return s.tasks[j].link
 	}
 	return j
@@ -270,11 +275,11 @@ func (s *state) root(j int32) int32 {
 
 // eligible is called when t's dependencies have all succeeded.
 func (s *state) eligible(t int32, now time.Time) {
-	x := s.tasks[t].x
-	if x == nil {
+	if s.hot[t].flags&fExtra == 0 {
 		s.pushReady(t)
 		return
 	}
+	x := s.tasks[t].x
 	start := now
 	if x.notBefore.After(now) {
 		start = x.notBefore
@@ -290,9 +295,9 @@ func (s *state) eligible(t int32, now time.Time) {
 func (s *state) schedule(t int32, due, now time.Time) {
 	r := &s.tasks[t]
 	if due.After(now) {
-		if h, ok := s.wheel.Add(due, t); ok {
-			r.status = Pending
-			r.x.timer, r.x.inWheel = h, true
+		if handle, ok := s.wheel.Add(due, t); ok {
+			s.hot[t].status = Pending
+			r.x.timer, r.x.inWheel = handle, true
 			return
 		}
 	}
@@ -300,24 +305,24 @@ func (s *state) schedule(t int32, due, now time.Time) {
 }
 
 func (s *state) pushReady(t int32) {
-	r := &s.tasks[t]
-	r.status = Ready
+	h := &s.hot[t]
+	h.status = Ready
 	s.rseq++
-	r.rseq = s.rseq
-	p := &s.pools[r.pool]
-	p.ready.Push(int(r.prio), uint64(r.rseq)<<32|uint64(uint32(t)))
+	h.rseq = s.rseq
+	p := &s.pools[h.pool]
+	p.ready.Push(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
 	p.readyLive++
 }
 
 // requeue puts a task whose item was taken back at the head of its level,
 // where it was before it was handed out.
 func (s *state) requeue(t int32) {
-	r := &s.tasks[t]
-	r.status = Ready
+	h := &s.hot[t]
+	h.status = Ready
 	s.rseq++
-	r.rseq = s.rseq
-	p := &s.pools[r.pool]
-	p.ready.PushFront(int(r.prio), uint64(r.rseq)<<32|uint64(uint32(t)))
+	h.rseq = s.rseq
+	p := &s.pools[h.pool]
+	p.ready.PushFront(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
 	p.readyLive++
 }
 
