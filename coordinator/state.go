@@ -69,8 +69,8 @@ type rec struct {
 	// no failure upstream) and the location of a dispatched one's item.
 	link  int32
 	arena int32 // the arena holding deps and succ
-	deps  span   // its dependencies, as given
-	succ  span   // tasks of its own batch that depend on it (later ones: x.more)
+	deps  span  // its dependencies, as given
+	succ  span  // tasks of its own batch that depend on it (later ones: x.more)
 	x     *extra
 }
 
