@@ -158,3 +158,122 @@ func BenchmarkRetainedMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSubmit: Submit alone, a whole graph in one batch through the
+// string API, on a fresh scheduler; ns/task is per task of the graph.
+func BenchmarkSubmit(b *testing.B) {
+	for _, g := range Shapes(*benchN)[:5] {
+		b.Run(g.Name, func(b *testing.B) {
+			var total time.Duration
+			for range b.N {
+				b.StopTimer()
+				tasks := stringTasks(g)
+				s, err := coordinator.New(coordinator.WithWorkers(2))
+				if err != nil {
+					b.Fatal(err)
+				}
+				gate := make(chan struct{})
+				gt := coordinator.Task{ID: "gate", Run: func(context.Context) error { <-gate; return nil }}
+				if err := s.Submit(gt); err != nil {
+					b.Fatal(err)
+				}
+				for i := range tasks {
+					if len(tasks[i].Deps) == 0 {
+						tasks[i].Deps = []string{"gate"}
+					}
+				}
+				runtime.GC()
+				b.StartTimer()
+				start := time.Now()
+				if err := s.Submit(tasks...); err != nil {
+					b.Fatal(err)
+				}
+				total += time.Since(start)
+				b.StopTimer()
+				close(gate)
+				s.Shutdown(context.Background())
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*g.N), "ns/task")
+		})
+	}
+}
+
+// stringTasks is g as Tasks with string IDs, sharing one function.
+func stringTasks(g *Graph) []coordinator.Task {
+	run := func(context.Context) error { return nil }
+	ids := make([]string, g.N)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	deps := make([]string, len(g.Dep))
+	for i, d := range g.Dep {
+		deps[i] = ids[d]
+	}
+	tasks := make([]coordinator.Task, g.N)
+	for i := range tasks {
+		tasks[i] = coordinator.Task{ID: ids[i], Run: run, Deps: deps[g.Start[i]:g.Start[i+1]:g.Start[i+1]]}
+	}
+	return tasks
+}
+
+// BenchmarkSubmitGraph: Submit alone, a whole graph through SubmitGraph
+// (dependencies inside the graph by handle, no ID lookup for them).
+func BenchmarkSubmitGraph(b *testing.B) {
+	for _, g := range Shapes(*benchN)[:5] {
+		b.Run(g.Name, func(b *testing.B) {
+			var total time.Duration
+			for range b.N {
+				b.StopTimer()
+				graph := handleGraph(g)
+				s, err := coordinator.New(coordinator.WithWorkers(2))
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				b.StartTimer()
+				start := time.Now()
+				if err := s.SubmitGraph(context.Background(), graph); err != nil {
+					b.Fatal(err)
+				}
+				total += time.Since(start)
+				b.StopTimer()
+				s.Shutdown(context.Background())
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*g.N), "ns/task")
+		})
+	}
+}
+
+// handleGraph is g as a coordinator.Graph: string IDs, dependencies by
+// handle, one function shared.
+func handleGraph(g *Graph) *coordinator.Graph {
+	run := func(context.Context) error { return nil }
+	var graph coordinator.Graph
+	graph.Grow(g.N, len(g.Dep))
+	hs := make([]coordinator.Handle, 0, 4)
+	for i := range g.N {
+		hs = hs[:0]
+		for _, d := range g.Deps(i) {
+			hs = append(hs, coordinator.Handle(d))
+		}
+		graph.Add(coordinator.Task{ID: strconv.Itoa(i), Run: run}, hs...)
+	}
+	return &graph
+}
+
+// BenchmarkSmallGraphs: from Submit to Wait on a scheduler already
+// running, against the naive design (a goroutine per task), at 100, 1,000
+// and 100,000 tasks. ns/task is per task of the graph.
+func BenchmarkSmallGraphs(b *testing.B) {
+	for _, n := range []int{100, 1000, 100_000} {
+		for _, g := range Shapes(n)[:5] {
+			for _, d := range []Design{Designs[0], Naive} {
+				b.Run(fmt.Sprintf("n=%d/%s/%s", n, g.Name, d.Name), func(b *testing.B) {
+					measure(b, d, g, 2, Body{}, false)
+				})
+			}
+		}
+	}
+}

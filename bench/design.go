@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,36 @@ var Designs = []Design{
 	{Name: "mutex+fifo", prepare: func(g *Graph, w int, b Body, gated bool) (func() error, func()) {
 		return prepareMutex(mutexsched.NewFIFO(w), g, b, gated)
 	}},
+}
+
+// Naive is the design with no scheduler at all: one goroutine per task,
+// waiting on its dependencies' done channels (no pool: the Go scheduler
+// runs them all). It is measured on small graphs only: a million
+// goroutines would measure their stacks.
+var Naive = Design{Name: "naive", prepare: prepareNaive}
+
+func prepareNaive(g *Graph, workers int, body Body, gated bool) (func() error, func()) {
+	attempt := attempts(g, body)
+	run := func() error {
+		done := make([]chan struct{}, g.N)
+		for i := range done {
+			done[i] = make(chan struct{})
+		}
+		var wg sync.WaitGroup
+		for i := range g.N {
+			wg.Go(func() {
+				for _, d := range g.Deps(i) {
+					<-done[d]
+				}
+				for attempt(i) != nil { // a planned failure: run it again
+				}
+				close(done[i])
+			})
+		}
+		wg.Wait()
+		return nil
+	}
+	return run, func() {}
 }
 
 var errPlanned = errors.New("planned failure")

@@ -88,6 +88,11 @@ func (s *state) mayTopUp(ls *laneState, p *poolState) bool {
 	return best <= worst && best >= worstFree
 }
 
+// unmeasuredTarget is what a lane holds before its pool's first report: a
+// guess, safe either way, since revocation and stealing (not the estimate)
+// keep better and idle-worthy work from waiting behind it.
+const unmeasuredTarget = 8
+
 // target is how many attempts one lane should hold: the dispatch budget's
 // worth at the measured cost, at least 2 (one running, one waiting, so
 // that a worker never waits for the coordinator between two attempts).
@@ -97,7 +102,7 @@ func (p *poolState) target() int {
 		return p.maxTarget
 	}
 	if !p.measured {
-		return 2
+		return unmeasuredTarget
 	}
 	if p.cost <= 0 {
 		return p.maxTarget
@@ -295,6 +300,9 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 			continue
 		case fused >= k:
 			left, done = true, false
+			continue
+		case hc.prio > ls.worst:
+			left = true // worse than all the lane holds: better work the lane's items release would wait behind it
 			continue
 		case ls.worst > hc.prio && s.worseAfter(ls, seq, hc.prio):
 			left = true // it would wait behind worse work handed out after its dependency

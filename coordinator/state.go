@@ -181,6 +181,7 @@ type state struct {
 	events  []Event // decided since the last flush
 	wake    []int   // lanes reopened this iteration, for the loop to wake
 
+	sink      uint64 // submit's look-ahead loads land here
 	rng       *rand.Rand
 	scratch   []int32 // reused by submit and advance
 	work      []int32 // reused by the skip cascade

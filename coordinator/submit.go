@@ -63,8 +63,14 @@ func (s *state) submit(b *batch, now time.Time) error {
 		}
 	}
 	for i := range tasks {
+		hashes[i] = s.ids.Hash(tasks[i].ID)
+	}
+	var sink uint64 // the look-ahead's loads, kept so they are not optimised away
+	for i := range tasks {
+		if i+lookAhead < n {
+			sink += s.ids.Touch(hashes[i+lookAhead])
+		}
 		id := tasks[i].ID
-		hashes[i] = s.ids.Hash(id)
 		j, fresh := s.ids.Insert(id, hashes[i], idx[i], s.key)
 		if !fresh {
 			detail := "submitted before"
@@ -95,29 +101,49 @@ func (s *state) submit(b *batch, now time.Time) error {
 		return -1
 	}
 	dstart := make([]int32, n+1)
-	total := 0
+	total, named := 0, 0
 	for i := range tasks {
 		total += len(tasks[i].Deps) + len(b.places(i))
+		named += len(tasks[i].Deps)
 	}
 	deps, places := make([]int32, 0, total), make([]int32, 0, total)
+	depHashes := make([]uint32, 0, named)
+	for i := range tasks {
+		for _, d := range tasks[i].Deps {
+			depHashes = append(depHashes, s.ids.Hash(d))
+		}
+	}
+	forward := false // a dependency on a later place in the batch: a cycle is possible
+	k := 0
 	for i := range tasks {
 		mark := len(deps)
+		var seen map[int32]struct{}
 		for _, p := range b.places(i) {
-			deps, places = appendDep(deps, places, mark, idx[p], p)
+			deps, places = appendDep(deps, places, mark, idx[p], p, &seen)
+			forward = forward || p >= int32(i)
 		}
 		for _, d := range tasks[i].Deps {
-			j, ok := s.ids.Find(d, s.ids.Hash(d), s.key)
+			if k+lookAhead < named {
+				sink += s.ids.Touch(depHashes[k+lookAhead])
+			}
+			j, ok := s.ids.Find(d, depHashes[k], s.key)
+			k++
 			if !ok {
 				undo()
 				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: fmt.Sprintf("%q", d)}
 			}
-			deps, places = appendDep(deps, places, mark, j, place(j))
+			p := place(j)
+			deps, places = appendDep(deps, places, mark, j, p, &seen)
+			forward = forward || p >= int32(i)
 		}
 		dstart[i+1] = int32(len(deps))
 	}
-	if err := findCycle(tasks, dstart, places); err != nil {
-		undo()
-		return err
+	s.sink += sink
+	if forward { // dependencies only on earlier places cannot form a cycle
+		if err := findCycle(tasks, dstart, places); err != nil {
+			undo()
+			return err
+		}
 	}
 
 	// The arena: every task's dependencies, then every task's successors
@@ -148,6 +174,10 @@ func (s *state) submit(b *batch, now time.Time) error {
 
 	s.recFree = s.recFree[:len(s.recFree)-reused]
 	s.tasks = slices.Grow(s.tasks, n-reused)
+	s.hot = slices.Grow(s.hot, n-reused)
+	if s.retain {
+		s.held = slices.Grow(s.held, n-reused)
+	}
 	for i := range tasks {
 		t := &tasks[i]
 		pool := s.byName[t.Pool]
@@ -227,15 +257,28 @@ func (s *state) submit(b *batch, now time.Time) error {
 	return nil
 }
 
+// lookAhead is how far ahead submit touches the ID table's slots.
+const lookAhead = 8
+
 // appendDep adds dependency j (at place p) unless the task already lists
-// it since mark: a dependency named twice is one edge.
-func appendDep(deps, places []int32, mark int, j, p int32) ([]int32, []int32) {
-	if len(deps)-mark <= 16 {
+// it since mark: a dependency named twice is one edge. Short lists are
+// searched; a long one is checked against seen, built for it on demand.
+func appendDep(deps, places []int32, mark int, j, p int32, seen *map[int32]struct{}) ([]int32, []int32) {
+	if n := len(deps) - mark; n < 16 {
 		if slices.Contains(deps[mark:], j) {
 			return deps, places
 		}
-	} else if slices.Contains(deps[mark:], j) { // long lists: rare; still exact
-		return deps, places
+	} else {
+		if *seen == nil {
+			*seen = make(map[int32]struct{}, 2*n)
+			for _, d := range deps[mark:] {
+				(*seen)[d] = struct{}{}
+			}
+		}
+		if _, dup := (*seen)[j]; dup {
+			return deps, places
+		}
+		(*seen)[j] = struct{}{}
 	}
 	return append(deps, j), append(places, p)
 }

@@ -21,9 +21,16 @@ var seed = maphash.MakeSeed()
 
 // Table maps strings to int32 indexes (0 and up).
 type Table struct {
-	slots []uint64 // hash<<32 | idx+1; 0: empty
-	n     int
+	slots  []uint64 // hash<<32 | idx+1; 0: empty
+	n      int
+	recent [recentSize]uint64 // direct-mapped by hash: entries inserted lately, same encoding
 }
+
+// recentSize is the number of entries the recent cache holds: lookups of
+// IDs inserted lately (a dependency usually names a task submitted just
+// before it) are answered from it, in cache, instead of from the table,
+// a cache miss each once it is large.
+const recentSize = 1 << 12
 
 // Len reports the number of entries.
 func (t *Table) Len() int { return t.n }
@@ -75,7 +82,9 @@ func (t *Table) Insert(s string, h uint32, idx int32, keys Keys) (int32, bool) {
 	for i := h & m; ; i = (i + 1) & m {
 		e := t.slots[i]
 		if e == 0 {
-			t.slots[i] = uint64(h)<<32 | uint64(uint32(idx)+1)
+			e = uint64(h)<<32 | uint64(uint32(idx)+1)
+			t.slots[i] = e
+			t.recent[h%recentSize] = e
 			t.n++
 			return idx, true
 		}
@@ -92,6 +101,11 @@ func (t *Table) Find(s string, h uint32, keys Keys) (int32, bool) {
 	if t.n == 0 {
 		return 0, false
 	}
+	if e := t.recent[h%recentSize]; e != 0 && uint32(e>>32) == h {
+		if j := int32(uint32(e) - 1); keys(j) == s {
+			return j, true
+		}
+	}
 	m := uint32(len(t.slots) - 1)
 	for i := h & m; ; i = (i + 1) & m {
 		e := t.slots[i]
@@ -104,6 +118,16 @@ func (t *Table) Find(s string, h uint32, keys Keys) (int32, bool) {
 			}
 		}
 	}
+}
+
+// Touch reads the slot where a key of hash h would start its probe, and
+// returns it: a caller walking many keys touches a few ahead, so that the
+// cache misses of their probes overlap instead of adding up.
+func (t *Table) Touch(h uint32) uint64 {
+	if len(t.slots) == 0 {
+		return 0
+	}
+	return t.slots[h&uint32(len(t.slots)-1)]
 }
 
 // Delete removes the entry for idx stored under hash h, if present, and
@@ -124,6 +148,9 @@ func (t *Table) Delete(h uint32, idx int32) bool {
 			break
 		}
 		i = (i + 1) & m
+	}
+	if t.recent[h%recentSize] == want {
+		t.recent[h%recentSize] = 0
 	}
 	// Backward shift: pull later entries of the run into the hole when
 	// their home position allows it, so no tombstone is left.
