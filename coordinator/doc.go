@@ -14,11 +14,12 @@
 // One coordinator goroutine owns all scheduling state (unmet-dependency
 // counts, the ready queues, the delayed set in a timerwheel.Wheel) and no
 // mutex guards it. Submit, Cancel, Info, Subscribe and Wait are messages to
-// it; workers (package worker) receive batches of attempts over a channel
-// and send them back with their outcomes; one timer goroutine wakes the
-// coordinator when the earliest delayed entry comes due. Every goroutine
-// belongs to one errgroup and Shutdown waits for all of them. All time comes
-// from the clock given to WithClock.
+// it; worker goroutines run the attempts the coordinator hands them (see
+// Dispatch) and report how far they got; one timer goroutine wakes the
+// coordinator when the earliest delayed entry comes due. The coordinator,
+// timer and workers belong to one errgroup; Shutdown waits for them, for
+// the subscribers' goroutines and for attempts abandoned at a timeout.
+// All time comes from the clock given to WithClock.
 //
 // # Usage
 //
@@ -37,32 +38,65 @@
 //
 //  1. Call Shutdown once done; until then the scheduler's goroutines run.
 //  2. Make Run honour its context: it ends on Cancel, on Timeout and on
-//     Shutdown. A Run that ignores it past a Timeout is abandoned; one that
-//     ignores it at Shutdown delays Shutdown.
+//     Shutdown. A Run still running WithAbandonAfter past its Timeout is
+//     abandoned; one that ignores it at Shutdown delays Shutdown. Do not
+//     keep the context after Run returns unless Run called one of its
+//     methods: an untouched context is reused for a later attempt.
 //  3. Keep subscriber callbacks short or unsubscribe them: events queue for
 //     a slow subscriber without bound.
-//  4. Tasks and subscriber callbacks may call Submit, Cancel, Info and
-//     Subscribe; a task must not call Wait or Shutdown, which would wait for
-//     that task itself.
+//  4. Tasks may call Submit, Cancel, Info and Subscribe; a task must not
+//     call Wait or Shutdown, which would wait for that task itself.
+//     Subscriber callbacks may call every method, Wait and Shutdown
+//     included.
 //
 // # Dispatch
 //
 // Handing work between goroutines costs far more than running an empty
-// task, so the coordinator sends batches: a batch holds tasks of a single
-// priority level of one pool, sized from the ready backlog over the idle
-// workers and capped so that its measured work (a moving average per pool,
-// read on the scheduler's clock once per batch) stays within about 50µs
-// (and 1024 tasks). A
-// ready task of a better priority therefore never waits behind more than
-// that much work of a batch already handed out, and a pool whose tasks are
-// slower than that gets batches of one: with one worker its order is exact.
-// EventStarted is sent when an attempt is handed to a worker; within a
-// batch, the attempt begins once the ones before it in the batch are done.
+// task, so the coordinator hands each worker many attempts at once: every
+// worker owns a lane, a ring of attempts the coordinator appends to and the
+// worker runs in order. A lane holds about 50µs of work at the pool's
+// measured cost per attempt (at least two, so that a worker never waits
+// for the coordinator between two attempts, and at most 512). That size is
+// an estimate, and nothing relies on it: every attempt handed out carries a
+// claim that exactly one side wins. The worker claims an attempt just
+// before it calls the function; until then the coordinator may take it
+// back, and does:
 //
-// A successor whose only unmet dependency is in the batch being cut may be
-// fused into it, behind that dependency: the worker runs it only if the
-// dependency succeeds, so a chain costs one hand-off per batch rather than
-// one per link. A fused attempt is reported Started when its batch comes
-// back, just before its outcome, and only if it ran; one that did not run
-// waits again (or is skipped) exactly as if it had never been fused.
+//   - Cancel of a task handed out but not claimed ends it at once.
+//   - A worker with nothing to do takes about half of the unclaimed tail of
+//     the busiest lane of its pool, so no worker idles while work handed out
+//     to another waits to start, whatever the durations.
+//   - A ready task of a better priority waits at most for the attempts
+//     already running and revokeDelay (200µs); then worse work handed out
+//     and not claimed is taken back and the better task goes first.
+//
+// A successor whose only unmet dependency is in a lane may be fused behind
+// it: the worker runs it only if that dependency succeeded, so a chain
+// costs no round trip per link. Fusion never reorders the ready queue:
+// nothing is fused while a ready task of the same or a better priority
+// waits, and nothing worse than the lane's work is fused into it. A task
+// fused behind a dependency that has not succeeded is Pending; it cancels
+// at once, and what waits on it is skipped.
+//
+// What the states and events mean, precisely:
+//
+//   - Ready: queued for its pool, or handed to a worker that has not
+//     claimed it yet.
+//   - Running: a worker claimed the attempt; its function has been called
+//     and has not returned, or is about to be called. An attempt whose
+//     function returned and whose outcome the coordinator has not applied
+//     yet is Running until then; Info applies every finished attempt
+//     before it answers.
+//   - EventStarted: a worker claimed the attempt. Its At is when the
+//     coordinator learned of the claim: at once for the first attempt of a
+//     worker that had nothing to do, with its worker's next report
+//     otherwise (about a lane's worth of work later at most, unless the
+//     attempt before it on the same worker runs long), and never before the
+//     events of the dependencies it waited for.
+//
+// Workers report a failure, and any attempt of a task with retries, a
+// delay, a series or a timeout, as soon as it ends, so that retry waits and
+// series keep their times; a success that releases work an idle worker
+// could take is reported at once too. Other successes are reported in
+// groups, at most about half a lane later.
 package coordinator

@@ -247,11 +247,14 @@ func (s *state) edges(r *rec, sp span) []int32 {
 }
 
 // loc encodes an item's place for rec.link: lane and slot.
-func loc(lane int, seq uint32) int32 { return int32(lane)<<12 | int32(seq&(dispatch.Size-1)) }
+func loc(lane int, seq uint32) int32 { return int32(lane)<<10 | int32(seq&(dispatch.Size-1)) }
+
+// loc's ten bits of slot must hold every slot of a lane.
+var _ [1]struct{} = [dispatch.Size >> 10]struct{}{}
 
 // locate decodes rec.link into the lane and the item's sequence.
 func (s *state) locate(link int32) (*laneState, uint32) {
-	ls := &s.lanes[link>>12]
+	ls := &s.lanes[link>>10]
 	slot := uint32(link) & (dispatch.Size - 1)
 	return ls, ls.applied + (slot-ls.applied)&(dispatch.Size-1)
 }

@@ -43,7 +43,7 @@ import (
 )
 
 // Size is the number of items a lane holds; a power of two.
-const Size = 4096
+const Size = 1024
 
 const (
 	mask      = Size - 1
