@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,6 +61,19 @@ func decodeBatch(data []byte) []coordinator.Task {
 		if flags&8 != 0 {
 			t.Pool = "nowhere"
 		}
+		if flags&16 != 0 { // the extremes Submit accepts
+			extreme := []time.Duration{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 / 2, 1}
+			pick := func() time.Duration { return extreme[next()%len(extreme)] }
+			t.Retry = coordinator.RetryPolicy{MaxAttempts: next()%3 + 1, BaseDelay: pick(), MaxDelay: pick(), Jitter: float64(next()%5) / 4}
+			switch next() % 4 {
+			case 0:
+				t.Delay = pick()
+			case 1:
+				t.Every, t.Times = pick(), next()%3+1
+			case 2:
+				t.Timeout = pick()
+			}
+		}
 		batch = append(batch, t)
 	}
 	return batch
@@ -70,10 +84,13 @@ func decodeBatch(data []byte) []coordinator.Task {
 // valid batch still runs); nothing panics.
 func FuzzSubmit(f *testing.F) {
 	f.Add([]byte{3, 0, 0, 4, 0, 1, 1, 0, 5, 1, 2, 0, 5})
-	f.Add([]byte{2, 0, 1, 1, 4, 0, 1, 1, 0, 4, 0})          // a and b depend on each other
-	f.Add([]byte{1, 6, 1, 9, 4, 0})                         // unknown dependency
-	f.Add([]byte{2, 0, 0, 4, 2, 0, 0, 4, 0})                // duplicate ID
-	f.Add([]byte{1, 2, 1, 6, 3, 7, 3, 4, 2, 3, 2, 1, 2, 5}) // recurring with retries
+	f.Add([]byte{2, 0, 1, 1, 4, 0, 1, 1, 0, 4, 0})                              // a and b depend on each other
+	f.Add([]byte{1, 6, 1, 9, 4, 0})                                             // unknown dependency
+	f.Add([]byte{2, 0, 0, 4, 2, 0, 0, 4, 0})                                    // duplicate ID
+	f.Add([]byte{1, 2, 1, 6, 3, 7, 3, 4, 2, 3, 2, 1, 2, 5})                     // recurring with retries
+	f.Add([]byte{1, 0, 0, 0, 1, 16, 1, 0, 0, 4, 3})                             // fails; retry BaseDelay MaxInt64, Jitter 1
+	f.Add([]byte{2, 0, 0, 0, 1, 16, 2, 1, 2, 2, 0, 1, 0, 0, 4, 16, 0, 3, 0, 1}) // MaxInt64 delay; a series of MaxInt64 - 1
+	f.Add([]byte{1, 3, 0, 0, 5, 16, 1, 0, 1, 4, 2})                             // extreme timeout and backoff
 	f.Fuzz(func(t *testing.T, data []byte) {
 		synctest.Test(t, func(t *testing.T) {
 			s := newScheduler(t, coordinator.WithWorkers(2))
@@ -85,6 +102,11 @@ func FuzzSubmit(f *testing.F) {
 			}
 			settle(t, s)
 			batch := decodeBatch(data)
+			far := false // a wait of more than a day: shut down instead of waiting it out
+			for _, tk := range batch {
+				r := tk.Retry
+				far = far || max(tk.Delay, tk.Every, tk.Timeout, r.BaseDelay, r.MaxDelay) > 24*time.Hour
+			}
 			err := s.Submit(batch...)
 			if err != nil {
 				var te *coordinator.TaskError
@@ -101,12 +123,23 @@ func FuzzSubmit(f *testing.F) {
 					}
 				}
 			}
-			settle(t, s)
+			if far {
+				time.Sleep(time.Hour) // fake time
+				synctest.Wait()
+				if err := s.Shutdown(context.Background()); err != nil {
+					t.Fatalf("Shutdown = %v", err)
+				}
+			} else {
+				settle(t, s)
+			}
 			for _, tk := range batch {
 				info, found := s.Info(tk.ID)
 				if (err == nil && !found) || (found && !info.Status.Final()) {
 					t.Fatalf("Info(%q) = %+v, %v after Wait; want a final task", tk.ID, info, found)
 				}
+			}
+			if far {
+				return // shut down: nothing more to submit
 			}
 			if err := s.Submit(coordinator.Task{ID: "later", Run: ok, Deps: []string{"old1"}}); err != nil {
 				t.Fatalf("Submit(later) = %v", err)

@@ -398,3 +398,58 @@ func TestStateMillionDelayedCancelled(t *testing.T) {
 		t.Fatalf("open = %d; want 0", r.s.open)
 	}
 }
+
+// A Cancel that lands on a recurring task whose run has returned nil but
+// is not applied yet stops the series after that run: the run counts, and
+// no other starts.
+func TestStateCancelAfterSealedRunStopsSeries(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t, Task{ID: "tick", Run: noop, Every: time.Second, Times: 5}, Task{ID: "other", Run: noop})
+	r.step()
+	r.s.lanes[0].l.Step(r.env) // tick's run 1 returns nil; nothing applied yet
+	if !r.s.cancel("tick", r.now) {
+		t.Fatalf("cancel(tick) = false; want true: runs were still to come")
+	}
+	r.runAll(t, 10)
+	info, _ := r.s.info("tick")
+	if info.Status != Cancelled || info.Runs != 1 {
+		t.Fatalf("info(tick) = %+v; want cancelled after 1 run", info)
+	}
+	if _, ok := r.s.nextDue(); ok {
+		t.Fatalf("a next run is still planned")
+	}
+}
+
+// Shutdown meets every kind of task: delayed, waiting for a retry, between
+// runs, handed out and not claimed, running, and a run just returned. All
+// end final, and nothing more is handed out.
+func TestStateShutdownMeetsEveryKind(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.submit(t,
+		Task{ID: "run1", Run: noop},
+		Task{ID: "sealed-series", Run: noop, Every: time.Second, Times: 5},
+		Task{ID: "running", Run: noop},
+		Task{ID: "handed", Run: noop},
+		Task{ID: "delayed", Run: noop, Delay: time.Hour},
+		Task{ID: "retrying", Run: fail, Retry: RetryPolicy{MaxAttempts: 3, BaseDelay: time.Hour}},
+		Task{ID: "between", Run: noop, Every: time.Hour, Times: 3},
+	)
+	r.runAll(t, 3)
+	r.submit(t, Task{ID: "late", Run: noop})
+	r.step()
+	r.s.shutdown(r.now)
+	r.runAll(t, 10)
+	for _, tk := range []string{"run1", "sealed-series", "running", "handed", "delayed", "retrying", "between", "late"} {
+		if st := r.status(t, tk); !st.Final() {
+			t.Fatalf("status(%s) = %v after shutdown; want final", tk, st)
+		}
+	}
+	if r.s.open != 0 || !r.s.settled() {
+		t.Fatalf("open = %d, settled = %v; want 0, true", r.s.open, r.s.settled())
+	}
+	if err := r.s.submit(&batch{tasks: []Task{{ID: "after", Run: noop}}}, r.now); !errors.Is(err, ErrClosed) {
+		t.Fatalf("submit after shutdown = %v; want ErrClosed", err)
+	}
+}
