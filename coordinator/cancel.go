@@ -84,13 +84,31 @@ func (s *state) unqueue(t int32) {
 	}
 }
 
-// shutdown cancels every task whose function is not running; running ones
-// have their contexts end and end Cancelled when they return, unless their
-// attempt had already succeeded. No attempt starts from now on.
+// shutdown cancels every task whose function is not running (all end
+// Cancelled: none is skipped, since everything ends); running ones have
+// their contexts end and end Cancelled when they return, unless their
+// attempt had already succeeded. No attempt starts from now on. The event
+// stream says so: first every attempt handed out and not claimed is
+// revoked, after which no worker can claim anything; then what finished is
+// applied and what was claimed is reported started; only then come the
+// cancellations.
 func (s *state) shutdown(now time.Time) {
 	s.closing = true
-	for i := range s.lanes { // report what started before revoking the rest
+	for i := range s.lanes {
+		ls := &s.lanes[i]
+		for seq := ls.applied; seq != ls.n; seq++ {
+			t := ls.l.Task(seq)
+			if r := &s.tasks[t]; s.hot[t].status == dispatched && r.link == loc(ls.l.ID, seq) && ls.l.Revoke(seq) {
+				ls.live--
+				r.attempts--
+				r.link = noTask
+				s.hot[t].status = Pending // cancelled below
+			}
+		}
+	}
+	for i := range s.lanes {
 		if ls := &s.lanes[i]; ls.open {
+			s.harvest(ls, now)
 			s.peek(ls, now, s.observe)
 		}
 	}

@@ -198,7 +198,9 @@ func (s *state) cancelled(t int32, now time.Time) {
 	if e := s.emit(EventCancelled, t, now); e != nil {
 		e.Err = cause
 	}
-	s.skipDependents(t, t, now)
+	if !s.closing {
+		s.skipDependents(t, t, now) // under Shutdown every waiting task is cancelled instead
+	}
 }
 
 func (s *state) finish(t int32, st Status, now time.Time) {

@@ -13,16 +13,18 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
-	"github.com/batonhq/baton/coordinator/refmodel"
+	"github.com/batonhq/baton/internal/refmodel"
+	"github.com/batonhq/baton/worker"
 	"pgregory.net/rapid"
 )
 
 // step is one action of a random program.
 type step struct {
-	submit  []refmodel.Task
-	cancel  string
-	free    string        // release a task that ignores its context
-	advance time.Duration // let fake time pass
+	submit   []refmodel.Task
+	cancel   string
+	free     string        // release a task that ignores its context
+	advance  time.Duration // let fake time pass
+	shutdown bool
 }
 
 func (s step) String() string {
@@ -30,24 +32,50 @@ func (s step) String() string {
 	case s.submit != nil:
 		var parts []string
 		for _, t := range s.submit {
-			parts = append(parts, fmt.Sprintf("%s%v p%d %+v delay %v base %v every %v×%d",
-				t.ID, t.Deps, t.Priority, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
+			parts = append(parts, fmt.Sprintf("%s%v p%d pool %q %+v delay %v base %v every %v×%d",
+				t.ID, t.Deps, t.Priority, t.Pool, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
 		}
 		return "submit " + strings.Join(parts, "; ")
 	case s.cancel != "":
 		return "cancel " + s.cancel
 	case s.advance > 0:
 		return "advance " + s.advance.String()
+	case s.shutdown:
+		return "shutdown"
 	}
 	return "release " + s.free
 }
 
-// genProgram draws a program: batches of tasks with random dependencies
-// (some unknown, some cyclic, some duplicate IDs), behaviours and
-// priorities, cancels and releases.
-func genProgram(t *rapid.T) []step {
+// program is a random program and the scheduler it runs on.
+type program struct {
+	steps  []step
+	retain bool          // WithRetention(keep)
+	keep   time.Duration // 0 or 1s
+}
+
+func (p program) String() string {
+	var b strings.Builder
+	if p.retain {
+		fmt.Fprintf(&b, "  retention %v\n", p.keep)
+	}
+	for k, st := range p.steps {
+		fmt.Fprintf(&b, "  %d: %v\n", k, st)
+	}
+	return b.String()
+}
+
+// genProgram draws a program: batches of tasks (on two pools, with pools)
+// with random
+// dependencies (some unknown, some cyclic, some duplicate IDs, some IDs of
+// tasks retention forgot), behaviours and priorities, cancels, releases,
+// time passing, and at most one Shutdown, after which the program goes on
+// (Submit and Cancel are refused, running tasks end).
+func genProgram(t *rapid.T, pools bool) program {
 	var ids []string
-	var prog []step
+	p := program{retain: rapid.Bool().Draw(t, "retain")}
+	if p.retain {
+		p.keep = time.Duration(rapid.IntRange(0, 1).Draw(t, "keep")) * time.Second
+	}
 	timed := rapid.Bool().Draw(t, "timed") // delays, retry waits, recurring tasks, time passing
 	second := func(label string, hi int) time.Duration {
 		if !timed {
@@ -55,12 +83,15 @@ func genProgram(t *rapid.T) []step {
 		}
 		return time.Duration(rapid.IntRange(0, hi).Draw(t, label)) * time.Second
 	}
+	shut := false
 	n := rapid.IntRange(1, 25).Draw(t, "steps")
 	for range n {
-		switch k := rapid.IntRange(0, 11).Draw(t, "kind"); {
+		switch k := rapid.IntRange(0, 12).Draw(t, "kind"); {
+		case k == 12 && !shut:
+			shut = true
+			p.steps = append(p.steps, step{shutdown: true})
 		case k >= 10 && timed:
-			prog = append(prog, step{advance: time.Duration(rapid.IntRange(1, 8).Draw(t, "advance")) * 500 * time.Millisecond})
-			continue
+			p.steps = append(p.steps, step{advance: time.Duration(rapid.IntRange(1, 8).Draw(t, "advance")) * 500 * time.Millisecond})
 		case k < 6 || len(ids) == 0:
 			size := rapid.IntRange(1, 4).Draw(t, "size")
 			var batch []refmodel.Task
@@ -91,25 +122,35 @@ func genProgram(t *rapid.T) []step {
 				case 4:
 					do.BlockDeaf = true
 				}
-				task := refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Do: do,
+				pool := ""
+				if pools && rapid.IntRange(0, 3).Draw(t, "pool") == 0 {
+					pool = "gpu"
+				}
+				task := refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Pool: pool, Do: do,
 					Delay: second("delay", 3), BaseDelay: second("base", 2), Every: second("every", 2)}
 				if task.Every > 0 {
 					task.Times = rapid.IntRange(1, 3).Draw(t, "times")
 				}
 				batch = append(batch, task)
 			}
-			prog = append(prog, step{submit: batch})
+			p.steps = append(p.steps, step{submit: batch})
 			for range size {
 				ids = append(ids, fmt.Sprintf("t%d", len(ids))) // named whether or not the batch is accepted
 			}
 		case k < 8:
-			prog = append(prog, step{cancel: rapid.SampledFrom(append(ids, "ghost")).Draw(t, "cancel")})
-		case k < 10:
-			prog = append(prog, step{free: rapid.SampledFrom(ids).Draw(t, "release")})
+			p.steps = append(p.steps, step{cancel: rapid.SampledFrom(append(ids, "ghost")).Draw(t, "cancel")})
+		default:
+			p.steps = append(p.steps, step{free: rapid.SampledFrom(ids).Draw(t, "release")})
 		}
 	}
-	return prog
+	return p
 }
+
+// modelWorker is the custom worker of the "gpu" pool: it runs the job's
+// function, as a worker of a real device would run its payload.
+type modelWorker struct{}
+
+func (modelWorker) Do(ctx context.Context, j worker.Job) error { return j.Run(ctx) }
 
 // schedTask builds the scheduler's version of a model task: its function
 // fails, panics or blocks as the behaviour says (gate releases a task that
@@ -117,7 +158,7 @@ func genProgram(t *rapid.T) []step {
 func schedTask(mt refmodel.Task, gate <-chan struct{}) coordinator.Task {
 	do := mt.Do
 	var calls atomic.Int32
-	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority,
+	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority, Pool: mt.Pool,
 		Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
 		Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
 		Run: func(ctx context.Context) error {
@@ -135,67 +176,119 @@ func schedTask(mt refmodel.Task, gate <-chan struct{}) coordinator.Task {
 		}}
 }
 
+func programOptions(p program, workers, maxBatch int) []coordinator.Option {
+	opts := []coordinator.Option{coordinator.WithWorkers(workers), coordinator.WithPool("gpu", workers, modelWorker{})}
+	if maxBatch > 0 {
+		opts = append(opts, coordinator.WithMaxBatch(maxBatch))
+	}
+	if p.retain {
+		opts = append(opts, coordinator.WithRetention(p.keep))
+	}
+	return opts
+}
+
 // checkPrograms runs check on random programs and, on a difference, fails
 // with the shrunk program listed step by step.
-func checkPrograms(t *testing.T, check func(*testing.T, []step) string) {
+func checkPrograms(t *testing.T, pools bool, check func(*testing.T, program) string) {
 	rapid.Check(t, func(rt *rapid.T) {
-		prog := genProgram(rt)
+		prog := genProgram(rt, pools)
 		if diff := check(t, prog); diff != "" {
-			var listing strings.Builder
-			for k, st := range prog {
-				fmt.Fprintf(&listing, "  %d: %v\n", k, st)
-			}
-			rt.Fatalf("%s\nprogram:\n%s", diff, listing.String())
+			rt.Fatalf("%s\nprogram:\n%s", diff, prog)
 		}
 	})
 }
 
-// runProgram runs prog on a one-worker scheduler without batching and on
-// the model, comparing after every step. It returns the first difference.
-func runProgram(t *testing.T, prog []step) (diff string) {
+// gates holds the gates of the tasks that ignore their context.
+type gates struct {
+	mu sync.Mutex
+	c  map[string][]chan struct{} // by ID: every task that had it
+}
+
+func (g *gates) add(id string, c chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.c == nil {
+		g.c = map[string][]chan struct{}{}
+	}
+	g.c[id] = append(g.c[id], c)
+}
+
+// free releases the latest task with id (the one a release step names).
+func (g *gates) free(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cs := g.c[id]; len(cs) > 0 {
+		if c := cs[len(cs)-1]; c != nil {
+			close(c)
+			cs[len(cs)-1] = nil
+		}
+	}
+}
+
+func (g *gates) freeAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, cs := range g.c {
+		for i, c := range cs {
+			if c != nil {
+				close(c)
+				cs[i] = nil
+			}
+		}
+	}
+}
+
+// runProgram runs prog on a scheduler with one worker per pool and lanes
+// of one, and on the model, comparing after every step: start order per
+// pool, every live task's status, attempts, runs and cause, every ID's
+// events, forgotten IDs unknown, and whether Wait returns. Programs on one
+// pool only: two pools run at once, and which of two outcomes of the same
+// instant the coordinator applies first is not determined.
+func runProgram(t *testing.T, prog program) (diff string) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := coordinator.New(coordinator.WithWorkers(1), coordinator.WithMaxBatch(1))
+		s, err := coordinator.New(programOptions(prog, 1, 1)...)
 		if err != nil {
 			diff = err.Error()
 			return
 		}
-		m := refmodel.New()
+		m := refmodel.New(prog.retain, prog.keep)
 		var mu sync.Mutex
-		var started []string
+		started := map[string][]string{} // by pool
 		events := map[string][]string{}
 		s.Subscribe(func(e coordinator.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			events[e.TaskID] = append(events[e.TaskID], e.Kind.String())
-			if e.Kind == coordinator.EventStarted {
-				started = append(started, e.TaskID)
-			}
 		})
-		release := map[string]chan struct{}{}
-		var releaseOnce = map[string]*sync.Once{}
-		freeTask := func(id string) {
-			if o := releaseOnce[id]; o != nil {
-				o.Do(func() { close(release[id]) })
-			}
-		}
+		var g gates
+		shutdownDone := make(chan error, 1)
+		shutdownCalled := false
 		defer func() {
-			for id := range release {
-				freeTask(id)
+			g.freeAll()
+			if !shutdownCalled {
+				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
 			}
-			if err := s.Shutdown(context.Background()); err != nil && diff == "" {
+			if err := <-shutdownDone; err != nil && diff == "" {
 				diff = fmt.Sprintf("Shutdown = %v", err)
 			}
 		}()
-		for k, st := range prog {
+		s.Subscribe(func(e coordinator.Event) {
+			if e.Kind == coordinator.EventStarted {
+				mu.Lock()
+				started[e.Pool] = append(started[e.Pool], e.TaskID)
+				mu.Unlock()
+			}
+		})
+		for k, st := range prog.steps {
 			where := fmt.Sprintf("step %d (%v)", k, st)
 			switch {
 			case st.submit != nil:
 				var tasks []coordinator.Task
-				gates := map[string]chan struct{}{}
+				chans := map[string]chan struct{}{}
 				for _, mt := range st.submit {
 					gate := make(chan struct{})
 					if mt.Do.BlockDeaf {
-						gates[mt.ID] = gate
+						chans[mt.ID] = gate
 					}
 					tasks = append(tasks, schedTask(mt, gate))
 				}
@@ -203,14 +296,15 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 				sameErr := (got == nil && want == nil) ||
 					(errors.Is(want, refmodel.ErrDuplicate) && errors.Is(got, coordinator.ErrDuplicateID)) ||
 					(errors.Is(want, refmodel.ErrUnknown) && errors.Is(got, coordinator.ErrUnknownDependency)) ||
-					(errors.Is(want, refmodel.ErrCycle) && errors.Is(got, coordinator.ErrCycle))
+					(errors.Is(want, refmodel.ErrCycle) && errors.Is(got, coordinator.ErrCycle)) ||
+					(errors.Is(want, refmodel.ErrClosed) && errors.Is(got, coordinator.ErrClosed))
 				if !sameErr {
 					diff = fmt.Sprintf("%s: Submit = %v; model: %v", where, got, want)
 					return
 				}
 				if got == nil {
-					for id, gate := range gates {
-						release[id], releaseOnce[id] = gate, &sync.Once{}
+					for _, mt := range st.submit {
+						g.add(mt.ID, chans[mt.ID])
 					}
 				}
 			case st.cancel != "":
@@ -221,34 +315,20 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 			case st.advance > 0:
 				time.Sleep(st.advance) // fake time: every timer on the way fires
 				m.Advance(st.advance)
+			case st.shutdown:
+				shutdownCalled = true
+				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+				m.Shutdown()
 			default:
-				freeTask(st.free)
+				g.free(st.free)
 				m.Release(st.free)
 			}
 			waited := make(chan struct{})
 			go func() { s.Wait(context.Background()); close(waited) }()
 			synctest.Wait()
-			mu.Lock()
-			gotStarted, gotEvents := slices.Clone(started), events
-			mu.Unlock()
-			if !slices.Equal(gotStarted, m.Started) {
-				diff = fmt.Sprintf("%s: start order %v; model %v", where, gotStarted, m.Started)
+			if d := compare(s, m, &mu, started, events, where); d != "" {
+				diff = d
 				return
-			}
-			for _, r := range m.Tasks {
-				info, found := s.Info(r.ID)
-				if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Runs != r.Runs || info.Cause != r.Cause {
-					diff = fmt.Sprintf("%s: Info(%s) = %v %v attempts %d runs %d cause %q; model %v attempts %d runs %d cause %q",
-						where, r.ID, found, info.Status, info.Attempts, info.Runs, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Runs, r.Cause)
-					return
-				}
-				mu.Lock()
-				ev := slices.Clone(gotEvents[r.ID])
-				mu.Unlock()
-				if !slices.Equal(ev, r.Events) {
-					diff = fmt.Sprintf("%s: events of %s %v; model %v", where, r.ID, ev, r.Events)
-					return
-				}
 			}
 			select {
 			case <-waited:
@@ -267,23 +347,70 @@ func runProgram(t *testing.T, prog []step) (diff string) {
 	return diff
 }
 
-// The model-based property test: random programs, one worker, compared
-// step by step with the reference model (start order, statuses, attempts,
-// runs, skip causes, per-task events, and when Wait returns); half of the
-// programs use delays, retry waits and recurring tasks and let fake time
-// pass. A failure is shrunk to a short program. More programs:
-// -rapid.checks=N.
-func TestModel(t *testing.T) { checkPrograms(t, runProgram) }
+// compare checks the scheduler against the model after a step.
+func compare(s *coordinator.Scheduler, m *refmodel.Model, mu *sync.Mutex, started, events map[string][]string, where string) string {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, pool := range []string{"", "gpu"} {
+		var want []string
+		for i, id := range m.Started {
+			if m.StartIn[i] == pool {
+				want = append(want, id)
+			}
+		}
+		if got := started[pool]; !slices.Equal(got, want) {
+			return fmt.Sprintf("%s: pool %q start order %v; model %v", where, pool, got, want)
+		}
+	}
+	byID := map[string][]*refmodel.Record{}
+	for _, r := range m.Tasks {
+		byID[r.ID] = append(byID[r.ID], r)
+	}
+	for id, rs := range byID {
+		info, found := s.Info(id)
+		live, ok := m.ByID[id]
+		if !ok {
+			if found {
+				return fmt.Sprintf("%s: Info(%s) found; model forgot it", where, id)
+			}
+		} else {
+			r := m.Tasks[live]
+			if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Runs != r.Runs || info.Cause != r.Cause {
+				return fmt.Sprintf("%s: Info(%s) = %v %v attempts %d runs %d cause %q; model %v attempts %d runs %d cause %q",
+					where, id, found, info.Status, info.Attempts, info.Runs, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Runs, r.Cause)
+			}
+		}
+		var want []string
+		for _, r := range rs {
+			want = append(want, r.Events...)
+		}
+		if got := events[id]; !slices.Equal(got, want) {
+			return fmt.Sprintf("%s: events of %s %v; model %v", where, id, got, want)
+		}
+	}
+	return ""
+}
 
-// checkInvariants runs prog on a scheduler with several workers and
-// batching on, where the order is not fixed, and checks on the event
-// stream what must hold whatever the order: a task starts only after every
-// dependency succeeded, never before its delay has passed, never while an
-// attempt of it is still out; every accepted task ends in exactly one final
-// state; Wait returns.
-func checkInvariants(t *testing.T, prog []step) (diff string) {
+// The model-based property test: random programs on one worker with lanes
+// of one, compared step by step with the reference model (start order,
+// statuses, attempts, runs, skip causes, events, retention and ID reuse,
+// Shutdown at any step, and when Wait returns); half of the programs use
+// delays, retry waits and recurring tasks and let fake time pass, half
+// forget final tasks. A failure is shrunk to a short program. More
+// programs: -rapid.checks=N.
+func TestModel(t *testing.T) { checkPrograms(t, false, runProgram) }
+
+// checkInvariants runs prog with batching, look-ahead and fusion on, on
+// pools of several workers, where the order is not fixed, and checks on the
+// event stream what must hold whatever the order: a task starts only after
+// every dependency succeeded, never before its delay has passed, never
+// while an attempt of it is still out, never after Shutdown's first
+// cancellation; every accepted task ends in exactly one final event, and a
+// skip names a failed or cancelled task upstream; Info agrees with the
+// events; Wait returns.
+func checkInvariants(t *testing.T, prog program) (diff string) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := coordinator.New(coordinator.WithWorkers(3))
+		s, err := coordinator.New(programOptions(prog, 3, 0)...)
 		if err != nil {
 			diff = err.Error()
 			return
@@ -295,81 +422,134 @@ func checkInvariants(t *testing.T, prog []step) (diff string) {
 			events = append(events, e)
 			mu.Unlock()
 		})
-		deps := map[string][]string{}
-		notBefore := map[string]time.Time{}
-		var gates []chan struct{}
-		for _, st := range prog {
+		// Per ID, the accepted tasks in order (retention lets an ID come back).
+		type accepted struct {
+			deps      []string
+			notBefore time.Time
+		}
+		tasks := map[string][]accepted{}
+		var g gates
+		shutdownDone := make(chan error, 1)
+		shut := false
+		for _, st := range prog.steps {
 			switch {
 			case st.submit != nil:
-				var tasks []coordinator.Task
+				var batch []coordinator.Task
+				chans := map[string]chan struct{}{}
 				for _, mt := range st.submit {
 					gate := make(chan struct{})
-					gates = append(gates, gate)
-					tasks = append(tasks, schedTask(mt, gate))
+					chans[mt.ID] = gate
+					batch = append(batch, schedTask(mt, gate))
 				}
-				if s.Submit(tasks...) == nil {
+				if s.Submit(batch...) == nil {
 					for _, mt := range st.submit {
-						deps[mt.ID], notBefore[mt.ID] = mt.Deps, time.Now().Add(mt.Delay)
+						tasks[mt.ID] = append(tasks[mt.ID], accepted{mt.Deps, time.Now().Add(mt.Delay)})
+						g.add(mt.ID, chans[mt.ID])
 					}
 				}
 			case st.cancel != "":
 				s.Cancel(st.cancel)
 			case st.advance > 0:
 				time.Sleep(st.advance)
+			case st.shutdown:
+				shut = true
+				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+			default:
+				g.free(st.free)
 			}
 			synctest.Wait()
 		}
-		for _, g := range gates {
-			close(g)
-		}
-		for id := range deps {
+		g.freeAll()
+		for id := range tasks {
 			s.Cancel(id) // ends the tasks that block until cancelled
 		}
 		if err := s.Wait(context.Background()); err != nil {
 			diff = fmt.Sprintf("Wait = %v", err)
 		}
-		if err := s.Shutdown(context.Background()); err != nil && diff == "" {
+		infos := map[string]coordinator.TaskInfo{}
+		for id := range tasks {
+			if info, found := s.Info(id); found {
+				infos[id] = info
+			}
+		}
+		if !shut {
+			go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+		}
+		if err := <-shutdownDone; err != nil && diff == "" {
 			diff = fmt.Sprintf("Shutdown = %v", err)
 		}
+		if diff != "" {
+			return
+		}
+		final := map[string]coordinator.EventKind{} // the last final event per ID
+		gen := map[string]int{}                     // which accepted task of the ID the events are about
 		succeeded := map[string]bool{}
 		out := map[string]bool{}
 		finals := map[string]int{}
-		for _, e := range events {
+		closedAt := -1
+		for i, e := range events {
+			id := e.TaskID
 			switch e.Kind {
 			case coordinator.EventStarted:
-				for _, d := range deps[e.TaskID] {
+				if closedAt >= 0 {
+					diff = fmt.Sprintf("%s started (event %d) after Shutdown's first cancellation (event %d)", id, i, closedAt)
+					return
+				}
+				acc := tasks[id][min(gen[id], len(tasks[id])-1)]
+				for _, d := range acc.deps {
 					if !succeeded[d] {
-						diff = fmt.Sprintf("%s started before its dependency %s succeeded", e.TaskID, d)
+						diff = fmt.Sprintf("%s started before its dependency %s succeeded", id, d)
 						return
 					}
 				}
-				if e.At.Before(notBefore[e.TaskID]) {
-					diff = fmt.Sprintf("%s started at %v, before its delay passed (%v)", e.TaskID, e.At, notBefore[e.TaskID])
+				if e.At.Before(acc.notBefore) {
+					diff = fmt.Sprintf("%s started at %v, before its delay passed (%v)", id, e.At, acc.notBefore)
 					return
 				}
-				if out[e.TaskID] {
-					diff = fmt.Sprintf("%s started while an attempt of it was out", e.TaskID)
+				if out[id] {
+					diff = fmt.Sprintf("%s started while an attempt of it was out", id)
 					return
 				}
-				out[e.TaskID] = true
+				out[id] = true
 			case coordinator.EventRetrying, coordinator.EventRecurred:
-				out[e.TaskID] = false
+				out[id] = false
 			default:
-				out[e.TaskID] = false
-				finals[e.TaskID]++
-				succeeded[e.TaskID] = e.Kind == coordinator.EventSucceeded
+				if e.Kind == coordinator.EventCancelled && errors.Is(e.Err, coordinator.ErrClosed) && closedAt < 0 {
+					closedAt = i
+				}
+				if e.Kind == coordinator.EventSkipped && e.Cause != "" {
+					if k, ok := final[e.Cause]; !ok || (k != coordinator.EventFailed && k != coordinator.EventCancelled) {
+						diff = fmt.Sprintf("%s skipped because of %s, which had not failed or been cancelled", id, e.Cause)
+						return
+					}
+				}
+				out[id] = false
+				finals[id]++
+				gen[id]++
+				final[id] = e.Kind
+				succeeded[id] = e.Kind == coordinator.EventSucceeded
 			}
 		}
-		for id := range deps {
-			if finals[id] != 1 {
-				diff = fmt.Sprintf("%s has %d final events; want 1", id, finals[id])
+		for id, accs := range tasks {
+			if finals[id] != len(accs) {
+				diff = fmt.Sprintf("%s: %d final events for %d accepted tasks; want one each", id, finals[id], len(accs))
 				return
+			}
+			if info, found := infos[id]; found {
+				want := map[coordinator.EventKind]coordinator.Status{coordinator.EventSucceeded: coordinator.Succeeded,
+					coordinator.EventFailed: coordinator.Failed, coordinator.EventCancelled: coordinator.Cancelled,
+					coordinator.EventSkipped: coordinator.Skipped}[final[id]]
+				if info.Status != want {
+					diff = fmt.Sprintf("Info(%s) = %v; its last final event says %v", id, info.Status, final[id])
+					return
+				}
 			}
 		}
 	})
 	return diff
 }
 
-// The same random programs on several workers, checked for what must hold
-// in any order (see checkInvariants).
-func TestModelInvariantsManyWorkers(t *testing.T) { checkPrograms(t, checkInvariants) }
+// The same random programs, on two pools (one of a custom worker type),
+// with batching, look-ahead and fusion on, on three workers per pool,
+// checked for what must hold in any order (see checkInvariants).
+func TestModelInvariantsManyWorkers(t *testing.T) { checkPrograms(t, true, checkInvariants) }

@@ -158,7 +158,7 @@ func TestExtremeDurationsDoNotOverflow(t *testing.T) {
 		}
 		synctest.Wait()
 		for _, e := range rec.all() {
-			if e.Kind == coordinator.EventRetrying && (e.Wait < 0 || e.Wait > math.MaxInt64) {
+			if e.Kind == coordinator.EventRetrying && e.Wait < 0 {
 				t.Fatalf("%s waits %v", e.TaskID, e.Wait)
 			}
 		}

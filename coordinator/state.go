@@ -264,7 +264,8 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 		return nil
 	}
 	r := &s.tasks[t]
-	s.events = append(s.events, Event{Kind: kind, TaskID: s.key(t), Attempt: int(r.attempts), Run: int(r.runs) + 1, At: now})
+	s.events = append(s.events, Event{Kind: kind, TaskID: s.key(t), Pool: s.pools[s.hot[t].pool].name,
+		Attempt: int(r.attempts), Run: int(r.runs) + 1, At: now})
 	return &s.events[len(s.events)-1]
 }
 

@@ -150,6 +150,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind    EventKind
 	TaskID  string
+	Pool    string        // the task's pool ("" for the default one)
 	Attempt int           // the attempt it concerns (1-based within the run)
 	Run     int           // the run it concerns (1-based; recurring tasks have several)
 	Err     error         // for EventRetrying and EventFailed: the attempt's error; for EventCancelled: ErrCancelled or ErrClosed

@@ -3,13 +3,18 @@
 // the same random program on a Scheduler and on a Model and compares them
 // after every step.
 //
-// The model covers one worker with batches of one (so its start order is
-// exact), priorities, dependencies, skips with causes, retries and their
-// waits, delays, recurring tasks at a fixed rate, cancellation of waiting
-// and running tasks, and tasks that block until cancelled or until
-// released. Task functions take no time; time moves only by Advance, and
-// entries due at the same instant become ready in the order they were
-// scheduled.
+// The model covers pools of one worker each with lanes of one attempt (so
+// the start order within a pool is exact), priorities, dependencies, skips
+// with causes, retries and their waits, delays, recurring tasks at a fixed
+// rate, cancellation of waiting, running and recurring tasks, tasks that
+// block until cancelled or until released, retention (final tasks are
+// forgotten once their time is up and nothing refers to them, and their IDs
+// may be submitted again) and Shutdown at any step. Task functions take no
+// time; time moves only by Advance, and entries due at the same instant
+// become ready in the order they were scheduled.
+//
+// It is written for clarity, not speed: every rule is a loop over every
+// task.
 package refmodel
 
 import (
@@ -32,6 +37,7 @@ type Task struct {
 	ID        string
 	Deps      []string
 	Priority  int
+	Pool      string // "" or the name of another pool
 	Do        Behaviour
 	Delay     time.Duration
 	BaseDelay time.Duration // retry wait after the first failure, doubling
@@ -60,8 +66,10 @@ type Record struct {
 	Runs     int
 	Cause    string
 	Events   []string // kinds, in order: started, retrying, succeeded, ...
+	Dropped  bool     // forgotten by retention
 
 	unmet     int
+	deps      []int // records it depends on
 	succ      []int
 	cancelReq bool
 	released  bool
@@ -69,6 +77,7 @@ type Record struct {
 	seq       int // when it became ready
 	notBefore time.Duration
 	planned   time.Duration
+	finalAt   time.Duration
 }
 
 type timer struct {
@@ -82,25 +91,38 @@ var (
 	ErrDuplicate = errors.New("duplicate")
 	ErrUnknown   = errors.New("unknown dependency")
 	ErrCycle     = errors.New("cycle")
+	ErrClosed    = errors.New("closed")
 )
 
 // Model is the reference scheduler.
 type Model struct {
 	Tasks   []*Record
-	ByID    map[string]int
-	Started []string // start order
+	ByID    map[string]int // live tasks only
+	Started []string       // start order, over every pool
+	StartIn []string       // the pool of each start in Started
 	Now     time.Duration
-	running int // index of the running task, or -1
+	Closing bool
+	frozen  bool // shut down with nothing running: the scheduler's loop has stopped, and retention with it
+
+	retain  bool
+	keep    time.Duration
+	running map[string]int // per pool: the index of the task its worker runs
 	seq     int
 	timers  []timer
 	tseq    int
 }
 
-// New returns an empty model.
-func New() *Model { return &Model{ByID: map[string]int{}, running: -1} }
+// New returns an empty model. With retain, final tasks are forgotten keep
+// after they became final, once nothing refers to them.
+func New(retain bool, keep time.Duration) *Model {
+	return &Model{ByID: map[string]int{}, running: map[string]int{}, retain: retain, keep: keep}
+}
 
 // Submit adds a batch, or returns the error Baton must return.
 func (m *Model) Submit(batch []Task) error {
+	if m.Closing {
+		return ErrClosed
+	}
 	local := map[string]int{}
 	for i, t := range batch {
 		if _, dup := local[t.ID]; dup {
@@ -132,7 +154,12 @@ func (m *Model) Submit(batch []Task) error {
 	for i := range batch {
 		r := m.Tasks[base+i]
 		for _, d := range r.Deps {
-			dr := m.Tasks[m.ByID[d]]
+			j := m.ByID[d]
+			if slices.Contains(r.deps, j) {
+				continue // named twice: one edge
+			}
+			r.deps = append(r.deps, j)
+			dr := m.Tasks[j]
 			switch dr.Status {
 			case Succeeded:
 			case Failed, Cancelled, Skipped:
@@ -158,6 +185,7 @@ func (m *Model) Submit(batch []Task) error {
 		}
 	}
 	m.run()
+	m.Forget()
 	return nil
 }
 
@@ -198,7 +226,7 @@ func (m *Model) Advance(d time.Duration) {
 			break
 		}
 		// Every timer of this instant becomes ready, in the order it was
-		// set, before the worker picks by priority.
+		// set, before the workers pick by priority.
 		m.Now = m.timers[next].due
 		slices.SortStableFunc(m.timers, func(a, b timer) int { return a.seq - b.seq })
 		var later []timer
@@ -213,6 +241,7 @@ func (m *Model) Advance(d time.Duration) {
 		m.run()
 	}
 	m.Now = target
+	m.Forget()
 }
 
 func (m *Model) root(r *Record) string {
@@ -231,6 +260,7 @@ func (m *Model) ready(r *Record) {
 func (m *Model) finish(r *Record, s Status, event string) {
 	r.Status = s
 	r.Events = append(r.Events, event)
+	r.finalAt = m.Now
 }
 
 func (m *Model) skipDependents(from int, cause string) {
@@ -248,13 +278,19 @@ func (m *Model) skipDependents(from int, cause string) {
 	}
 }
 
-// run dispatches ready tasks to the one worker until it is busy with a
-// blocking task or nothing is ready.
+// run dispatches ready tasks to each pool's one worker until it is busy
+// with a blocking task or nothing of its pool is ready.
 func (m *Model) run() {
-	for m.running < 0 {
+	if m.Closing {
+		return
+	}
+	for {
 		best := -1
 		for i, r := range m.Tasks {
 			if r.Status != Ready {
+				continue
+			}
+			if _, busy := m.running[r.Pool]; busy {
 				continue
 			}
 			if b := m.Tasks; best < 0 || r.Priority < b[best].Priority || (r.Priority == b[best].Priority && r.seq < b[best].seq) {
@@ -270,11 +306,12 @@ func (m *Model) run() {
 		r.calls++
 		r.Events = append(r.Events, "started")
 		m.Started = append(m.Started, r.ID)
+		m.StartIn = append(m.StartIn, r.Pool)
 		switch {
 		case r.calls <= r.Do.Fails || r.Do.Panics:
 			m.outcome(best, false)
 		case r.Do.BlockCtx || (r.Do.BlockDeaf && !r.released):
-			m.running = best
+			m.running[r.Pool] = best
 		default:
 			m.outcome(best, true)
 		}
@@ -284,8 +321,8 @@ func (m *Model) run() {
 // outcome applies the end of t's running attempt.
 func (m *Model) outcome(t int, ok bool) {
 	r := m.Tasks[t]
-	if m.running == t {
-		m.running = -1
+	if m.running[r.Pool] == t {
+		delete(m.running, r.Pool)
 	}
 	switch {
 	case r.cancelReq:
@@ -325,7 +362,7 @@ func (m *Model) outcome(t int, ok bool) {
 // Cancel returns what Scheduler.Cancel must return.
 func (m *Model) Cancel(id string) bool {
 	t, ok := m.ByID[id]
-	if !ok {
+	if !ok || m.Closing {
 		return false
 	}
 	r := m.Tasks[t]
@@ -335,6 +372,7 @@ func (m *Model) Cancel(id string) bool {
 		m.finish(r, Cancelled, "cancelled")
 		m.skipDependents(t, r.ID)
 		m.run()
+		m.Forget()
 		return true
 	case Running:
 		if r.cancelReq {
@@ -344,10 +382,35 @@ func (m *Model) Cancel(id string) bool {
 		if r.Do.BlockCtx {
 			m.outcome(t, true)
 			m.run()
+			m.Forget()
 		}
 		return true
 	}
 	return false
+}
+
+// Shutdown cancels every task not running (none is skipped: all end
+// Cancelled); running ones end Cancelled when they return, at once for
+// those that honour their context.
+func (m *Model) Shutdown() {
+	m.Closing = true
+	m.timers = nil
+	for _, r := range m.Tasks {
+		if r.Status == Running {
+			r.cancelReq = true
+		}
+	}
+	for _, r := range m.Tasks {
+		if r.Status == Pending || r.Status == Ready {
+			m.finish(r, Cancelled, "cancelled")
+		}
+	}
+	for t, r := range m.Tasks {
+		if r.Status == Running && r.Do.BlockCtx {
+			m.outcome(t, true)
+		}
+	}
+	m.Forget()
 }
 
 // Release lets a task that ignores its context return nil.
@@ -358,10 +421,51 @@ func (m *Model) Release(id string) {
 	}
 	r := m.Tasks[t]
 	r.released = true
-	if m.running == t && r.Do.BlockDeaf {
+	if m.running[r.Pool] == t && r.Status == Running && r.Do.BlockDeaf {
 		m.outcome(t, true)
 		m.run()
 	}
+	m.Forget()
+}
+
+// Forget drops, with retention on, every final task whose time is up and
+// that nothing refers to: none of its dependencies is still to end, no task
+// kept lists it as a dependency, and no task kept was skipped because of
+// it. Dropping one may free others.
+func (m *Model) Forget() {
+	if !m.retain || m.frozen {
+		return
+	}
+	defer func() { m.frozen = m.Closing && len(m.running) == 0 }()
+	for changed := true; changed; {
+		changed = false
+		for t, r := range m.Tasks {
+			if r.Dropped || r.Status < Succeeded || m.Now < r.finalAt+m.keep || !m.free(t) {
+				continue
+			}
+			r.Dropped = true
+			delete(m.ByID, r.ID)
+			changed = true
+		}
+	}
+}
+
+func (m *Model) free(t int) bool {
+	r := m.Tasks[t]
+	for _, d := range r.deps {
+		if m.Tasks[d].Status < Succeeded {
+			return false
+		}
+	}
+	for _, o := range m.Tasks {
+		if o.Dropped {
+			continue
+		}
+		if slices.Contains(o.deps, t) || (o.Status == Skipped && o.Cause == r.ID && m.ByID[r.ID] == t) {
+			return false
+		}
+	}
+	return true
 }
 
 // Final reports whether every task is final.
@@ -374,8 +478,10 @@ func cyclic(batch []Task, local map[string]int) bool {
 	indeg := make([]int, len(batch))
 	succ := make([][]int, len(batch))
 	for i, t := range batch {
+		seen := map[int]bool{}
 		for _, d := range t.Deps {
-			if j, ok := local[d]; ok {
+			if j, ok := local[d]; ok && !seen[j] {
+				seen[j] = true
 				succ[j] = append(succ[j], i)
 				indeg[i]++
 			}

@@ -1,0 +1,296 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
+	"go.uber.org/goleak"
+)
+
+var (
+	stressRuns = flag.Int("baton.stress", 3, "iterations of TestConcurrentStress")
+	stressSeed = flag.Uint64("baton.seed", 0, "seed of TestConcurrentStress (0: a new one, printed on failure)")
+)
+
+// stressWorker is a custom worker type for the second pool: it runs the
+// job's function, as a device driver would run its payload.
+type stressWorker struct{}
+
+func (stressWorker) Do(ctx context.Context, j worker.Job) error { return j.Run(ctx) }
+
+// Many goroutines use one scheduler at once, in real time, on random
+// graphs with two pools, retries, timeouts (functions that honour their
+// context and ones that do not), delays, panics and recurring tasks, while
+// others cancel, query, subscribe and unsubscribe, and wait with short
+// contexts; Shutdown comes at a random moment. Afterwards the event log
+// must show exactly one final event per accepted task, no start before
+// every dependency succeeded, no start after Shutdown's first cancellation,
+// skip causes that are failed or cancelled tasks; Info must agree with it;
+// no goroutine may be left and the heap must be back near where it was.
+// Seeded: a failure names the seed that reproduces it (-baton.seed). Run
+// with -race.
+func TestConcurrentStress(t *testing.T) {
+	seed := *stressSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var tasks, events int
+	for i := range *stressRuns {
+		s := seed + uint64(i)
+		n, e, err := stressOnce(s)
+		if err != nil {
+			t.Fatalf("seed %d (-baton.seed=%d -baton.stress=1): %v", s, s, err)
+		}
+		tasks, events = tasks+n, events+e
+	}
+	t.Logf("%d runs from seed %d: %d tasks accepted, %d events checked", *stressRuns, seed, tasks, events)
+	if *stressRuns >= 3 && tasks == 0 {
+		t.Fatalf("no task was accepted in %d runs: the test tests nothing", *stressRuns)
+	}
+	goleak.VerifyNone(t)
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 8<<20 {
+		t.Fatalf("heap grew %d bytes over %d runs; want it back near where it was", grew, *stressRuns)
+	}
+}
+
+type stressTask struct {
+	deps []string
+}
+
+func stressOnce(seed uint64) (tasks, events int, err error) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	opts := []coordinator.Option{coordinator.WithWorkers(1 + r.IntN(4)),
+		coordinator.WithPool("dev", 1+r.IntN(2), stressWorker{}), coordinator.WithAbandonAfter(time.Millisecond)}
+	retain := r.IntN(2) == 0
+	if retain {
+		opts = append(opts, coordinator.WithRetention(0))
+	}
+	s, err := coordinator.New(opts...)
+	if err != nil {
+		return 0, 0, err
+	}
+	var mu sync.Mutex
+	var log []coordinator.Event
+	s.Subscribe(func(e coordinator.Event) {
+		mu.Lock()
+		log = append(log, e)
+		mu.Unlock()
+	})
+	accepted := map[string]stressTask{}
+	var ids []string // accepted, for dependencies and cancels
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	producers := 2 + r.IntN(4)
+	for p := range producers {
+		pr := rand.New(rand.NewPCG(seed, uint64(p)))
+		wg.Go(func() {
+			for b := 0; !stop.Load() && b < 40; b++ {
+				var batch []coordinator.Task
+				for k := range 1 + pr.IntN(6) {
+					id := fmt.Sprintf("p%d-%d-%d", p, b, k)
+					run, blocks := stressRun(pr)
+					tk := coordinator.Task{ID: id, Priority: pr.IntN(3), Run: run}
+					if pr.IntN(4) == 0 {
+						tk.Pool = "dev"
+					}
+					mu.Lock()
+					for range pr.IntN(3) {
+						if len(ids) > 0 {
+							tk.Deps = append(tk.Deps, ids[len(ids)-1-pr.IntN(min(len(ids), 50))])
+						}
+					}
+					mu.Unlock()
+					if k > 0 && pr.IntN(3) == 0 {
+						tk.Deps = append(tk.Deps, batch[pr.IntN(len(batch))].ID)
+					}
+					switch pr.IntN(8) {
+					case 0:
+						tk.Retry = coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Duration(pr.IntN(500)) * time.Microsecond, Jitter: 0.5}
+					case 1:
+						tk.Timeout = time.Duration(1+pr.IntN(2)) * time.Millisecond
+					case 2:
+						tk.Delay = time.Duration(pr.IntN(2000)) * time.Microsecond
+					case 3:
+						tk.Every, tk.Times = time.Duration(100+pr.IntN(500))*time.Microsecond, 1+pr.IntN(3)
+					}
+					if blocks && pr.IntN(4) > 0 {
+						tk.Timeout = time.Duration(1+pr.IntN(3)) * time.Millisecond // most blockers end by timing out
+					}
+					batch = append(batch, tk)
+				}
+				err := s.Submit(batch...)
+				switch {
+				case err == nil:
+					mu.Lock()
+					for _, tk := range batch {
+						accepted[tk.ID] = stressTask{deps: tk.Deps}
+						ids = append(ids, tk.ID)
+					}
+					mu.Unlock()
+				case errors.Is(err, coordinator.ErrClosed):
+					return
+				case errors.Is(err, coordinator.ErrUnknownDependency):
+					// a dependency forgotten by retention: fine
+				default:
+					panic(fmt.Sprintf("Submit = %v", err))
+				}
+			}
+		})
+	}
+	// Cancellers, queriers, subscribers, waiters.
+	for c := range 4 {
+		cr := rand.New(rand.NewPCG(seed, uint64(100+c)))
+		wg.Go(func() {
+			for !stop.Load() {
+				mu.Lock()
+				var id string
+				if len(ids) > 0 {
+					id = ids[cr.IntN(len(ids))]
+				}
+				mu.Unlock()
+				switch c {
+				case 0:
+					s.Cancel(id)
+				case 1:
+					s.Info(id)
+				case 2:
+					unsub := s.Subscribe(func(coordinator.Event) {})
+					runtime.Gosched()
+					unsub()
+				case 3:
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cr.IntN(200))*time.Microsecond)
+					s.Wait(ctx)
+					cancel()
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	// Shutdown at a random moment.
+	time.Sleep(time.Duration(5+r.IntN(60)) * time.Millisecond) // how long before Shutdown: real time, the test's input
+	stop.Store(true)
+	if err := s.Shutdown(context.Background()); err != nil {
+		return 0, 0, fmt.Errorf("Shutdown = %v", err)
+	}
+	wg.Wait()
+	if err := s.Shutdown(context.Background()); err != nil {
+		return 0, 0, fmt.Errorf("second Shutdown = %v", err)
+	}
+	return len(accepted), len(log), checkLog(s, accepted, log, retain)
+}
+
+// stressRun draws a task body: instant, slow, failing, panicking, honouring
+// its context until cancelled (blocks), or ignoring it for a while.
+func stressRun(r *rand.Rand) (run func(context.Context) error, blocks bool) {
+	d := time.Duration(r.IntN(300)) * time.Microsecond
+	switch r.IntN(8) {
+	case 0:
+		return func(context.Context) error { return errors.New("planned") }, false
+	case 1:
+		return func(context.Context) error { panic("planned") }, false
+	case 2:
+		var n atomic.Int32
+		return func(context.Context) error {
+			if n.Add(1) == 1 {
+				return errors.New("once")
+			}
+			return nil
+		}, false
+	case 3:
+		return func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true
+	case 4:
+		return func(context.Context) error { time.Sleep(3 * d); return nil }, false // ignores its context for a while
+	case 5:
+		return func(ctx context.Context) error {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			return nil
+		}, false
+	}
+	return func(context.Context) error { return nil }, false
+}
+
+func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []coordinator.Event, retain bool) error {
+	finals := map[string]coordinator.EventKind{}
+	count := map[string]int{}
+	succeeded := map[string]bool{}
+	out := map[string]bool{}
+	closedAt := -1
+	for i, e := range log {
+		id := e.TaskID
+		if _, ok := accepted[id]; !ok {
+			return fmt.Errorf("event %d for %s, which was never accepted", i, id)
+		}
+		switch e.Kind {
+		case coordinator.EventStarted:
+			if closedAt >= 0 {
+				return fmt.Errorf("%s started (event %d) after Shutdown's first cancellation (event %d)", id, i, closedAt)
+			}
+			for _, d := range accepted[id].deps {
+				if !succeeded[d] {
+					return fmt.Errorf("%s started (event %d) before its dependency %s succeeded", id, i, d)
+				}
+			}
+			if out[id] {
+				return fmt.Errorf("%s started (event %d) while an attempt of it was out", id, i)
+			}
+			out[id] = true
+		case coordinator.EventRetrying, coordinator.EventRecurred:
+			out[id] = false
+		default:
+			if count[id]++; count[id] > 1 {
+				return fmt.Errorf("%s: a second final event (%d: %v)", id, i, e.Kind)
+			}
+			out[id] = false
+			finals[id] = e.Kind
+			succeeded[id] = e.Kind == coordinator.EventSucceeded
+			switch e.Kind {
+			case coordinator.EventCancelled:
+				if errors.Is(e.Err, coordinator.ErrClosed) && closedAt < 0 {
+					closedAt = i
+				}
+			case coordinator.EventSkipped:
+				if k := finals[e.Cause]; k != coordinator.EventFailed && k != coordinator.EventCancelled {
+					return fmt.Errorf("%s skipped (event %d) because of %q, which had not failed or been cancelled (%v)", id, i, e.Cause, k)
+				}
+			}
+		}
+	}
+	want := map[coordinator.EventKind]coordinator.Status{coordinator.EventSucceeded: coordinator.Succeeded,
+		coordinator.EventFailed: coordinator.Failed, coordinator.EventCancelled: coordinator.Cancelled,
+		coordinator.EventSkipped: coordinator.Skipped}
+	for id := range accepted {
+		if count[id] != 1 {
+			return fmt.Errorf("%s: %d final events; want 1", id, count[id])
+		}
+		info, found := s.Info(id)
+		if !found {
+			if !retain {
+				return fmt.Errorf("Info(%s): unknown, without retention", id)
+			}
+			continue
+		}
+		if info.Status != want[finals[id]] {
+			return fmt.Errorf("Info(%s) = %v; its final event says %v", id, info.Status, finals[id])
+		}
+	}
+	return nil
+}
