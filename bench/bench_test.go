@@ -252,13 +252,14 @@ func handleGraph(g *Graph) *coordinator.Graph {
 	run := func(context.Context) error { return nil }
 	var graph coordinator.Graph
 	graph.Grow(g.N, len(g.Dep))
+	handles := make([]coordinator.Handle, g.N)
 	hs := make([]coordinator.Handle, 0, 4)
 	for i := range g.N {
 		hs = hs[:0]
 		for _, d := range g.Deps(i) {
-			hs = append(hs, coordinator.Handle(d))
+			hs = append(hs, handles[d])
 		}
-		graph.Add(coordinator.Task{ID: strconv.Itoa(i), Run: run}, hs...)
+		handles[i] = graph.Add(coordinator.Task{ID: strconv.Itoa(i), Run: run}, hs...)
 	}
 	return &graph
 }

@@ -71,9 +71,16 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 			switch st {
 			case dispatch.Passed: // the item it followed did not succeed
 				r.attempts--
-				h.status, h.unmet = Pending, 1
-				if h.flags&fCancelReq != 0 {
+				switch {
+				case h.flags&fCancelReq != 0:
+					h.status = Pending
 					s.cancelled(t, now)
+				case h.flags&fFused == 0:
+					// Its dependency succeeded after all, on another item
+					// (this one was revoked and ran elsewhere): ready.
+					s.requeue(t)
+				default:
+					h.status, h.unmet = Pending, 1 // waits for it again
 				}
 			case dispatch.Sealed, dispatch.Returned, dispatch.Stopped:
 				dirty := st != dispatch.Sealed || r.x != nil

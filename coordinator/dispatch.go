@@ -313,7 +313,9 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 		fused++
 	}
 	s.work = cand[:0]
-	ls.l.SetReport(seq, left, int32(seq-ls.pub) < 0)
+	// Report when done while a pool is hungry if successors were left, or if
+	// several were fused: once this item succeeds they may be stolen.
+	ls.l.SetReport(seq, left || fused > 1, int32(seq-ls.pub) < 0)
 	return fused, done
 }
 
@@ -354,27 +356,36 @@ func (s *state) steal(p *poolState, now time.Time) {
 	}
 }
 
-// revokeTail takes back up to want free items from the end of ls, cutting
-// where no fused item is separated from its parent. It reports whether it
-// took any.
+// revokeTail takes back about want free items from the end of ls, cutting
+// where no item fused behind an unfinished dependency is separated from
+// it: the largest such tail of at most want items, or, if there is none,
+// the smallest one beyond (a whole fused chain rather than nothing). It
+// reports whether it took any.
 func (s *state) revokeTail(ls *laneState, want int) bool {
 	lo := ls.end
-	for lo != ls.peek && int(ls.end-lo) < want && ls.l.State(lo-1) == dispatch.Free {
+	for lo != ls.peek && ls.l.State(lo-1) == dispatch.Free {
 		lo--
 	}
 	// The cut at seq is valid when every item at or after seq that waits
 	// for the one it follows follows one at or after seq: minPar tracks the
 	// earliest such parent (as an offset from lo) over the suffix.
 	minPar := int32(math.MaxInt32)
-	cut := ls.end
+	cut, beyond := ls.end, ls.end
 	for seq := ls.end; seq != lo; {
 		seq--
 		if parent, fused := ls.l.Fused(seq); fused && s.hot[ls.l.Task(seq)].flags&fFused != 0 {
 			minPar = min(minPar, int32(parent-lo))
 		}
 		if minPar >= int32(seq-lo) {
-			cut = seq
+			if int(ls.end-seq) <= want {
+				cut = seq
+			} else if beyond == ls.end {
+				beyond = seq
+			}
 		}
+	}
+	if cut == ls.end {
+		cut = beyond
 	}
 	took := false
 	for seq := ls.end; seq != cut; {
@@ -434,7 +445,6 @@ func (s *state) checkPriority(p *poolState, now time.Time) {
 		return
 	}
 	p.revokeAt = time.Time{}
-	target := p.target()
 	for _, li := range p.lanes {
 		ls := &s.lanes[li]
 		if !ls.open || ls.worst <= best {
@@ -442,10 +452,9 @@ func (s *state) checkPriority(p *poolState, now time.Time) {
 		}
 		s.freeTail(ls, best, true)
 		ls.worst = best
-		if room := target - ls.live; room > 0 && p.readyLive > 0 {
-			s.fill(ls, p, room, room, now) // the better work goes in at once
-		}
 	}
+	// The better work stays queued for whichever worker comes back first:
+	// the lanes just cut may be busy with a long attempt.
 }
 
 // freeTail looks at the items of ls not yet claimed, from the end, for
@@ -464,10 +473,25 @@ func (s *state) freeTail(ls *laneState, best int32, revoke bool) bool {
 			if !revoke {
 				break
 			}
-			s.revokeItem(ls, seq)
+			if s.revokeItem(ls, seq) {
+				s.revokeFollowers(ls, seq)
+			}
 		}
 	}
 	return found
+}
+
+// revokeFollowers takes back, with the item at seq just revoked, the free
+// items fused behind it, directly or through one another: a follower must
+// never stay behind without the item it follows.
+func (s *state) revokeFollowers(ls *laneState, seq uint32) {
+	gone := []uint32{seq}
+	for at := seq + 1; at != ls.n; at++ {
+		if parent, fused := ls.l.Fused(at); fused && slices.Contains(gone, parent) &&
+			ls.l.State(at) == dispatch.Free && s.revokeItem(ls, at) {
+			gone = append(gone, at)
+		}
+	}
 }
 
 // peek moves ls.peek past the items the worker has claimed, passed or that

@@ -2,8 +2,8 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"slices"
+	"sync/atomic"
 )
 
 // Graph builds a batch of tasks whose dependencies on each other are given
@@ -20,6 +20,7 @@ import (
 //	g.Add(coordinator.Task{ID: "test", Run: test}, build)
 //	err := s.SubmitGraph(ctx, &g)
 type Graph struct {
+	tag     uint32 // set by the first Add: what its handles carry
 	tasks   []Task
 	hstart  []int32 // task i depends on handles[hstart[i]:hstart[i+1]]
 	handles []int32
@@ -27,30 +28,38 @@ type Graph struct {
 }
 
 // Handle names a task added to a Graph, for later Adds of the same graph.
-type Handle int32
+// The zero Handle names no task.
+type Handle struct {
+	graph uint32 // the tag of the graph that returned it
+	index int32
+}
+
+// graphTags numbers graphs, so that a handle of one is known in another.
+var graphTags atomic.Uint32
 
 // Add appends t, which depends on the tasks named by after (handles this
-// graph returned before) besides the IDs in t.Deps, and returns its
-// handle. A handle from another graph, or not yet returned, makes
-// SubmitGraph fail with ErrInvalidTask. Add copies t; the caller may reuse
-// it.
+// graph returned before, since its last Reset) besides the IDs in t.Deps,
+// and returns its handle. A handle of another graph, from before a Reset,
+// or the zero Handle makes SubmitGraph fail with ErrInvalidTask. Add copies
+// t; the caller may reuse it.
 func (g *Graph) Add(t Task, after ...Handle) Handle {
 	if len(g.hstart) == 0 {
 		g.hstart = append(g.hstart, 0)
+		g.tag = graphTags.Add(1)
 	}
-	h := Handle(len(g.tasks))
+	i := int32(len(g.tasks))
 	for _, a := range after {
-		if a < 0 || a >= h {
+		if a.graph != g.tag || a.index < 0 || a.index >= i {
 			if g.bad == nil {
-				g.bad = &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf("handle %d is not one of the tasks added before it", a)}
+				g.bad = &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: "a handle that is not one of this graph's earlier tasks"}
 			}
 			continue
 		}
-		g.handles = append(g.handles, int32(a))
+		g.handles = append(g.handles, a.index)
 	}
 	g.tasks = append(g.tasks, t)
 	g.hstart = append(g.hstart, int32(len(g.handles)))
-	return h
+	return Handle{graph: g.tag, index: i}
 }
 
 // Grow makes room for n more tasks and deps more handles, so that adding
@@ -67,7 +76,7 @@ func (g *Graph) Len() int { return len(g.tasks) }
 // Reset empties the graph, keeping its memory for the next one.
 func (g *Graph) Reset() {
 	clear(g.tasks)
-	g.tasks, g.hstart, g.handles, g.bad = g.tasks[:0], g.hstart[:0], g.handles[:0], nil
+	g.tasks, g.hstart, g.handles, g.bad, g.tag = g.tasks[:0], g.hstart[:0], g.handles[:0], nil, 0
 }
 
 // SubmitGraph adds the tasks of g as one batch: accepted whole or rejected

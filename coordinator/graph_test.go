@@ -66,15 +66,25 @@ func TestGraphHandles(t *testing.T) {
 // through IDs, and is named.
 func TestGraphBadInput(t *testing.T) {
 	s := newScheduler(t)
-	var g coordinator.Graph
-	g.Add(coordinator.Task{ID: "a", Run: ok}, coordinator.Handle(0)) // itself: not added before it
+	var g, other coordinator.Graph
+	g.Add(coordinator.Task{ID: "a", Run: ok}, coordinator.Handle{}) // the zero handle
 	if err := s.SubmitGraph(context.Background(), &g); !errors.Is(err, coordinator.ErrInvalidTask) {
-		t.Fatalf("SubmitGraph(self handle) = %v; want ErrInvalidTask", err)
+		t.Fatalf("SubmitGraph(zero handle) = %v; want ErrInvalidTask", err)
 	}
 	g.Reset()
-	g.Add(coordinator.Task{ID: "a", Run: ok}, coordinator.Handle(7))
+	foreign := other.Add(coordinator.Task{ID: "o", Run: ok})
+	g.Add(coordinator.Task{ID: "a0", Run: ok})
+	g.Add(coordinator.Task{ID: "a", Run: ok}, foreign) // in range here, but another graph's
 	if err := s.SubmitGraph(context.Background(), &g); !errors.Is(err, coordinator.ErrInvalidTask) {
-		t.Fatalf("SubmitGraph(unknown handle) = %v; want ErrInvalidTask", err)
+		t.Fatalf("SubmitGraph(another graph's handle) = %v; want ErrInvalidTask", err)
+	}
+	g.Reset()
+	old := g.Add(coordinator.Task{ID: "b0", Run: ok})
+	g.Reset()
+	g.Add(coordinator.Task{ID: "b1", Run: ok})
+	g.Add(coordinator.Task{ID: "b2", Run: ok}, old) // from before the Reset
+	if err := s.SubmitGraph(context.Background(), &g); !errors.Is(err, coordinator.ErrInvalidTask) {
+		t.Fatalf("SubmitGraph(a handle from before Reset) = %v; want ErrInvalidTask", err)
 	}
 	g.Reset()
 	a := g.Add(coordinator.Task{ID: "a", Run: ok, Deps: []string{"b"}})

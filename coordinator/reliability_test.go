@@ -301,10 +301,12 @@ func TestAbandonedWaitsAreForgotten(t *testing.T) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 1<<20 {
-			t.Fatalf("heap grew %d bytes over 200,000 abandoned Waits; want them forgotten", grew)
-		}
 		g.release()
+		// Kept, the 200,000 waiters would hold about 28 MB; the race
+		// detector's own bookkeeping accounts for up to 2.
+		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+			t.Errorf("heap grew %d bytes over 200,000 abandoned Waits; want them forgotten", grew)
+		}
 	})
 }
 
@@ -323,7 +325,7 @@ func TestSubmitAfterShutdownIsClosedFirst(t *testing.T) {
 		t.Fatalf("Submit(invalid) after Shutdown = %v; want ErrClosed", err)
 	}
 	var g coordinator.Graph
-	g.Add(bad, coordinator.Handle(5))
+	g.Add(bad, coordinator.Handle{})
 	if err := s.SubmitGraph(context.Background(), &g); !errors.Is(err, coordinator.ErrClosed) {
 		t.Fatalf("SubmitGraph(invalid) after Shutdown = %v; want ErrClosed", err)
 	}
