@@ -288,7 +288,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 			}
 		}
 	}
-	if len(cand) > 1 {
+	if len(cand) > 1 && !samePrio(s.hot, cand) {
 		slices.SortStableFunc(cand, func(a, b int32) int { return cmp.Compare(s.hot[a].prio, s.hot[b].prio) })
 	}
 	fused, done := 0, true
@@ -356,6 +356,18 @@ func (s *state) steal(p *poolState, now time.Time) {
 	}
 }
 
+// samePrio reports whether the tasks ts all have one priority: then they
+// are in order already.
+func samePrio(hot []hot, ts []int32) bool {
+	p := hot[ts[0]].prio
+	for _, t := range ts[1:] {
+		if hot[t].prio != p {
+			return false
+		}
+	}
+	return true
+}
+
 // revokeTail takes back about want free items from the end of ls, cutting
 // where no item fused behind an unfinished dependency is separated from
 // it: the largest such tail of at most want items, or, if there is none,
@@ -366,12 +378,17 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 	for lo != ls.peek && ls.l.State(lo-1) == dispatch.Free {
 		lo--
 	}
+	// A worker that runs nothing keeps its next item: it is about to claim
+	// it, and taking all it has would only make it the next thief.
+	if lo == ls.peek && (ls.peek == ls.applied || !dispatch.Running(ls.l.State(ls.peek-1))) {
+		lo++
+	}
 	// The cut at seq is valid when every item at or after seq that waits
 	// for the one it follows follows one at or after seq: minPar tracks the
 	// earliest such parent (as an offset from lo) over the suffix.
 	minPar := int32(math.MaxInt32)
 	cut, beyond := ls.end, ls.end
-	for seq := ls.end; seq != lo; {
+	for seq := ls.end; int32(seq-lo) > 0; {
 		seq--
 		if parent, fused := ls.l.Fused(seq); fused && s.hot[ls.l.Task(seq)].flags&fFused != 0 {
 			minPar = min(minPar, int32(parent-lo))

@@ -261,6 +261,46 @@ func TestStateStealHalf(t *testing.T) {
 	}
 }
 
+// A thief never takes the next item of a worker that runs nothing: that
+// worker is about to claim it, and would only steal it back (a hub and its
+// fused successors once went back and forth between two idle workers,
+// rewalking the hub's successors at every move).
+func TestStateStealLeavesAnIdleWorkersNextItem(t *testing.T) {
+	for _, followers := range []int{0, 1, 6, 100} {
+		r := newRig(2)
+		r.cheap(0)
+		tasks := []Task{{ID: "hub", Run: noop}}
+		for _, id := range ids("s", followers) {
+			tasks = append(tasks, Task{ID: id, Run: noop, Deps: []string{"hub"}})
+		}
+		r.submit(t, tasks...)
+		r.step()
+		holder := -1
+		for li := range r.s.lanes {
+			if got := r.items(li); len(got) > 0 && got[0] == "hub" {
+				holder = li
+			}
+		}
+		if holder < 0 {
+			t.Fatalf("%d followers: no lane holds the hub first: %v, %v", followers, r.items(0), r.items(1))
+		}
+		other := 1 - holder
+		for round := range 3 {
+			r.drain(other) // whatever it holds, then idle
+			r.step()       // steals for it, if anything may be stolen
+			if got := r.items(holder); len(got) == 0 || got[0] != "hub" {
+				t.Fatalf("%d followers, round %d: the idle holder's lane is %v; want it to keep the hub, its next item", followers, round, got)
+			}
+		}
+		r.runAll(t, 50)
+		for _, id := range append([]string{"hub"}, ids("s", followers)...) {
+			if st := r.status(t, id); st != Succeeded {
+				t.Fatalf("%d followers: %s is %v; want succeeded", followers, id, st)
+			}
+		}
+	}
+}
+
 // Stealing never separates a fused item from the item it follows.
 func TestStateStealKeepsFollowersWithParents(t *testing.T) {
 	r := newRig(2)
