@@ -173,6 +173,12 @@ func (s *state) info(id string) (TaskInfo, bool) {
 	if !ok {
 		return TaskInfo{}, false
 	}
+	return s.infoOf(t)
+}
+
+// infoOf describes task t, which must be known.
+func (s *state) infoOf(t int32) (TaskInfo, bool) {
+	id := s.key(t)
 	r := &s.tasks[t]
 	h := &s.hot[t]
 	st := s.status(t)

@@ -106,11 +106,13 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 	h.status = Running
 	switch {
 	case st == dispatch.Sealed:
-		if ls.l.Touched(seq) { // SetResult needs a look at the context
-			if v, ok := ls.l.Ctx(seq).Result(); ok {
-				x := s.extra(t)
-				x.result, x.hasResult = v, true
-			}
+		// The task's result is its last successful attempt's (SetResult
+		// needs a look at the context: an untouched one set none).
+		if v, ok := s.resultOf(ls, seq); ok {
+			x := s.extra(t)
+			x.result, x.hasResult = v, true
+		} else if r.x != nil && r.x.hasResult {
+			r.x.result, r.x.hasResult = nil, false
 		}
 		if h.flags&fCancelReq != 0 { // a recurring task whose series was cut by Cancel or Shutdown
 			r.runs++
@@ -124,6 +126,13 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 		out := ls.l.Outcome(seq)
 		s.failed(t, out.Err, out.Retry, now)
 	}
+}
+
+func (s *state) resultOf(ls *laneState, seq uint32) (any, bool) {
+	if !ls.l.Touched(seq) {
+		return nil, false
+	}
+	return ls.l.Ctx(seq).Result()
 }
 
 func (s *state) succeeded(t int32, now time.Time) {

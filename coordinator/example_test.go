@@ -134,3 +134,47 @@ func ExampleScheduler_Subscribe() {
 	// compile failed: syntax error
 	// link skipped because of compile
 }
+
+// A task's function records a result with SetResult; its direct dependents
+// read it, typed, with Result.
+func ExampleResult() {
+	s, err := coordinator.New(coordinator.WithWorkers(2))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	err = s.Submit(
+		coordinator.Task{ID: "count", Run: func(ctx context.Context) error {
+			return coordinator.SetResult(ctx, 3)
+		}},
+		coordinator.Task{ID: "name", Run: func(ctx context.Context) error {
+			return coordinator.SetResult(ctx, "gopher")
+		}},
+		coordinator.Task{ID: "greet", Deps: []string{"count", "name"}, Run: func(ctx context.Context) error {
+			n, err := coordinator.Result[int](ctx, "count")
+			if err != nil {
+				return err
+			}
+			who, err := coordinator.Result[string](ctx, "name")
+			if err != nil {
+				return err
+			}
+			if _, err := coordinator.Result[string](ctx, "count"); err != nil {
+				fmt.Println(err)
+			}
+			return coordinator.SetResult(ctx, fmt.Sprintf("hello, %d %ss", n, who))
+		}},
+	)
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		panic(err)
+	}
+	info, _ := s.Info("greet")
+	fmt.Println(info.Result)
+	// Output:
+	// coordinator: result of another type: count holds a int, not a string
+	// hello, 3 gophers
+}

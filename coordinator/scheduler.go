@@ -93,7 +93,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	})
 	s.g.Go(func() error { return s.timer(workCtx) })
 	for i, p := range all {
-		env := &dispatch.Env{Worker: p.worker, Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
+		env := &dispatch.Env{Owner: s, Worker: p.worker, Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace}
 		for _, li := range st.pools[i].lanes {
 			lane := st.lanes[li].l

@@ -31,7 +31,9 @@ import (
 type Context struct {
 	state   atomic.Uint32 // live, canceled or expired
 	touched atomic.Bool   // a method was called: never reuse
-	mark    *uint32       // immutable: its lane slot's item flags, which the first touch marks (nil: none)
+	lane    *Lane         // immutable: the lane whose slot it serves (nil: none)
+	slot    uint32        // immutable: the slot; its item's flags are marked at the first touch
+	task    atomic.Int32  // the attempt's task, recorded at the first touch (valid once touched)
 
 	// Attempt data, written before the function runs and read-only while it
 	// does.
@@ -103,11 +105,26 @@ func (c *Context) SetValues(values context.Context) { c.values = values }
 
 func (c *Context) touch() {
 	if !c.touched.Load() {
-		c.touched.Store(true)
-		if c.mark != nil {
-			atomic.OrUint32(c.mark, itemTouched) // so the worker and the coordinator need not read c
+		if c.lane != nil {
+			// The first touch comes from the attempt's function, while the
+			// worker owns the item: its task is the attempt's.
+			it := &c.lane.items[c.slot]
+			c.task.Store(it.task)
+			atomic.OrUint32(&it.flags, itemTouched) // so the worker and the coordinator need not read c
 		}
+		c.touched.Store(true)
 	}
+}
+
+// Attempt reports the task of the attempt c belongs to and the Env's
+// Owner, marking c touched. ok is false for a context of no lane, and
+// once the attempt's function has returned.
+func (c *Context) Attempt() (task int32, owner any, ok bool) {
+	c.touch()
+	if c.lane == nil || c.over.Load() {
+		return 0, nil, false
+	}
+	return c.task.Load(), c.lane.env.Owner, true
 }
 
 // Cancel ends c with context.Canceled and cause. It reports false, and

@@ -170,6 +170,7 @@ type Env struct {
 	Specs    *Specs       // every task's Spec, by index
 	Detached *Detached
 	Grace    time.Duration // how long a timed-out function may take to return before it is abandoned
+	Owner    any           // what Context.Attempt reports: the scheduler the lanes serve
 }
 
 // Lane is one worker's ring of items. The coordinator owns the slots it
@@ -226,7 +227,7 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 
 // newContext returns a context for slot i, whose first touch marks the
 // slot's item.
-func (l *Lane) newContext(i uint32) *Context { return &Context{mark: &l.items[i].flags} }
+func (l *Lane) newContext(i uint32) *Context { return &Context{lane: l, slot: i} }
 
 // State returns the claim state of the item at seq.
 func (l *Lane) State(seq uint32) uint32 { return atomic.LoadUint32(&l.items[seq&mask].state) }

@@ -1,0 +1,197 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/batonhq/baton/actor"
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// Errors of SetResult, Result and Upstream.
+var (
+	// ErrNoAttempt: the context is not that of a running attempt (it was
+	// not given to a task's function or a Worker's Do, or that call has
+	// returned).
+	ErrNoAttempt = errors.New("coordinator: not a running attempt's context")
+	// ErrNotDependency: Result named a task that is not a direct
+	// dependency of the running task.
+	ErrNotDependency = errors.New("coordinator: not a direct dependency")
+	// ErrNoResult: the dependency did not succeed, or its last successful
+	// attempt set no result.
+	ErrNoResult = errors.New("coordinator: no result")
+	// ErrResultType: the dependency's result is of another type than the
+	// one asked for.
+	ErrResultType = errors.New("coordinator: result of another type")
+)
+
+// SetResult records v as the result of the attempt whose context is ctx
+// (the context a task's function, or a custom Worker's Do, was called
+// with, or one derived from it). If the attempt succeeds, v becomes the
+// task's result: TaskInfo.Result reports it, and the task's direct
+// dependents read it with Result. A later call replaces an earlier one. A
+// failed attempt's result is dropped; a successful attempt that set none
+// leaves the task without a result, even if an earlier run set one.
+//
+// Results are kept as long as the task is: with WithRetention, they are
+// forgotten with it. SetResult does not block and is safe for concurrent
+// use; it returns ErrNoAttempt for any other context, and once the
+// attempt's function has returned.
+func SetResult(ctx context.Context, v any) error {
+	c, ok := dispatch.Of(ctx)
+	if !ok || !c.SetResult(v) {
+		return ErrNoAttempt
+	}
+	return nil
+}
+
+// Result returns the result of dep, a direct dependency of the task whose
+// attempt runs with ctx, as a T. It errs with ErrNotDependency when dep is
+// not a direct dependency of that task, ErrNoResult when dep did not
+// succeed (a task run under a trigger rule may see such dependencies) or
+// set no result, ErrResultType when the result is not a T (the message
+// names both types), and ErrNoAttempt when ctx is not a running attempt's
+// context. A nil result is the zero T when T can be nil (an interface,
+// pointer, slice, map, channel or function), ErrResultType otherwise.
+//
+// Result asks the coordinator, so it blocks for a round trip to it; it is
+// safe for concurrent use.
+func Result[T any](ctx context.Context, dep string) (T, error) {
+	var zero T
+	v, err := resultOf(ctx, dep)
+	if err != nil {
+		return zero, err
+	}
+	if v == nil {
+		switch reflect.TypeFor[T]().Kind() {
+		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+			return zero, nil
+		}
+		return zero, fmt.Errorf("%w: %s set nil, which is not a %v", ErrResultType, dep, reflect.TypeFor[T]())
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: %s holds a %T, not a %v", ErrResultType, dep, v, reflect.TypeFor[T]())
+	}
+	return t, nil
+}
+
+// Upstream returns how each direct dependency of the task whose attempt
+// runs with ctx ended, in the order the task listed them (Graph handles
+// first, then Deps; each dependency once): for a task run under a trigger rule, what it is
+// reacting to. A dependency still running (AnyFailed starts a task before
+// every dependency is final) is reported as it stands. It returns
+// ErrNoAttempt when ctx is not a running attempt's context.
+//
+// Upstream asks the coordinator, so it blocks for a round trip to it; it
+// is safe for concurrent use.
+func Upstream(ctx context.Context) ([]TaskInfo, error) {
+	s, task, err := attemptOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.ask(func(reply chan<- depsReply) request {
+		return depsReq{task: task, all: true, reply: reply}
+	}, func(st *state) depsReply { return st.deps(task, "", true) })
+	if err != nil {
+		return nil, err
+	}
+	return r.infos, r.err
+}
+
+func attemptOf(ctx context.Context) (*Scheduler, int32, error) {
+	c, ok := dispatch.Of(ctx)
+	if !ok {
+		return nil, 0, ErrNoAttempt
+	}
+	task, owner, ok := c.Attempt()
+	s, _ := owner.(*Scheduler)
+	if !ok || s == nil {
+		return nil, 0, ErrNoAttempt
+	}
+	return s, task, nil
+}
+
+func resultOf(ctx context.Context, dep string) (any, error) {
+	s, task, err := attemptOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.ask(func(reply chan<- depsReply) request {
+		return depsReq{task: task, dep: dep, reply: reply}
+	}, func(st *state) depsReply { return st.deps(task, dep, false) })
+	if err != nil {
+		return nil, err
+	}
+	return r.result, r.err
+}
+
+// ask sends a request to the coordinator, or, once its loop has ended,
+// answers from the final state with local.
+func (s *Scheduler) ask(req func(chan<- depsReply) request, local func(*state) depsReply) (depsReply, error) {
+	select {
+	case <-s.loopDone:
+		return local(s.final), nil
+	default:
+	}
+	r, err := actor.Call(context.Background(), s.mailbox, req)
+	if err != nil {
+		<-s.loopDone
+		return local(s.final), nil
+	}
+	return r, nil
+}
+
+type depsReq struct {
+	task  int32
+	dep   string
+	all   bool
+	reply chan<- depsReply
+}
+
+type depsReply struct {
+	result any
+	infos  []TaskInfo
+	err    error
+}
+
+func (r depsReq) apply(l *loop, now time.Time) { r.reply <- l.st.deps(r.task, r.dep, r.all) }
+
+// deps answers Result (dep) and Upstream (all) for task t, which is
+// running: its record and its dependencies' are held until it is final.
+func (s *state) deps(t int32, dep string, all bool) depsReply {
+	r := &s.tasks[t]
+	list := s.edges(r, r.deps)
+	if all {
+		infos := make([]TaskInfo, 0, len(list))
+		for _, d := range list {
+			ti, _ := s.infoOf(d)
+			infos = append(infos, ti)
+		}
+		return depsReply{infos: infos}
+	}
+	d, ok := s.find(dep)
+	if !ok || !containsTask(list, d) {
+		return depsReply{err: fmt.Errorf("%w: %q is not a direct dependency of %q", ErrNotDependency, dep, s.key(t))}
+	}
+	if st := s.status(d); st != Succeeded {
+		return depsReply{err: fmt.Errorf("%w: %s is %v", ErrNoResult, dep, st)}
+	}
+	x := s.tasks[d].x
+	if x == nil || !x.hasResult {
+		return depsReply{err: fmt.Errorf("%w: %s set none", ErrNoResult, dep)}
+	}
+	return depsReply{result: x.result}
+}
+
+func containsTask(list []int32, t int32) bool {
+	for _, d := range list {
+		if d == t {
+			return true
+		}
+	}
+	return false
+}
