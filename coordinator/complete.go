@@ -172,7 +172,15 @@ func (s *state) release(t int32, now time.Time) {
 func (s *state) released(c int32, now time.Time) {
 	switch hc := &s.hot[c]; hc.status {
 	case Pending:
+		if hc.unmet == 0 {
+			return // started by its rule before all its dependencies ended (AnyFailed)
+		}
 		if hc.unmet--; hc.unmet == 0 {
+			if hc.rule() == AnyFailed { // all final, none failed
+				s.skipped(c, noTask, now)
+				s.skipDependents(c, now)
+				return
+			}
 			s.eligible(c, now)
 		}
 	case dispatched:
@@ -198,7 +206,7 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 	if e := s.emit(EventFailed, t, now); e != nil {
 		e.Err = err
 	}
-	s.skipDependents(t, t, now)
+	s.skipDependents(t, now)
 }
 
 // cancelled ends t Cancelled, with ErrCancelled or, under Shutdown,
@@ -215,7 +223,7 @@ func (s *state) cancelled(t int32, now time.Time) {
 		e.Err = cause
 	}
 	if !s.closing {
-		s.skipDependents(t, t, now) // under Shutdown every waiting task is cancelled instead
+		s.skipDependents(t, now) // under Shutdown every waiting task is cancelled instead
 	}
 }
 
@@ -237,33 +245,98 @@ func (s *state) skipped(t, cause int32, now time.Time) {
 	s.emit(EventSkipped, t, now).setCause(s, cause)
 }
 
-// skipDependents skips everything waiting on from, transitively, blaming
-// cause. It walks a worklist, so a chain of any length uses no stack. A
-// dependent handed out behind from's item and not started is taken back
-// and skipped too.
-func (s *state) skipDependents(from, cause int32, now time.Time) {
+// skipDependents tells the tasks waiting on from, which ended without
+// succeeding, by each one's trigger rule: by default a dependent is
+// skipped, and so on transitively, blaming from's root cause. It walks a
+// worklist, so a chain of any length uses no stack. A dependent handed out
+// behind from's item and not started is taken back and skipped too.
+func (s *state) skipDependents(from int32, now time.Time) {
 	work := append(s.work[:0], from)
 	for len(work) > 0 {
 		t := work[len(work)-1]
 		work = work[:len(work)-1]
+		root := s.root(t)
+		class := s.classOf(root)
 		r := &s.tasks[t]
-		visit := func(c int32) {
-			if !s.takeBack(c) {
-				return
+		for pass, list := 0, s.edges(r, r.succ); pass < 2; pass++ {
+			if pass == 1 {
+				if r.x == nil {
+					break
+				}
+				list = r.x.more
 			}
-			s.skipped(c, cause, now)
-			work = append(work, c)
-		}
-		for _, c := range s.edges(r, r.succ) {
-			visit(c)
-		}
-		if r.x != nil {
-			for _, c := range r.x.more {
-				visit(c)
+			for _, c := range list {
+				if s.react(c, root, class, now) {
+					work = append(work, c)
+				}
 			}
 		}
 	}
 	s.work = work[:0]
+}
+
+// endClass is how a trigger rule sees a dependency that did not succeed,
+// by the root cause of its end.
+type endClass uint8
+
+const (
+	endFailed    endClass = iota // it failed, or was skipped because something upstream failed
+	endCancelled                 // it was cancelled, or skipped because something upstream was
+	endBenign                    // it was skipped because a rule upstream was not met
+)
+
+// classOf classifies a root cause: a Failed or Cancelled task, or one a
+// rule skipped.
+func (s *state) classOf(root int32) endClass {
+	switch s.hot[root].status {
+	case Failed:
+		return endFailed
+	case Cancelled:
+		return endCancelled
+	}
+	return endBenign
+}
+
+// react applies to c the end of one of its dependencies, which did not
+// succeed (root is to blame, of class), by c's trigger rule. It reports
+// whether c was skipped, for the cascade to go on from it.
+func (s *state) react(c, root int32, class endClass, now time.Time) bool {
+	hc := &s.hot[c]
+	rule := hc.rule()
+	if rule == AllSucceeded {
+		if !s.takeBack(c) {
+			return false
+		}
+		s.skipped(c, root, now)
+		return true
+	}
+	if hc.status != Pending || hc.unmet == 0 {
+		return false // started by its rule already, or final
+	}
+	switch rule {
+	case AllDone:
+		if hc.unmet--; hc.unmet == 0 {
+			s.eligible(c, now)
+		}
+	case AnyFailed:
+		if class == endFailed {
+			hc.unmet = 0
+			s.eligible(c, now)
+		} else if hc.unmet--; hc.unmet == 0 {
+			s.skipped(c, noTask, now) // all final, none failed: its own rule skips it
+			return true
+		}
+	case NoneFailed:
+		if class != endBenign {
+			hc.unmet = 0
+			s.skipped(c, root, now)
+			return true
+		}
+		if hc.unmet--; hc.unmet == 0 {
+			s.eligible(c, now)
+		}
+	}
+	return false
 }
 
 // takeBack prepares a waiting task to end before it runs: a Pending one

@@ -281,7 +281,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 			hc := &s.hot[c]
 			switch {
 			case hc.status != Pending:
-			case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&fExtra != 0 || (waiting && best <= hc.prio):
+			case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&(fExtra|fRule) != 0 || (waiting && best <= hc.prio):
 				left = true
 			default:
 				cand = append(cand, c)

@@ -32,8 +32,8 @@ func (s step) String() string {
 	case s.submit != nil:
 		var parts []string
 		for _, t := range s.submit {
-			parts = append(parts, fmt.Sprintf("%s%v p%d pool %q %+v delay %v base %v every %v×%d",
-				t.ID, t.Deps, t.Priority, t.Pool, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
+			parts = append(parts, fmt.Sprintf("%s%v when %v p%d pool %q %+v delay %v base %v every %v×%d",
+				t.ID, t.Deps, coordinator.Trigger(t.When), t.Priority, t.Pool, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
 		}
 		return "submit " + strings.Join(parts, "; ")
 	case s.cancel != "":
@@ -128,6 +128,9 @@ func genProgram(t *rapid.T, pools bool) program {
 				}
 				task := refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Pool: pool, Do: do,
 					Delay: second("delay", 3), BaseDelay: second("base", 2), Every: second("every", 2)}
+				if len(deps) > 0 && rapid.IntRange(0, 2).Draw(t, "ruled") == 0 {
+					task.When = refmodel.Trigger(rapid.IntRange(1, 3).Draw(t, "when"))
+				}
 				if task.Every > 0 {
 					task.Times = rapid.IntRange(1, 3).Draw(t, "times")
 				}
@@ -159,7 +162,7 @@ func schedTask(mt refmodel.Task, gate <-chan struct{}) coordinator.Task {
 	do := mt.Do
 	var calls atomic.Int32
 	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority, Pool: mt.Pool,
-		Delay: mt.Delay, Every: mt.Every, Times: mt.Times,
+		Delay: mt.Delay, Every: mt.Every, Times: mt.Times, When: coordinator.Trigger(mt.When),
 		Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
 		Run: func(ctx context.Context) error {
 			switch {
@@ -425,6 +428,7 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 		// Per ID, the accepted tasks in order (retention lets an ID come back).
 		type accepted struct {
 			deps      []string
+			when      coordinator.Trigger
 			notBefore time.Time
 		}
 		tasks := map[string][]accepted{}
@@ -443,7 +447,7 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 				}
 				if s.Submit(batch...) == nil {
 					for _, mt := range st.submit {
-						tasks[mt.ID] = append(tasks[mt.ID], accepted{mt.Deps, time.Now().Add(mt.Delay)})
+						tasks[mt.ID] = append(tasks[mt.ID], accepted{mt.Deps, coordinator.Trigger(mt.When), time.Now().Add(mt.Delay)})
 						g.add(mt.ID, chans[mt.ID])
 					}
 				}
@@ -484,6 +488,16 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 		final := map[string]coordinator.EventKind{} // the last final event per ID
 		gen := map[string]int{}                     // which accepted task of the ID the events are about
 		succeeded := map[string]bool{}
+		ended := map[string]bool{}
+		causeOf := map[string]string{} // of a Skipped task
+		// rootKind is how the end of d is seen by a rule: the final event of
+		// its root cause (Skipped: skipped by a rule upstream).
+		rootKind := func(d string) coordinator.EventKind {
+			if final[d] == coordinator.EventSkipped && causeOf[d] != "" {
+				return final[causeOf[d]]
+			}
+			return final[d]
+		}
 		out := map[string]bool{}
 		finals := map[string]int{}
 		closedAt := -1
@@ -496,11 +510,25 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 					return
 				}
 				acc := tasks[id][min(gen[id], len(tasks[id])-1)]
+				anyFailed := false
 				for _, d := range acc.deps {
-					if !succeeded[d] {
+					k := rootKind(d)
+					anyFailed = anyFailed || (ended[d] && k == coordinator.EventFailed)
+					switch {
+					case acc.when == coordinator.AllSucceeded && !succeeded[d]:
 						diff = fmt.Sprintf("%s started before its dependency %s succeeded", id, d)
+					case (acc.when == coordinator.AllDone || acc.when == coordinator.NoneFailed) && !ended[d]:
+						diff = fmt.Sprintf("%s (%v) started before its dependency %s ended", id, acc.when, d)
+					case acc.when == coordinator.NoneFailed && (k == coordinator.EventFailed || k == coordinator.EventCancelled):
+						diff = fmt.Sprintf("%s (NoneFailed) started although %s ended %v", id, d, k)
+					}
+					if diff != "" {
 						return
 					}
+				}
+				if acc.when == coordinator.AnyFailed && !anyFailed {
+					diff = fmt.Sprintf("%s (AnyFailed) started with no dependency failed", id)
+					return
 				}
 				if e.At.Before(acc.notBefore) {
 					diff = fmt.Sprintf("%s started at %v, before its delay passed (%v)", id, e.At, acc.notBefore)
@@ -518,11 +546,16 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 					closedAt = i
 				}
 				if e.Kind == coordinator.EventSkipped && e.Cause != "" {
-					if k, ok := final[e.Cause]; !ok || (k != coordinator.EventFailed && k != coordinator.EventCancelled) {
-						diff = fmt.Sprintf("%s skipped because of %s, which had not failed or been cancelled", id, e.Cause)
+					k, ok := final[e.Cause]
+					if !ok || (k != coordinator.EventFailed && k != coordinator.EventCancelled && (k != coordinator.EventSkipped || causeOf[e.Cause] != "")) {
+						diff = fmt.Sprintf("%s skipped because of %s, which had not failed, been cancelled or been skipped by its own rule", id, e.Cause)
 						return
 					}
 				}
+				if e.Kind == coordinator.EventSkipped {
+					causeOf[id] = e.Cause
+				}
+				ended[id] = true
 				out[id] = false
 				finals[id]++
 				gen[id]++

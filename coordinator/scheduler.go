@@ -303,7 +303,7 @@ func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 		return ErrClosed
 	}
 	for i := range b.tasks {
-		if err := validateTask(&b.tasks[i], s.workers); err != nil {
+		if err := validateTask(&b.tasks[i], len(b.places(i)) > 0, s.workers); err != nil {
 			return err
 		}
 	}

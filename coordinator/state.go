@@ -57,7 +57,12 @@ const (
 	fFused                       // dispatched behind its dependency's item
 	fClosed                      // the cancel came from Shutdown
 	fExtra                       // rec.x is set
+
+	fRuleShift       = 5
+	fRule      uint8 = 3 << fRuleShift // its trigger rule (Task.When)
 )
+
+func (h *hot) rule() Trigger { return Trigger(h.flags&fRule) >> fRuleShift }
 
 // rec is the coordinator's record of one task; what workers read lives in
 // its dispatch.Spec, and what is read for every successor of every
@@ -79,7 +84,7 @@ type rec struct {
 // the ready queue touches these and nothing else (a cache miss each on a
 // large graph, where a whole record would cost two).
 type hot struct {
-	unmet  int32  // dependencies not yet succeeded
+	unmet  int32  // dependencies not yet succeeded (under a trigger rule: not yet final); 0 once started
 	prio   int32  // Task.Priority
 	rseq   uint32 // the sequence of its last becoming ready: validates ready-queue entries
 	status Status

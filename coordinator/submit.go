@@ -182,7 +182,7 @@ func (s *state) submit(b *batch, now time.Time) error {
 		t := &tasks[i]
 		pool := s.byName[t.Pool]
 		s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
-		hr := hot{pool: uint16(pool), prio: int32(t.Priority)}
+		hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(t.When) << fRuleShift}
 		r := rec{link: noTask, arena: a,
 			deps: span{dstart[i], dstart[i+1] - dstart[i]}, succ: span{nd + sstart[i], sstart[i+1] - sstart[i]}}
 		sp := s.spec(idx[i])
@@ -212,6 +212,7 @@ func (s *state) submit(b *batch, now time.Time) error {
 	// Wire the edges from earlier tasks. A dependency that already ended
 	// badly skips the task.
 	skip := s.scratch[:0]
+	var ended [][2]int32 // (task under a rule, its dependency that already ended)
 	for i, t := range idx {
 		for k := dstart[i]; k < dstart[i+1]; k++ {
 			j := deps[k]
@@ -226,6 +227,11 @@ func (s *state) submit(b *batch, now time.Time) error {
 				continue
 			}
 			switch st := s.hot[j].status; {
+			case s.hot[t].flags&fRule != 0 && st.Final():
+				// Under a rule, an ended dependency counts like any other
+				// and is applied once every edge is wired.
+				s.hot[t].unmet++
+				ended = append(ended, [2]int32{t, j})
 			case st == Succeeded:
 			case st.Final():
 				if r := &s.tasks[t]; r.link == noTask {
@@ -245,13 +251,21 @@ func (s *state) submit(b *batch, now time.Time) error {
 	for _, t := range skip {
 		if r := &s.tasks[t]; s.hot[t].status == Pending {
 			s.skipped(t, r.link, now)
-			s.skipDependents(t, r.link, now)
+			s.skipDependents(t, now)
 		}
 	}
 	s.scratch = skip[:0]
 	for _, t := range idx {
 		if h := &s.hot[t]; h.status == Pending && h.unmet == 0 {
 			s.eligible(t, now)
+		}
+	}
+	for _, e := range ended {
+		t, j := e[0], e[1]
+		if s.hot[j].status == Succeeded {
+			s.released(t, now)
+		} else if root := s.root(j); s.react(t, root, s.classOf(root), now) {
+			s.skipDependents(t, now)
 		}
 	}
 	return nil
@@ -308,9 +322,10 @@ func addSat(t time.Time, d time.Duration) time.Time {
 	return u
 }
 
-// root is the task to blame for j's bad end: j itself, or j's own cause.
+// root is the task to blame for j's end without success: j itself (it
+// failed, was cancelled, or its own rule skipped it), or j's cause.
 func (s *state) root(j int32) int32 {
-	if s.hot[j].status == Skipped {
+	if s.hot[j].status == Skipped && s.tasks[j].link != noTask {
 		return s.tasks[j].link
 	}
 	return j

@@ -14,7 +14,7 @@ import (
 type Task struct {
 	ID   string                          // unique, non-empty
 	Run  func(ctx context.Context) error // the work; ctx ends on Cancel, on timeout and on Shutdown
-	Deps []string                        // tasks that must succeed first: in the same batch (any order) or submitted before
+	Deps []string                        // tasks that must succeed first (or end as When says): in the same batch (any order) or submitted before
 
 	// Priority orders ready tasks of one pool: lower runs first; ties start
 	// in the order they became ready (submission order for tasks ready at
@@ -28,6 +28,65 @@ type Task struct {
 	Timeout time.Duration // per attempt; 0 = none
 	Pool    string        // "" = the default pool
 	Payload any           // for custom worker types
+
+	// When is the trigger rule: which ends of its dependencies let the
+	// task run. The zero value, AllSucceeded, is the default rule.
+	When Trigger
+}
+
+// Trigger is a task's rule for running after its dependencies, as in
+// Airflow's trigger rules. Under every rule a task runs at most once per
+// submission (its retries and recurring runs aside) and is skipped, never
+// failed, when its rule cannot be met; what depends on it then follows
+// its own rule.
+//
+// How a rule sees a dependency that did not succeed, by the root cause of
+// its end: "failed" is a dependency that Failed, or was skipped because of
+// a failure upstream; "cancelled" one that was Cancelled, or skipped
+// because of a cancel upstream; a dependency skipped because a rule
+// upstream was not met (see Cause) is neither.
+//
+// TaskInfo.Cause of a task a rule skipped: under AllSucceeded and
+// NoneFailed, the root cause (the upstream task that failed or was
+// cancelled, or the upstream task whose own rule was not met); under
+// AnyFailed, skipped because no dependency failed, "": nothing upstream
+// went wrong, the task's own rule was not met. Upstream(ctx) tells a task
+// how each of its dependencies ended.
+//
+// Tasks under a rule other than AllSucceeded are never fused into a
+// dependency's lane: they go through the ready queue.
+type Trigger int
+
+const (
+	// AllSucceeded runs the task once every dependency succeeded; it is
+	// skipped as soon as one does not.
+	AllSucceeded Trigger = iota
+	// AllDone runs the task once every dependency is final, whatever its
+	// end: cleanup. It is never skipped because of a dependency.
+	AllDone
+	// AnyFailed runs the task as soon as one dependency failed (the others
+	// may still run): alerting. It is skipped once every dependency is
+	// final and none failed. It needs at least one dependency.
+	AnyFailed
+	// NoneFailed runs the task once every dependency is final and none
+	// failed or was cancelled (succeeded, or skipped by a rule upstream);
+	// it is skipped as soon as one fails or is cancelled.
+	NoneFailed
+)
+
+// String returns the rule's name, as written in Go.
+func (t Trigger) String() string {
+	switch t {
+	case AllSucceeded:
+		return "AllSucceeded"
+	case AllDone:
+		return "AllDone"
+	case AnyFailed:
+		return "AnyFailed"
+	case NoneFailed:
+		return "NoneFailed"
+	}
+	return fmt.Sprintf("Trigger(%d)", int(t))
 }
 
 // RetryPolicy says how often and when a failed attempt is tried again.
@@ -168,7 +227,7 @@ type TaskInfo struct {
 	Attempts int    // attempts made in the current (or last) run
 	Runs     int    // runs finished successfully
 	Err      error  // the last attempt's error, if it failed; for Cancelled: ErrCancelled or ErrClosed
-	Cause    string // for Skipped: the upstream task that failed or was cancelled
+	Cause    string // for Skipped: the upstream task to blame (see Trigger); "" when its own rule was not met
 	Result   any    // what the last successful attempt recorded with SetResult
 }
 

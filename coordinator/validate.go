@@ -8,8 +8,9 @@ import (
 
 // validateTask checks what can be checked without the scheduler's state.
 // It runs on the caller's goroutine, so a pool's Validator (user code)
-// never runs on the coordinator's.
-func validateTask(t *Task, pools map[string]worker.Worker) error {
+// never runs on the coordinator's. handles says whether the task has
+// dependencies by Graph handle.
+func validateTask(t *Task, handles bool, pools map[string]worker.Worker) error {
 	bad := func(format string, args ...any) error {
 		return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -37,6 +38,10 @@ func validateTask(t *Task, pools map[string]worker.Worker) error {
 		return bad("negative Retry.MaxDelay %v", p.MaxDelay)
 	case !(p.Jitter >= 0 && p.Jitter <= 1): // also rejects NaN
 		return bad("Retry.Jitter %v outside [0, 1]", p.Jitter)
+	case t.When < AllSucceeded || t.When > NoneFailed:
+		return bad("unknown When %d", int(t.When))
+	case t.When == AnyFailed && len(t.Deps) == 0 && !handles:
+		return bad("When AnyFailed without dependencies: it could never run")
 	}
 	for _, d := range t.Deps {
 		if d == "" {

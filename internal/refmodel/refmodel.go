@@ -43,7 +43,18 @@ type Task struct {
 	BaseDelay time.Duration // retry wait after the first failure, doubling
 	Every     time.Duration
 	Times     int
+	When      Trigger
 }
+
+// Trigger mirrors coordinator.Trigger.
+type Trigger int
+
+const (
+	AllSucceeded Trigger = iota
+	AllDone
+	AnyFailed
+	NoneFailed
+)
 
 // Status mirrors coordinator.Status.
 type Status int
@@ -68,7 +79,7 @@ type Record struct {
 	Events   []string // kinds, in order: started, retrying, succeeded, ...
 	Dropped  bool     // forgotten by retention
 
-	unmet     int
+	unmet     int   // dependencies not yet succeeded (under a rule: not yet final); 0 once started
 	deps      []int // records it depends on
 	succ      []int
 	cancelReq bool
@@ -151,6 +162,7 @@ func (m *Model) Submit(batch []Task) error {
 		m.ByID[t.ID] = base + i
 	}
 	var skip []int
+	var ended [][2]int // (task under a rule, its dependency that had already ended)
 	for i := range batch {
 		r := m.Tasks[base+i]
 		for _, d := range r.Deps {
@@ -160,6 +172,11 @@ func (m *Model) Submit(batch []Task) error {
 			}
 			r.deps = append(r.deps, j)
 			dr := m.Tasks[j]
+			if final := dr.Status >= Succeeded; r.When != AllSucceeded && final {
+				r.unmet++ // applied once every edge is wired
+				ended = append(ended, [2]int{base + i, j})
+				continue
+			}
 			switch dr.Status {
 			case Succeeded:
 			case Failed, Cancelled, Skipped:
@@ -176,12 +193,19 @@ func (m *Model) Submit(batch []Task) error {
 	for _, t := range skip {
 		if r := m.Tasks[t]; r.Status < Succeeded {
 			m.finish(r, Skipped, "skipped")
-			m.skipDependents(t, r.Cause)
+			m.skipDependents(t)
 		}
 	}
 	for i := range batch {
 		if r := m.Tasks[base+i]; r.Status == Pending && r.unmet == 0 {
 			m.eligible(base + i)
+		}
+	}
+	for _, e := range ended {
+		if m.Tasks[e[1]].Status == Succeeded {
+			m.released(e[0])
+		} else if m.react(e[0], m.root(m.Tasks[e[1]])) {
+			m.skipDependents(e[0])
 		}
 	}
 	m.run()
@@ -244,8 +268,10 @@ func (m *Model) Advance(d time.Duration) {
 	m.Forget()
 }
 
+// root is the task to blame for r's end without success: r itself, or
+// its cause (a task its own rule skipped has none: it is the root).
 func (m *Model) root(r *Record) string {
-	if r.Status == Skipped {
+	if r.Status == Skipped && r.Cause != "" {
 		return r.Cause
 	}
 	return r.ID
@@ -263,18 +289,76 @@ func (m *Model) finish(r *Record, s Status, event string) {
 	r.finalAt = m.Now
 }
 
-func (m *Model) skipDependents(from int, cause string) {
+// skipDependents tells the tasks waiting on from, which ended without
+// succeeding, by each one's rule, transitively (last in, first out).
+func (m *Model) skipDependents(from int) {
 	work := []int{from}
 	for len(work) > 0 {
 		t := work[len(work)-1]
 		work = work[:len(work)-1]
+		root := m.root(m.Tasks[t])
 		for _, c := range m.Tasks[t].succ {
-			if rc := m.Tasks[c]; rc.Status == Pending {
-				rc.Cause = cause
-				m.finish(rc, Skipped, "skipped")
+			if m.react(c, root) {
 				work = append(work, c)
 			}
 		}
+	}
+}
+
+// react applies to c the end without success of one of its dependencies,
+// whose root cause is root, and reports whether c was skipped.
+func (m *Model) react(c int, root string) bool {
+	rc := m.Tasks[c]
+	if rc.Status != Pending || (rc.When != AllSucceeded && rc.unmet == 0) {
+		return false
+	}
+	rr := m.Tasks[m.ByID[root]]
+	failed, cancelled := rr.Status == Failed, rr.Status == Cancelled
+	skip := func(cause string) bool {
+		rc.Cause = cause
+		m.finish(rc, Skipped, "skipped")
+		return true
+	}
+	switch rc.When {
+	case AllDone:
+		if rc.unmet--; rc.unmet == 0 {
+			m.eligible(c)
+		}
+	case AnyFailed:
+		if failed {
+			rc.unmet = 0
+			m.eligible(c)
+		} else if rc.unmet--; rc.unmet == 0 {
+			return skip("")
+		}
+	case NoneFailed:
+		if failed || cancelled {
+			rc.unmet = 0
+			return skip(root)
+		}
+		if rc.unmet--; rc.unmet == 0 {
+			m.eligible(c)
+		}
+	default:
+		return skip(root)
+	}
+	return false
+}
+
+// released applies to c the success of one of its dependencies.
+func (m *Model) released(c int) {
+	rc := m.Tasks[c]
+	if rc.Status != Pending || rc.unmet == 0 {
+		return
+	}
+	if rc.unmet--; rc.unmet == 0 {
+		if rc.When == AnyFailed {
+			rc.Cause = ""
+			m.finish(rc, Skipped, "skipped")
+			m.skipDependents(c)
+			return
+		}
+		m.eligible(c)
 	}
 }
 
@@ -327,7 +411,7 @@ func (m *Model) outcome(t int, ok bool) {
 	switch {
 	case r.cancelReq:
 		m.finish(r, Cancelled, "cancelled")
-		m.skipDependents(t, r.ID)
+		m.skipDependents(t)
 	case ok && r.Every > 0 && r.Runs+1 < r.Times:
 		r.Runs++
 		r.Status = Pending
@@ -339,11 +423,7 @@ func (m *Model) outcome(t int, ok bool) {
 		r.Runs++
 		m.finish(r, Succeeded, "succeeded")
 		for _, c := range r.succ {
-			if rc := m.Tasks[c]; rc.Status == Pending {
-				if rc.unmet--; rc.unmet == 0 {
-					m.eligible(c)
-				}
-			}
+			m.released(c)
 		}
 	case r.Attempts < max(1, r.Do.MaxAttempt):
 		r.Status = Pending
@@ -355,7 +435,7 @@ func (m *Model) outcome(t int, ok bool) {
 		m.schedule(t, m.Now+wait)
 	default:
 		m.finish(r, Failed, "failed")
-		m.skipDependents(t, r.ID)
+		m.skipDependents(t)
 	}
 }
 
@@ -370,7 +450,7 @@ func (m *Model) Cancel(id string) bool {
 	case Pending, Ready:
 		m.timers = slices.DeleteFunc(m.timers, func(tm timer) bool { return tm.t == t })
 		m.finish(r, Cancelled, "cancelled")
-		m.skipDependents(t, r.ID)
+		m.skipDependents(t)
 		m.run()
 		m.Forget()
 		return true
