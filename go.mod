@@ -8,3 +8,5 @@ require (
 	golang.org/x/sync v0.25.0
 	pgregory.net/rapid v1.3.0
 )
+
+require github.com/robfig/cron/v3 v3.0.1

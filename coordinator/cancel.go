@@ -61,7 +61,7 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 		case dispatch.Sealed:
 			// It succeeded. Only a recurring task with runs to come still
 			// has something to cancel: its series stops after this run.
-			if x := r.x; x != nil && x.every > 0 && (x.times == 0 || int(r.runs)+1 < x.times) {
+			if x := r.x; x != nil && x.recurring() && (x.times == 0 || int(r.runs)+1 < x.times) {
 				h.flags |= fCancelReq
 				return true
 			}

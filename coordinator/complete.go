@@ -138,14 +138,15 @@ func (s *state) resultOf(ls *laneState, seq uint32) (any, bool) {
 func (s *state) succeeded(t int32, now time.Time) {
 	r := &s.tasks[t]
 	r.runs++
-	if x := r.x; x != nil && x.every > 0 && (x.times == 0 || int(r.runs) < x.times) {
-		if e := s.emit(EventRecurred, t, now); e != nil {
-			e.Run = int(r.runs)
+	if x := r.x; x != nil && x.recurring() && (x.times == 0 || int(r.runs) < x.times) {
+		if due, ok := x.next(now); ok {
+			if e := s.emit(EventRecurred, t, now); e != nil {
+				e.Run = int(r.runs)
+			}
+			r.attempts = 0
+			s.schedule(t, due, now)
+			return
 		}
-		r.attempts = 0
-		x.planned = addSat(x.planned, x.every)
-		s.schedule(t, x.planned, now) // an overrun run is followed at once
-		return
 	}
 	s.finish(t, Succeeded, now)
 	if e := s.emit(EventSucceeded, t, now); e != nil {

@@ -264,7 +264,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 	if h.status != dispatched || r.link != loc(ls.l.ID, seq) {
 		return 0, true // revoked, or passed over and ended
 	}
-	if r.x != nil && r.x.every > 0 {
+	if r.x != nil && r.x.recurring() {
 		return 0, true // its success may start another run instead of releasing successors
 	}
 	spread := p.idle > 0 && (ls.open || p.idle > 1) // another worker of the pool is idle

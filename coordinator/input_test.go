@@ -46,8 +46,18 @@ func TestBadInput(t *testing.T) {
 		{"negative every", []coordinator.Task{task(func(t *coordinator.Task) { t.Every = -1 })}, coordinator.ErrInvalidTask},
 		{"negative timeout", []coordinator.Task{task(func(t *coordinator.Task) { t.Timeout = -1 })}, coordinator.ErrInvalidTask},
 		{"negative times", []coordinator.Task{task(func(t *coordinator.Task) { t.Times = -1 })}, coordinator.ErrInvalidTask},
-		{"every without times", []coordinator.Task{task(func(t *coordinator.Task) { t.Every = time.Second })}, coordinator.ErrInvalidTask},
 		{"times without every", []coordinator.Task{task(func(t *coordinator.Task) { t.Times = 3 })}, coordinator.ErrInvalidTask},
+		{"missed without a series", []coordinator.Task{task(func(t *coordinator.Task) { t.Missed = coordinator.SkipMissed })}, coordinator.ErrInvalidTask},
+		{"unknown missed", []coordinator.Task{task(func(t *coordinator.Task) { t.Every, t.Missed = time.Second, 9 })}, coordinator.ErrInvalidTask},
+		{"every and cron", []coordinator.Task{task(func(t *coordinator.Task) { t.Every, t.Cron = time.Second, "@hourly" })}, coordinator.ErrInvalidTask},
+		{"cron and schedule", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron, t.Schedule = "@hourly", everyHour{} })}, coordinator.ErrInvalidTask},
+		{"bad cron", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "61 * * * *" })}, coordinator.ErrInvalidTask},
+		{"cron with seconds", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "0 0 * * * *" })}, coordinator.ErrInvalidTask},
+		{"cron TZ=0 (panics in the parser)", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "TZ=0" })}, coordinator.ErrInvalidTask},
+		{"cron unknown zone", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "CRON_TZ=Mars/Olympus 0 * * * *" })}, coordinator.ErrInvalidTask},
+		{"cron that never starts", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "0 0 30 2 *" })}, coordinator.ErrInvalidTask},
+		{"nil schedule", []coordinator.Task{task(func(t *coordinator.Task) { t.Schedule = (*nilSchedule)(nil) })}, coordinator.ErrInvalidTask},
+		{"unknown when", []coordinator.Task{task(func(t *coordinator.Task) { t.When = 5 })}, coordinator.ErrInvalidTask},
 		{"negative attempts", []coordinator.Task{task(func(t *coordinator.Task) { t.Retry.MaxAttempts = -1 })}, coordinator.ErrInvalidTask},
 		{"negative base delay", []coordinator.Task{task(func(t *coordinator.Task) { t.Retry.BaseDelay = -1 })}, coordinator.ErrInvalidTask},
 		{"negative max delay", []coordinator.Task{task(func(t *coordinator.Task) { t.Retry.MaxDelay = -1 })}, coordinator.ErrInvalidTask},
@@ -165,3 +175,11 @@ func TestStrings(t *testing.T) {
 		t.Fatalf("Error() = %q; want %q", got, want)
 	}
 }
+
+type everyHour struct{}
+
+func (everyHour) Next(t time.Time) time.Time { return t.Truncate(time.Hour).Add(time.Hour) }
+
+type nilSchedule struct{ d time.Duration }
+
+func (n *nilSchedule) Next(t time.Time) time.Time { return t.Add(n.d) }

@@ -24,7 +24,11 @@ type mockRig struct {
 func newMockRig(t *testing.T, opts ...coordinator.Option) *mockRig {
 	r := &mockRig{clk: clock.NewMock(), armed: make(chan time.Time, 100), events: make(chan coordinator.Event, 1000)}
 	r.clk.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	opts = append(opts, coordinator.WithClock(r.clk), coordinator.WithArmedHook(func(due time.Time) { r.armed <- due }))
+	opts = append(opts, coordinator.WithClock(r.clk), coordinator.WithTimerArmed(func(due time.Time) {
+		if !due.IsZero() {
+			r.armed <- due
+		}
+	}))
 	r.s = newScheduler(t, opts...)
 	r.s.Subscribe(func(e coordinator.Event) { r.events <- e })
 	return r
@@ -142,5 +146,72 @@ func TestDelayMockClock(t *testing.T) {
 	r.clk.Add(1500 * time.Microsecond)
 	if e := r.next(t, coordinator.EventStarted); e.At.Sub(start) != 1500*time.Microsecond {
 		t.Fatalf("started at %v; want 1.5ms", e.At.Sub(start))
+	}
+}
+
+// movingClock is a mock clock that moves by jump once, between the
+// timer goroutine reading the time and arming its timer: the window in
+// which a test's Add used to land and leave the timer armed late.
+type movingClock struct {
+	*clock.Mock
+	jump  time.Duration
+	armed int
+}
+
+func (c *movingClock) Timer(d time.Duration) *clock.Timer {
+	if c.armed++; c.armed == 1 {
+		c.Mock.Add(c.jump)
+	}
+	return c.Mock.Timer(d)
+}
+
+// A clock moved while the timer is being armed does not make it late: the
+// task starts when the clock reaches its due time, by an Add of exactly
+// what remains, whatever the size of the move (a nanosecond too).
+func TestTimerArmedOnAClockThatMoves(t *testing.T) {
+	for _, jump := range []time.Duration{time.Nanosecond, 999 * time.Nanosecond, 3 * time.Millisecond} {
+		t.Run(jump.String(), func(t *testing.T) {
+			mc := &movingClock{Mock: clock.NewMock(), jump: jump}
+			mc.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			armed := make(chan time.Time, 10)
+			started := make(chan time.Time, 1)
+			s := newScheduler(t, coordinator.WithClock(mc), coordinator.WithTimerArmed(func(due time.Time) {
+				if !due.IsZero() {
+					armed <- due
+				}
+			}))
+			start := mc.Now()
+			err := s.Submit(coordinator.Task{ID: "d", Delay: 10 * time.Millisecond, Run: func(context.Context) error {
+				started <- mc.Now()
+				return nil
+			}})
+			if err != nil {
+				t.Fatalf("Submit = %v", err)
+			}
+			select {
+			case due := <-armed:
+				if want := start.Add(10 * time.Millisecond); !due.Equal(want) {
+					t.Fatalf("armed for %v; want %v", due, want)
+				}
+			case <-time.After(10 * time.Second): // only reports a failure
+				t.Fatal("timer not armed")
+			}
+			mc.Add(10*time.Millisecond - jump) // to the due time, exactly
+			select {
+			case at := <-started:
+				if at.Sub(start) != 10*time.Millisecond {
+					t.Fatalf("started at +%v; want +10ms", at.Sub(start))
+				}
+			case <-time.After(10 * time.Second): // only reports a failure
+				t.Fatalf("the task did not start when the clock reached its due time (timer armed late)")
+			}
+		})
+	}
+}
+
+// WithTimerArmed(nil) is refused.
+func TestWithTimerArmedNil(t *testing.T) {
+	if _, err := coordinator.New(coordinator.WithTimerArmed(nil)); !errors.Is(err, coordinator.ErrInvalidOption) {
+		t.Fatalf("New(WithTimerArmed(nil)) = %v; want ErrInvalidOption", err)
 	}
 }

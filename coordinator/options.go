@@ -34,8 +34,8 @@ type config struct {
 	grace   time.Duration
 	logger  *slog.Logger
 
-	testHookArmed func(due time.Time) // only for testing: the timer was armed for due
-	testMaxBatch  int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
+	armed        func(due time.Time) // WithTimerArmed
+	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
 }
 
 // WithWorkers sets the size of the default pool (default runtime.GOMAXPROCS(0)).
@@ -116,6 +116,23 @@ func WithRandSource(src rand.Source) Option {
 // DefaultAbandonAfter is how long a timed-out function may take to return
 // before its attempt is abandoned, unless WithAbandonAfter says otherwise.
 const DefaultAbandonAfter = 5 * time.Second
+
+// WithTimerArmed calls f on the timer goroutine each time it arms its
+// timer, with the due time, and with the zero time when nothing is delayed
+// any more. It is for tests that drive a mock clock (WithClock): wait for
+// the due time f reports, then move the clock to it, so the advance can
+// never come before the timer exists. Together with Wait (nothing left to
+// do), it makes a schedule testable step by step. f must not block for
+// long (send on a buffered channel) and must not call the scheduler.
+func WithTimerArmed(f func(due time.Time)) Option {
+	return func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: WithTimerArmed(nil)", ErrInvalidOption)
+		}
+		c.armed = f
+		return nil
+	}
+}
 
 // WithAbandonAfter sets the grace period after an attempt's timeout: its
 // context ends at the timeout (context.DeadlineExceeded, cause

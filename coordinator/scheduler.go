@@ -60,7 +60,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{
 		clk:      cfg.clock,
 		workers:  map[string]worker.Worker{"": worker.Func{}},
-		hook:     cfg.testHookArmed,
+		hook:     cfg.armed,
 		log:      cfg.logger,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
@@ -224,6 +224,9 @@ func (s *Scheduler) timer(ctx context.Context) error {
 		case due := <-s.due.C():
 			stop()
 			if due.IsZero() {
+				if s.hook != nil {
+					s.hook(time.Time{})
+				}
 				continue
 			}
 			t = s.arm(due)
@@ -250,7 +253,14 @@ func (s *Scheduler) timer(ctx context.Context) error {
 // mock clock advanced between them would set the timer late by the
 // advance, so arm reads the clock again and, if it moved more than a
 // microsecond (a real clock moves a little), arms again from the new time.
+//
+// A clock that moves between reading the time and arming the timer would
+// arm it late: the timer is armed again until the time read before and
+// after agree. A clock that can be moved by hand (one with an Add method,
+// such as clock.Mock) must agree exactly, or a test's Add could land in
+// between; a real clock, which always moves a little, to a microsecond.
 func (s *Scheduler) arm(due time.Time) *clock.Timer {
+	_, manual := s.clk.(interface{ Add(time.Duration) })
 	for {
 		before := s.clk.Now()
 		d := due.Sub(before)
@@ -259,7 +269,7 @@ func (s *Scheduler) arm(due time.Time) *clock.Timer {
 		}
 		t := s.clk.Timer(d)
 		after := s.clk.Now()
-		if after.Sub(before) < time.Microsecond {
+		if after.Equal(before) || (!manual && after.Sub(before) < time.Microsecond) {
 			return t
 		}
 		t.Stop()
@@ -302,10 +312,25 @@ func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	now := s.clk.Now()
 	for i := range b.tasks {
-		if err := validateTask(&b.tasks[i], len(b.places(i)) > 0, s.workers); err != nil {
+		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, s.workers)
+		if err != nil {
 			return err
 		}
+		if sched == nil {
+			continue
+		}
+		if b.tasks[i].Schedule != nil {
+			sched = safeSchedule{sched}
+		}
+		if sched.Next(now.Add(b.tasks[i].Delay)).IsZero() {
+			return &TaskError{ID: b.tasks[i].ID, Err: ErrInvalidTask, Detail: "its schedule has no start after submission"}
+		}
+		if b.scheds == nil {
+			b.scheds = make([]Schedule, len(b.tasks))
+		}
+		b.scheds[i] = sched
 	}
 	if len(b.tasks) == 0 {
 		return nil

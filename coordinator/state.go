@@ -97,6 +97,8 @@ type span struct{ off, n int32 }
 type extra struct {
 	retry     RetryPolicy
 	every     time.Duration
+	sched     Schedule // Cron or Schedule (nil: Every, or not recurring)
+	missed    Missed   // resolved: never MissedDefault for a recurring task
 	times     int
 	notBefore time.Time // submission + Delay
 	planned   time.Time // recurring: planned start of the current run

@@ -16,6 +16,7 @@ type batch struct {
 	hstart  []int32 // nil, or: task i's places are handles[hstart[i]:hstart[i+1]]
 	handles []int32
 	values  context.Context // nil: no caller values
+	scheds  []Schedule      // nil, or per task: its parsed Cron or its Schedule
 }
 
 func (b *batch) places(i int) []int32 {
@@ -192,7 +193,16 @@ func (s *state) submit(b *batch, now time.Time) error {
 		}
 		if needsExtra(t) || b.values != nil {
 			hr.flags |= fExtra
-			r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values}
+			r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values, missed: t.Missed}
+			if b.scheds != nil {
+				r.x.sched = b.scheds[i]
+			}
+			if r.x.missed == MissedDefault {
+				r.x.missed = RunEachMissed
+				if r.x.sched != nil {
+					r.x.missed = RunOnceForMissed
+				}
+			}
 			if t.Delay > 0 {
 				r.x.notBefore = addSat(now, t.Delay)
 			}
@@ -310,7 +320,7 @@ func (s *state) newArena(edges []int32, live int32) int32 {
 
 func needsExtra(t *Task) bool {
 	p := t.Retry
-	return t.Delay > 0 || t.Every > 0 || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0
+	return t.Delay > 0 || t.Every > 0 || t.Cron != "" || t.Schedule != nil || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0
 }
 
 // addSat returns t+d, saturating instead of overflowing.
@@ -342,8 +352,11 @@ func (s *state) eligible(t int32, now time.Time) {
 	if x.notBefore.After(now) {
 		start = x.notBefore
 	}
-	if x.every > 0 {
-		x.planned = start
+	if x.recurring() {
+		var ok bool
+		if start, ok = x.first(start); !ok {
+			start = time.Unix(1<<62, 0) // cannot happen: Submit refuses a schedule without a start
+		}
 	}
 	s.schedule(t, start, now)
 }

@@ -23,11 +23,30 @@ type Task struct {
 	Retry    RetryPolicy
 
 	Delay   time.Duration // not started before submission time + Delay
-	Every   time.Duration // > 0: recurring at a fixed rate, next run planned from the last planned start
-	Times   int           // total runs of a recurring task (needs Every)
 	Timeout time.Duration // per attempt; 0 = none
-	Pool    string        // "" = the default pool
-	Payload any           // for custom worker types
+
+	// A recurring task runs again after each successful run, at most one
+	// of: Every, at a fixed rate, each run planned from the last planned
+	// start (the first at once); Cron, a robfig/cron/v3 standard
+	// expression (five fields, descriptors such as @hourly, a CRON_TZ=
+	// prefix; UTC unless it names a zone; runs at its starts from
+	// submission on); or Schedule. Times is the total number of runs; 0
+	// means no end: the series runs until Cancel or Shutdown. Missed says
+	// what to do with starts missed because a run overran or the process
+	// was suspended. Runs never overlap; a run that fails after its
+	// retries ends the series Failed.
+	//
+	// Cron time is literal, as robfig/cron's: in a zone with daylight
+	// saving time, a start in the hour skipped in spring does not happen
+	// and one in the hour repeated in autumn happens twice.
+	Every    time.Duration
+	Cron     string
+	Schedule Schedule
+	Times    int
+	Missed   Missed
+
+	Pool    string // "" = the default pool
+	Payload any    // for custom worker types
 
 	// When is the trigger rule: which ends of its dependencies let the
 	// task run. The zero value, AllSucceeded, is the default rule.

@@ -9,53 +9,80 @@ import (
 // validateTask checks what can be checked without the scheduler's state.
 // It runs on the caller's goroutine, so a pool's Validator (user code)
 // never runs on the coordinator's. handles says whether the task has
-// dependencies by Graph handle.
-func validateTask(t *Task, handles bool, pools map[string]worker.Worker) error {
+// dependencies by Graph handle. It returns the task's parsed Cron, or its
+// Schedule.
+func validateTask(t *Task, handles bool, pools map[string]worker.Worker) (Schedule, error) {
 	bad := func(format string, args ...any) error {
 		return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf(format, args...)}
 	}
 	p := &t.Retry
 	switch {
 	case t.ID == "":
-		return bad("empty ID")
+		return nil, bad("empty ID")
 	case t.Delay < 0:
-		return bad("negative Delay %v", t.Delay)
+		return nil, bad("negative Delay %v", t.Delay)
 	case t.Every < 0:
-		return bad("negative Every %v", t.Every)
+		return nil, bad("negative Every %v", t.Every)
 	case t.Timeout < 0:
-		return bad("negative Timeout %v", t.Timeout)
+		return nil, bad("negative Timeout %v", t.Timeout)
 	case t.Times < 0:
-		return bad("negative Times %d", t.Times)
-	case t.Every > 0 && t.Times < 1:
-		return bad("Every needs Times >= 1")
-	case t.Every == 0 && t.Times > 0:
-		return bad("Times needs Every > 0")
+		return nil, bad("negative Times %d", t.Times)
 	case p.MaxAttempts < 0:
-		return bad("negative Retry.MaxAttempts %d", p.MaxAttempts)
+		return nil, bad("negative Retry.MaxAttempts %d", p.MaxAttempts)
 	case p.BaseDelay < 0:
-		return bad("negative Retry.BaseDelay %v", p.BaseDelay)
+		return nil, bad("negative Retry.BaseDelay %v", p.BaseDelay)
 	case p.MaxDelay < 0:
-		return bad("negative Retry.MaxDelay %v", p.MaxDelay)
+		return nil, bad("negative Retry.MaxDelay %v", p.MaxDelay)
 	case !(p.Jitter >= 0 && p.Jitter <= 1): // also rejects NaN
-		return bad("Retry.Jitter %v outside [0, 1]", p.Jitter)
+		return nil, bad("Retry.Jitter %v outside [0, 1]", p.Jitter)
 	case t.When < AllSucceeded || t.When > NoneFailed:
-		return bad("unknown When %d", int(t.When))
+		return nil, bad("unknown When %d", int(t.When))
 	case t.When == AnyFailed && len(t.Deps) == 0 && !handles:
-		return bad("When AnyFailed without dependencies: it could never run")
+		return nil, bad("When AnyFailed without dependencies: it could never run")
+	case t.Missed < MissedDefault || t.Missed > SkipMissed:
+		return nil, bad("unknown Missed %d", int(t.Missed))
+	}
+	sched, err := scheduleOf(t)
+	if err != nil {
+		return nil, bad("%v", err)
 	}
 	for _, d := range t.Deps {
 		if d == "" {
-			return bad("empty dependency ID")
+			return nil, bad("empty dependency ID")
 		}
 	}
 	w, ok := pools[t.Pool]
 	if !ok {
-		return &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: fmt.Sprintf("%q", t.Pool)}
+		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: fmt.Sprintf("%q", t.Pool)}
 	}
 	if v, ok := w.(worker.Validator); ok {
 		if err := v.Validate(worker.Job{ID: t.ID, Run: t.Run, Payload: t.Payload}); err != nil {
-			return &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, err)}
+			return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, err)}
 		}
 	}
-	return nil
+	return sched, nil
+}
+
+// scheduleOf checks what makes a task recurring and returns its Cron,
+// parsed, or its Schedule.
+func scheduleOf(t *Task) (Schedule, error) {
+	kinds := 0
+	for _, set := range []bool{t.Every > 0, t.Cron != "", t.Schedule != nil} {
+		if set {
+			kinds++
+		}
+	}
+	switch {
+	case kinds > 1:
+		return nil, fmt.Errorf("at most one of Every, Cron and Schedule")
+	case kinds == 0 && t.Times > 0:
+		return nil, fmt.Errorf("Times needs Every, Cron or Schedule")
+	case kinds == 0 && t.Missed != MissedDefault:
+		return nil, fmt.Errorf("Missed needs Every, Cron or Schedule")
+	case t.Cron != "":
+		return parseCron(t.Cron)
+	case t.Schedule != nil && isNil(t.Schedule):
+		return nil, fmt.Errorf("Schedule holds a nil %T", t.Schedule)
+	}
+	return t.Schedule, nil
 }

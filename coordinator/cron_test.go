@@ -1,0 +1,266 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+	_ "time/tzdata" // the DST test's zone, whatever the machine has installed
+
+	"github.com/batonhq/baton/coordinator"
+)
+
+// starts records when a task's function was called, on the fake clock.
+type starts struct {
+	mu   sync.Mutex
+	at   []time.Time
+	took func(run int) time.Duration // how long run n (1-based) takes
+}
+
+func (s *starts) run(ctx context.Context) error {
+	s.mu.Lock()
+	s.at = append(s.at, time.Now())
+	n := len(s.at)
+	s.mu.Unlock()
+	if s.took != nil {
+		time.Sleep(s.took(n))
+	}
+	return nil
+}
+
+func (s *starts) times() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.at)
+}
+
+// A cron task runs at each of its starts, never before, never twice for
+// one: a day of a "30 * * * *" task, and of a daily one in a named zone.
+func TestCronRunsAtItsStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		hourly, daily := &starts{}, &starts{}
+		t0 := time.Now() // synctest: 2000-01-01 00:00 UTC
+		err := s.Submit(
+			coordinator.Task{ID: "hourly", Cron: "30 * * * *", Times: 24, Run: hourly.run},
+			coordinator.Task{ID: "daily", Cron: "CRON_TZ=Asia/Tokyo 0 9 * * *", Times: 2, Run: daily.run},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		got := hourly.times()
+		if len(got) != 24 {
+			t.Fatalf("hourly ran %d times; want 24", len(got))
+		}
+		for i, at := range got {
+			if want := t0.Add(time.Duration(i)*time.Hour + 30*time.Minute); !at.Equal(want) {
+				t.Fatalf("hourly run %d at %v; want %v", i+1, at, want)
+			}
+		}
+		// 09:00 in Tokyo is 00:00 UTC: the first start after submission at
+		// 00:00 UTC is that very instant, then a day later.
+		if got := daily.times(); len(got) != 2 || !got[0].Equal(t0) || !got[1].Equal(t0.Add(24*time.Hour)) {
+			t.Fatalf("daily ran at %v; want %v and a day later", got, t0)
+		}
+		if info, _ := s.Info("hourly"); info.Status != coordinator.Succeeded || info.Runs != 24 {
+			t.Fatalf("Info(hourly) = %+v; want succeeded after 24 runs", info)
+		}
+	})
+}
+
+// Daylight saving time is literal: in New York, 02:30 does not happen on
+// the spring-forward day, and 01:30 happens twice on the fall-back day.
+func TestCronAcrossDST(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		spec string
+		from time.Time // the day before the change, noon
+		want []string  // local start times over three days
+	}{
+		{"spring forward", "CRON_TZ=America/New_York 30 2 * * *", time.Date(2000, 4, 1, 12, 0, 0, 0, ny),
+			[]string{"04-03 02:30 EDT", "04-04 02:30 EDT"}}, // none on 04-02
+		{"fall back", "CRON_TZ=America/New_York 30 1 * * *", time.Date(2000, 10, 28, 12, 0, 0, 0, ny),
+			[]string{"10-29 01:30 EDT", "10-29 01:30 EST", "10-30 01:30 EST", "10-31 01:30 EST"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				time.Sleep(time.Until(tc.from)) // fake time: to the day before the change
+				s := newScheduler(t)
+				st := &starts{}
+				if err := s.Submit(coordinator.Task{ID: "nightly", Cron: tc.spec, Run: st.run}); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				time.Sleep(3*24*time.Hour + time.Hour)
+				synctest.Wait()
+				var got []string
+				for _, at := range st.times() {
+					got = append(got, at.In(ny).Format("01-02 15:04 MST"))
+				}
+				t.Logf("%s: %v", tc.name, got)
+				if !slices.Equal(got, tc.want) {
+					t.Fatalf("starts %v; want %v", got, tc.want)
+				}
+				s.Cancel("nightly")
+			})
+		})
+	}
+}
+
+// Times 0 means no end: the series runs until Cancel, which ends it
+// Cancelled; Wait then returns.
+func TestEndlessSeriesRunsUntilCancel(t *testing.T) {
+	for _, tc := range []coordinator.Task{
+		{Every: time.Minute},
+		{Cron: "* * * * *"},
+		{Schedule: everyHour{}},
+	} {
+		t.Run(fmt.Sprintf("%v %q %T", tc.Every, tc.Cron, tc.Schedule), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				st := &starts{}
+				tc.ID, tc.Run = "endless", st.run
+				if err := s.Submit(tc); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				time.Sleep(1000 * time.Hour)
+				synctest.Wait()
+				if n := len(st.times()); n < 1000 {
+					t.Fatalf("%d runs in 1,000 hours; want at least 1,000", n)
+				}
+				if !s.Cancel("endless") {
+					t.Fatalf("Cancel = false")
+				}
+				settle(t, s)
+				if info, _ := s.Info("endless"); info.Status != coordinator.Cancelled {
+					t.Fatalf("Info = %+v; want cancelled", info)
+				}
+			})
+		})
+	}
+}
+
+// Each missed-run policy, for a run that overruns three starts, on Every,
+// Cron and Schedule: the policy decides what happens to the starts missed,
+// and a run never starts before its start nor twice for one.
+func TestMissedRunPolicies(t *testing.T) {
+	m := time.Minute
+	type want struct {
+		policy coordinator.Missed
+		at     []time.Duration // starts, from submission
+	}
+	// The first run takes 3.5 minutes; the others are instant; six runs.
+	wants := []want{
+		{coordinator.RunEachMissed, []time.Duration{0, 3*m + 30*time.Second, 3*m + 30*time.Second, 3*m + 30*time.Second, 4 * m, 5 * m}},
+		{coordinator.RunOnceForMissed, []time.Duration{0, 3*m + 30*time.Second, 4 * m, 5 * m, 6 * m, 7 * m}},
+		{coordinator.SkipMissed, []time.Duration{0, 4 * m, 5 * m, 6 * m, 7 * m, 8 * m}},
+	}
+	kinds := map[string]coordinator.Task{
+		"every":    {Every: m},
+		"cron":     {Cron: "* * * * *"},
+		"schedule": {Schedule: everyMinute{}},
+	}
+	for kind, base := range kinds {
+		for _, w := range wants {
+			t.Run(fmt.Sprintf("%s/%v", kind, w.policy), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s := newScheduler(t)
+					st := &starts{took: func(n int) time.Duration {
+						if n == 1 {
+							return 3*m + 30*time.Second
+						}
+						return 0
+					}}
+					task := base
+					task.ID, task.Run, task.Times, task.Missed = "series", st.run, 6, w.policy
+					// Submitted on a minute: the cron's first start is then.
+					start := time.Now()
+					if err := s.Submit(task); err != nil {
+						t.Fatalf("Submit = %v", err)
+					}
+					settle(t, s)
+					var got []time.Duration
+					for _, at := range st.times() {
+						got = append(got, at.Sub(start))
+					}
+					if !slices.Equal(got, w.at) {
+						t.Fatalf("starts %v; want %v", got, w.at)
+					}
+				})
+			})
+		}
+	}
+}
+
+// The defaults: Every catches up every missed start; Cron runs once for
+// them all.
+func TestMissedDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		task coordinator.Task
+		want int // runs started by 3.5 minutes
+	}{
+		{coordinator.Task{Every: time.Minute}, 4},
+		{coordinator.Task{Cron: "* * * * *"}, 2},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			s := newScheduler(t)
+			st := &starts{took: func(n int) time.Duration {
+				if n == 1 {
+					return 3*time.Minute + 30*time.Second
+				}
+				return 0
+			}}
+			tc.task.ID, tc.task.Run, tc.task.Times = "series", st.run, 10
+			if err := s.Submit(tc.task); err != nil {
+				t.Fatalf("Submit = %v", err)
+			}
+			time.Sleep(3*time.Minute + 30*time.Second)
+			synctest.Wait()
+			if n := len(st.times()); n != tc.want {
+				t.Errorf("%v %q: %d runs by 3.5 minutes; want %d", tc.task.Every, tc.task.Cron, n, tc.want)
+			}
+			s.Cancel("series")
+		})
+	}
+}
+
+type everyMinute struct{}
+
+func (everyMinute) Next(t time.Time) time.Time { return t.Truncate(time.Minute).Add(time.Minute) }
+
+// A Schedule that panics ends its series; the scheduler goes on.
+type panicky struct{ after int }
+
+func (p *panicky) Next(t time.Time) time.Time {
+	if p.after--; p.after < 0 {
+		panic("broken schedule")
+	}
+	return t.Add(time.Second)
+}
+
+func TestPanickingScheduleEndsTheSeries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		st := &starts{}
+		// Next is called once at Submit (to check there is a start), once for
+		// the first run, then once per run.
+		if err := s.Submit(coordinator.Task{ID: "p", Schedule: &panicky{after: 4}, Run: st.run}); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || len(st.times()) != 3 {
+			t.Fatalf("Info = %+v after %d runs; want succeeded after 3", info, len(st.times()))
+		}
+		if err := s.Submit(coordinator.Task{ID: "after", Run: ok}); err != nil {
+			t.Fatalf("Submit after = %v", err)
+		}
+		settle(t, s)
+	})
+}
