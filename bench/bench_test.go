@@ -278,3 +278,43 @@ func BenchmarkSmallGraphs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCounts: Counts and CountsByPool on a scheduler holding
+// -baton.n tasks (a random graph behind a gate: most are pending, some
+// ready, some handed out), one call per op.
+func BenchmarkCounts(b *testing.B) {
+	g := Random(*benchN, 1)
+	tasks := stringTasks(g)
+	s, err := coordinator.New(coordinator.WithWorkers(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	gate := make(chan struct{})
+	defer close(gate)
+	if err := s.Submit(coordinator.Task{ID: "gate", Run: func(context.Context) error { <-gate; return nil }}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range tasks {
+		if len(tasks[i].Deps) == 0 {
+			tasks[i].Deps = []string{"gate"}
+		}
+	}
+	if err := s.Submit(tasks...); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("all", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if c := s.Counts(); c.Total() != *benchN+1 {
+				b.Fatalf("Counts total %d", c.Total())
+			}
+		}
+	})
+	b.Run("by-pool", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.CountsByPool()
+		}
+	})
+}

@@ -231,6 +231,11 @@ func (s *state) cancelled(t int32, now time.Time) {
 func (s *state) finish(t int32, st Status, now time.Time) {
 	s.hot[t].status = st
 	s.open--
+	if s.watches != nil {
+		if _, ok := s.watches[t]; ok {
+			s.watched(t)
+		}
+	}
 	if s.retain {
 		s.finalized = append(s.finalized, t)
 	}
@@ -238,8 +243,8 @@ func (s *state) finish(t int32, st Status, now time.Time) {
 
 // skipped records that t was skipped because of cause.
 func (s *state) skipped(t, cause int32, now time.Time) {
+	s.tasks[t].link = cause // before finish: a WaitTasks call reads it there
 	s.finish(t, Skipped, now)
-	s.tasks[t].link = cause
 	if s.retain && cause != noTask {
 		s.held[cause].refs++
 	}

@@ -184,6 +184,8 @@ type state struct {
 	closing bool
 	rseq    uint32
 
+	watches map[int32][]*watch // WaitTasks calls, by task not final yet (nil: none)
+
 	observe bool    // somebody subscribed: record events
 	events  []Event // decided since the last flush
 	wake    []int   // lanes reopened this iteration, for the loop to wake

@@ -1,0 +1,176 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/actor"
+)
+
+// ErrUnknownTask: WaitTasks named a task the scheduler does not know
+// (never submitted, or forgotten by retention).
+var ErrUnknownTask = errors.New("coordinator: unknown task")
+
+// TasksError is WaitTasks' answer when a listed task did not succeed.
+type TasksError struct {
+	Tasks []TaskInfo // the listed tasks that did not succeed, in the order given, each once
+}
+
+func (e *TasksError) Error() string {
+	var b strings.Builder
+	b.WriteString("coordinator: ")
+	for i, ti := range e.Tasks {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %v", ti.ID, ti.Status)
+		switch {
+		case ti.Status == Skipped && ti.Cause != "":
+			fmt.Fprintf(&b, " because of %s", ti.Cause)
+		case ti.Status == Skipped:
+			b.WriteString(" by its trigger rule")
+		case ti.Err != nil:
+			fmt.Fprintf(&b, ": %v", ti.Err)
+		}
+	}
+	return b.String()
+}
+
+// WaitTasks blocks until every listed task is final. It returns nil if all
+// of them succeeded, and otherwise a *TasksError listing those that did
+// not, with how each ended. An ID the scheduler does not know is an error
+// at once, naming it (errors.Is(err, ErrUnknownTask)); so is any ID of a
+// call after a failed one: nothing is waited for. If ctx ends first it
+// returns ctx.Err() and forgets the call.
+//
+// Like Wait, it never returns while a listed task's function is still
+// running, unless that attempt was abandoned at its timeout. It is safe
+// for concurrent use, from a subscriber callback too, and from a task
+// waiting for tasks that do not depend on it (waiting for itself, or for
+// a task downstream, never returns). After Shutdown it answers at once.
+func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
+	id := s.waitSeq.Add(1)
+	reply := make(chan error, 1)
+	if err := s.mailbox.Send(ctx, watchReq{id: id, ids: ids, reply: reply}); err != nil {
+		if errors.Is(err, actor.ErrStopped) {
+			<-s.loopDone
+			return s.final.watchNow(ids)
+		}
+		return err
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		s.mailbox.Send(context.Background(), unwatchReq{id: id}) // ErrStopped: nothing to forget
+		return ctx.Err()
+	}
+}
+
+// watch is one WaitTasks call.
+type watch struct {
+	id    uint64
+	tasks []int32    // the distinct listed tasks, in the order given
+	infos []TaskInfo // each one's end, once final
+	left  int        // tasks not final yet
+	reply chan<- error
+}
+
+type watchReq struct {
+	id    uint64
+	ids   []string
+	reply chan<- error
+}
+
+func (r watchReq) apply(l *loop, now time.Time) { l.st.watch(r.id, r.ids, r.reply) }
+
+type unwatchReq struct{ id uint64 }
+
+func (r unwatchReq) apply(l *loop, now time.Time) { l.st.unwatch(r.id) }
+
+// watch registers a WaitTasks call, or answers it at once.
+func (s *state) watch(id uint64, ids []string, reply chan<- error) {
+	w := &watch{id: id, reply: reply}
+	for _, name := range ids {
+		t, ok := s.find(name)
+		if !ok {
+			reply <- &TaskError{ID: name, Err: ErrUnknownTask}
+			return
+		}
+		if !containsTask(w.tasks, t) {
+			w.tasks = append(w.tasks, t)
+		}
+	}
+	w.infos = make([]TaskInfo, len(w.tasks))
+	for i, t := range w.tasks {
+		if s.hot[t].status.Final() {
+			w.infos[i], _ = s.infoOf(t)
+			continue
+		}
+		w.left++
+		if s.watches == nil {
+			s.watches = map[int32][]*watch{}
+		}
+		s.watches[t] = append(s.watches[t], w)
+	}
+	if w.left == 0 {
+		reply <- w.result()
+	}
+}
+
+// watchNow answers a WaitTasks call on a state whose tasks are all final.
+func (s *state) watchNow(ids []string) error {
+	reply := make(chan error, 1)
+	s.watch(0, ids, reply)
+	return <-reply
+}
+
+func (s *state) unwatch(id uint64) {
+	for t, ws := range s.watches {
+		for i, w := range ws {
+			if w.id == id {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(s.watches, t)
+		} else {
+			s.watches[t] = ws
+		}
+	}
+}
+
+// watched records the end of t, which is watched: its info is taken now,
+// before retention may forget it, and a watch with nothing left answers.
+func (s *state) watched(t int32) {
+	ws := s.watches[t]
+	delete(s.watches, t)
+	info, _ := s.infoOf(t)
+	for _, w := range ws {
+		for i, wt := range w.tasks {
+			if wt == t {
+				w.infos[i] = info
+			}
+		}
+		if w.left--; w.left == 0 {
+			w.reply <- w.result()
+		}
+	}
+}
+
+func (w *watch) result() error {
+	var bad []TaskInfo
+	for _, ti := range w.infos {
+		if ti.Status != Succeeded {
+			bad = append(bad, ti)
+		}
+	}
+	if bad == nil {
+		return nil
+	}
+	return &TasksError{Tasks: bad}
+}
