@@ -341,6 +341,9 @@ func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	// ctx bounds the hand-over only: once the coordinator has the batch its
 	// answer comes at once, and is waited for, so that a nil error always
 	// means stored and ctx.Err() always means not stored.
+	if err := ctx.Err(); err != nil {
+		return err // ended already: a select would pick at random
+	}
 	reply := make(chan error, 1)
 	if err := s.mailbox.Send(ctx, submitReq{b: b, reply: reply}); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
