@@ -102,10 +102,13 @@ func FuzzSubmit(f *testing.F) {
 			}
 			settle(t, s)
 			batch := decodeBatch(data)
-			far := false // a wait of more than a day: shut down instead of waiting it out
+			// far: a wait of more than a day, or an endless series (Every
+			// with Times 0): shut down instead of waiting it out.
+			far := false
 			for _, tk := range batch {
 				r := tk.Retry
 				far = far || max(tk.Delay, tk.Every, tk.Timeout, r.BaseDelay, r.MaxDelay) > 24*time.Hour
+				far = far || (tk.Every > 0 && tk.Times == 0)
 			}
 			err := s.Submit(batch...)
 			if err != nil {

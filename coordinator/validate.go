@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/batonhq/baton/worker"
@@ -74,15 +75,15 @@ func scheduleOf(t *Task) (Schedule, error) {
 	}
 	switch {
 	case kinds > 1:
-		return nil, fmt.Errorf("at most one of Every, Cron and Schedule")
+		return nil, errors.New("at most one of Every, Cron and Schedule")
 	case kinds == 0 && t.Times > 0:
-		return nil, fmt.Errorf("Times needs Every, Cron or Schedule")
+		return nil, errors.New("a run count (Times) needs Every, Cron or Schedule")
 	case kinds == 0 && t.Missed != MissedDefault:
-		return nil, fmt.Errorf("Missed needs Every, Cron or Schedule")
+		return nil, errors.New("a missed-run policy (Missed) needs Every, Cron or Schedule")
 	case t.Cron != "":
 		return parseCron(t.Cron)
 	case t.Schedule != nil && isNil(t.Schedule):
-		return nil, fmt.Errorf("Schedule holds a nil %T", t.Schedule)
+		return nil, fmt.Errorf("a nil %T as Schedule", t.Schedule)
 	}
 	return t.Schedule, nil
 }
