@@ -118,12 +118,12 @@ func WithRandSource(src rand.Source) Option {
 const DefaultAbandonAfter = 5 * time.Second
 
 // WithTimerArmed calls f on the timer goroutine each time it arms its
-// timer, with the due time, and with the zero time when nothing is delayed
-// any more. It is for tests that drive a mock clock (WithClock): wait for
-// the due time f reports, then move the clock to it, so the advance can
-// never come before the timer exists. Together with Wait (nothing left to
-// do), it makes a schedule testable step by step. f must not block for
-// long (send on a buffered channel) and must not call the scheduler.
+// timer, with the due time, and with the zero time once every task is
+// final (nothing left to do until a Submit). It is for tests that drive a
+// mock clock (WithClock): wait for the time f reports, then move the clock
+// to it, so the advance can never come before the timer exists; stop at
+// the zero time. f must not block for long (send on a buffered channel)
+// and must not call the scheduler.
 func WithTimerArmed(f func(due time.Time)) Option {
 	return func(c *config) error {
 		if f == nil {

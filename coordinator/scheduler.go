@@ -30,7 +30,7 @@ type Scheduler struct {
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	reports  chan dispatch.Report    // from the workers: how far each lane got
 	wake     actor.Signal            // from the timer goroutine: something may be due
-	due      actor.Latest[time.Time] // to the timer goroutine: the earliest due time (zero: none)
+	due      actor.Latest[timerCmd]  // to the timer goroutine: the earliest due time
 	stopc    chan struct{}           // closed by Shutdown
 	stopOnce sync.Once               // guards close(stopc)
 	waitSeq  atomic.Uint64           // numbers Wait calls
@@ -64,7 +64,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		log:      cfg.logger,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
-		due:      actor.NewLatest[time.Time](),
+		due:      actor.NewLatest[timerCmd](),
 		stopc:    make(chan struct{}),
 		loopDone: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -123,8 +123,9 @@ type loop struct {
 func (s *Scheduler) run(st *state) error {
 	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
 	stopc := s.stopc
-	var armed bool
+	var armed bool // the timer goroutine was sent armedAt and it has not fired
 	var armedAt time.Time
+	told := false // the timer goroutine was told that every task is final, since it last changed
 	for {
 		var now time.Time
 		select {
@@ -157,12 +158,16 @@ func (s *Scheduler) run(st *state) error {
 		for _, li := range rd.Wake {
 			st.lanes[li].l.Wake()
 		}
-		if rd.HasDue && (!armed || !rd.Due.Equal(armedAt)) {
-			s.due.Set(rd.Due)
+		if !rd.Settled {
+			told = false
+		}
+		switch {
+		case rd.HasDue && (!armed || !rd.Due.Equal(armedAt)):
+			s.due.Set(timerCmd{due: rd.Due})
 			armed, armedAt = true, rd.Due
-		} else if !rd.HasDue && armed {
-			s.due.Set(time.Time{})
-			armed = false
+		case !rd.HasDue && (armed || (rd.Settled && !told)):
+			s.due.Set(timerCmd{settled: rd.Settled}) // disarm; settled: say so (WithTimerArmed), once
+			armed, told = false, rd.Settled
 		}
 		l.publish(rd.Events)
 		if rd.Settled {
@@ -206,6 +211,13 @@ func (l *loop) publish(events []Event) {
 	l.st.observe = len(l.subs) > 0
 }
 
+// timerCmd is what the loop tells the timer goroutine: arm for due, or
+// (zero due) disarm; settled says every task is final.
+type timerCmd struct {
+	due     time.Time
+	settled bool
+}
+
 // timer is the one timer goroutine: it sleeps until the earliest due time
 // the loop last sent and then wakes the loop. A new due time replaces the
 // timer (a fresh one each time, so no stale value can be read from a
@@ -221,10 +233,11 @@ func (s *Scheduler) timer(ctx context.Context) error {
 	}
 	for {
 		select {
-		case due := <-s.due.C():
+		case cmd := <-s.due.C():
 			stop()
+			due := cmd.due
 			if due.IsZero() {
-				if s.hook != nil {
+				if cmd.settled && s.hook != nil {
 					s.hook(time.Time{})
 				}
 				continue
