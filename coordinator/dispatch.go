@@ -19,6 +19,7 @@ func (s *state) dispatch(now time.Time) {
 	for pi := range s.pools {
 		p := &s.pools[pi]
 		if s.closing {
+			p.revokeAt, p.stuckAt = time.Time{}, time.Time{} // nothing starts any more: nothing to plan
 			continue
 		}
 		target := p.target()
@@ -44,10 +45,17 @@ func (s *state) dispatch(now time.Time) {
 			}
 			ls := &s.lanes[li]
 			if !ls.open {
-				share := (p.readyLive + p.idle - 1) / p.idle // spread the backlog
+				// Spread the backlog, and its best level first: two tasks
+				// of the best level go to two idle workers, not one behind
+				// the other while the next worker takes worse ones.
+				share := (p.readyLive + p.idle - 1) / p.idle
+				if n := p.ready.HeadLen(); n < p.readyLive {
+					share = min(share, (n+p.idle-1)/p.idle)
+				}
 				s.fill(ls, p, share, target, now)
 			}
 		}
+		s.unstick(p, now)
 		s.checkPriority(p, now)
 		if p.idle > 0 && p.readyLive == 0 {
 			hungry = true
@@ -149,6 +157,9 @@ func (s *state) bestReady(p *poolState) (int32, bool) {
 // levels: what follows a worse task in a lane must not be better work that
 // the items ahead of it release.
 func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
+	if take > 0 && p.minPrio < p.maxPrio {
+		s.pull(ls, p)
+	}
 	from := ls.n
 	k = min(k, int(dispatch.Size-(ls.n-ls.applied)))
 	placed := s.fuseOn(ls, p, k)
@@ -208,7 +219,16 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 	best, waiting := s.bestReady(p)
 	if waiting && best <= p.minPrio {
 		// No task of the pool is better than what waits: nothing may be
-		// fused (wide graphs), so do not look.
+		// fused (wide graphs), so do not look. With several levels, an
+		// item's success may still release a task better than work handed
+		// out since: have it reported at once.
+		if p.minPrio < p.maxPrio {
+			for seq := ls.fuseAt; seq != ls.n; seq++ {
+				if r := &s.tasks[ls.l.Task(seq)]; r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0) {
+					ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
+				}
+			}
+		}
 		ls.fuseAt = ls.n
 		return 0
 	}
@@ -270,6 +290,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 	spread := p.idle > 0 && (ls.open || p.idle > 1) // another worker of the pool is idle
 	cand := s.work[:0]
 	left := false
+	better := false // a successor left waiting is better than the pool's worst level
 	for pass, list := 0, s.edges(r, r.succ); pass < 2; pass++ {
 		if pass == 1 {
 			if r.x == nil {
@@ -283,6 +304,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 			case hc.status != Pending:
 			case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&(fExtra|fRule) != 0 || (waiting && best <= hc.prio):
 				left = true
+				better = better || hc.prio < s.pools[hc.pool].maxPrio
 			default:
 				cand = append(cand, c)
 			}
@@ -297,22 +319,29 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 		switch {
 		case spread && fused > 0:
 			left = true
-			continue
 		case fused >= k:
 			left, done = true, false
-			continue
 		case hc.prio > ls.worst:
 			left = true // worse than all the lane holds: better work the lane's items release would wait behind it
-			continue
 		case ls.worst > hc.prio && s.worseAfter(ls, seq, hc.prio):
 			left = true // it would wait behind worse work handed out after its dependency
-			continue
+		default:
+			hc.unmet = 0
+			s.place(ls, c, true, seq)
+			fused++
 		}
-		hc.unmet = 0
-		s.place(ls, c, true, seq)
-		fused++
+		// Left waiting, or fused behind work handed out after its
+		// dependency: once the dependency succeeds, a better task must not
+		// wait for the lane's next report.
+		better = better || hc.prio < p.maxPrio
 	}
 	s.work = cand[:0]
+	if better {
+		// Its success may release a task better than work handed out
+		// since: the coordinator must hear of it at once, not half a lane
+		// later, or that task would wait behind worse work.
+		ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
+	}
 	// Report when done while a pool is hungry if successors were left, or if
 	// several were fused: once this item succeeds they may be stolen.
 	ls.l.SetReport(seq, left || fused > 1, int32(seq-ls.pub) < 0)
@@ -336,23 +365,37 @@ func (s *state) worseAfter(ls *laneState, seq uint32, prio int32) bool {
 // from the item it follows: a tail it takes holds the parent of every
 // fused item in it.
 func (s *state) steal(p *poolState, now time.Time) {
-	for range p.idle {
-		var victim *laneState
-		most := 0
-		for _, li := range p.lanes {
-			ls := &s.lanes[li]
-			if !ls.open {
-				continue
-			}
-			s.harvest(ls, now) // a dependency done is one a follower no longer waits for
+	// A success done and not reported, in any pool, may release work for
+	// this one, or a follower that then need not stay with its lane.
+	s.harvestAll(now)
+	for _, li := range p.lanes {
+		if ls := &s.lanes[li]; ls.open {
 			s.peek(ls, now, s.observe)
-			if free := int32(ls.end - ls.peek); free > int32(most) {
-				victim, most = ls, int(free)
+		}
+	}
+	for range p.idle {
+		// The busiest lane first; if all it holds waits for the attempt it
+		// runs, the next one.
+		tried := s.tried[:0]
+		for {
+			var victim *laneState
+			most := int32(0)
+			for _, li := range p.lanes {
+				ls := &s.lanes[li]
+				if free := int32(ls.end - ls.peek); ls.open && free > most && !slices.Contains(tried, li) {
+					victim, most = ls, free
+				}
 			}
+			if victim == nil {
+				s.tried = tried
+				return
+			}
+			if s.revokeTail(victim, int(most+1)/2) {
+				break
+			}
+			tried = append(tried, victim.l.ID)
 		}
-		if victim == nil || !s.revokeTail(victim, (most+1)/2) {
-			return
-		}
+		s.tried = tried
 	}
 }
 
@@ -368,49 +411,78 @@ func samePrio(hot []hot, ts []int32) bool {
 	return true
 }
 
-// revokeTail takes back about want free items from the end of ls, cutting
-// where no item fused behind an unfinished dependency is separated from
-// it: the largest such tail of at most want items, or, if there is none,
-// the smallest one beyond (a whole fused chain rather than nothing). It
-// reports whether it took any.
+// revokeTail takes back about want free items from the end of ls, for
+// an idle worker. It takes whole groups, the last first: a free item that
+// follows no other, with the free items fused behind it, directly or
+// through one another (the thief runs them in order). An item fused
+// behind one that stays in the lane (its dependency runs there) stays
+// too. A group may take the count beyond want: a chain is taken whole
+// rather than not at all. It reports whether it took any.
 func (s *state) revokeTail(ls *laneState, want int) bool {
-	lo := ls.end
-	for lo != ls.peek && ls.l.State(lo-1) == dispatch.Free {
-		lo--
-	}
+	lo := ls.peek
 	// A worker that runs nothing keeps its next item: it is about to claim
-	// it, and taking all it has would only make it the next thief.
-	if lo == ls.peek && (ls.peek == ls.applied || !dispatch.Running(ls.l.State(ls.peek-1))) {
+	// it, and taking all it has would only make it the next thief. (Items
+	// before peek are claimed, passed over or revoked; the worker runs the
+	// last one claimed, if it has not returned.)
+	busy := false
+	for seq := ls.peek; seq != ls.applied && !busy; {
+		seq--
+		st := ls.l.State(seq)
+		busy = dispatch.Running(st)
+		if st != dispatch.Revoked && st != dispatch.Passed {
+			break
+		}
+	}
+	if !busy {
 		lo++
 	}
-	// The cut at seq is valid when every item at or after seq that waits
-	// for the one it follows follows one at or after seq: minPar tracks the
-	// earliest such parent (as an offset from lo) over the suffix.
-	minPar := int32(math.MaxInt32)
-	cut, beyond := ls.end, ls.end
-	for seq := ls.end; int32(seq-lo) > 0; {
-		seq--
-		if parent, fused := ls.l.Fused(seq); fused && s.hot[ls.l.Task(seq)].flags&fFused != 0 {
-			minPar = min(minPar, int32(parent-lo))
+	if int32(ls.end-lo) <= 0 {
+		return false
+	}
+	// root[i], for the item at lo+i: the offset of the first item of its
+	// group (a free item that follows no other, and the free items fused
+	// behind it, directly or through one another), or -1 if it cannot move
+	// (claimed, gone, or fused behind an item that stays).
+	n := int32(ls.end - lo)
+	root, size := s.groupRoot[:n], s.groupSize[:n]
+	clear(size)
+	for i := range n {
+		seq := lo + uint32(i)
+		root[i] = -1
+		if ls.l.State(seq) != dispatch.Free {
+			continue
 		}
-		if minPar >= int32(seq-lo) {
-			if int(ls.end-seq) <= want {
-				cut = seq
-			} else if beyond == ls.end {
-				beyond = seq
-			}
+		parent, fused := ls.l.Fused(seq)
+		switch {
+		case !fused || s.hot[ls.l.Task(seq)].flags&fFused == 0:
+			root[i] = i
+		case int32(parent-lo) >= 0 && root[parent-lo] >= 0:
+			root[i] = root[parent-lo]
+		}
+		if root[i] >= 0 {
+			size[root[i]]++
 		}
 	}
-	if cut == ls.end {
-		cut = beyond
+	// Want the groups of the last items, until about want items.
+	wanted := s.groupWanted[:n]
+	clear(wanted)
+	count := 0
+	for i := n - 1; i >= 0 && count < want; i-- {
+		if r := root[i]; r >= 0 && !wanted[r] {
+			wanted[r] = true
+			count += int(size[r])
+		}
 	}
-	took := false
-	for seq := ls.end; seq != cut; {
-		seq--
-		took = s.revokeItem(ls, seq) || took
+	took := 0
+	for i := range n {
+		if r := root[i]; r >= 0 && wanted[r] && s.revokeItem(ls, lo+uint32(i)) {
+			took++
+		}
 	}
-	ls.end = cut
-	return took
+	for ls.end != ls.peek && ls.l.State(ls.end-1) != dispatch.Free {
+		ls.end-- // what stealing looks at next time
+	}
+	return took > 0
 }
 
 // revokeItem takes back the item at seq if it is still free, and puts its
@@ -474,6 +546,124 @@ func (s *state) checkPriority(p *poolState, now time.Time) {
 	// the lanes just cut may be busy with a long attempt.
 }
 
+// unstick gives back work handed out behind an attempt that has run for
+// revokeDelay when it is better than work handed to another worker of the
+// pool: otherwise that worse work would start first, for as long as the
+// attempt runs. Given back, it goes to whichever worker comes back first,
+// and checkPriority takes worse work back for it. Pools with one priority
+// level have nothing to reorder: stealing keeps their workers busy.
+func (s *state) unstick(p *poolState, now time.Time) {
+	p.stuckAt = time.Time{}
+	if p.minPrio >= p.maxPrio || len(p.lanes) < 2 {
+		return
+	}
+	stuck := s.tried[:0] // reused: lanes whose attempt has run revokeDelay with work behind it
+	for _, li := range p.lanes {
+		ls := &s.lanes[li]
+		if !ls.open {
+			continue
+		}
+		head, running := s.runningHead(ls)
+		if !running {
+			ls.headAt = time.Time{}
+			continue
+		}
+		if ls.headAt.IsZero() || head != ls.head {
+			ls.head, ls.headAt = head, now
+		}
+		switch {
+		case ls.n == head+1:
+			// Nothing waits behind the attempt it runs.
+		case now.Sub(ls.headAt) >= revokeDelay:
+			stuck = append(stuck, li)
+		default:
+			if at := ls.headAt.Add(revokeDelay); p.stuckAt.IsZero() || at.Before(p.stuckAt) {
+				p.stuckAt = at
+			}
+		}
+	}
+	for _, li := range stuck {
+		ls := &s.lanes[li]
+		// The worst work handed to another worker: better work here would
+		// wait for this attempt while that starts.
+		worst := int32(math.MinInt32)
+		for _, lj := range p.lanes {
+			if o := &s.lanes[lj]; lj != li && o.open {
+				worst = max(worst, o.worst)
+			}
+		}
+		for seq := ls.head + 1; seq != ls.n; seq++ {
+			t := ls.l.Task(seq)
+			h := &s.hot[t]
+			if ls.l.State(seq) != dispatch.Free || h.prio >= worst || h.flags&fFused != 0 {
+				continue // fused behind a dependency not done: not ready, nothing to reorder
+			}
+			if s.revokeItem(ls, seq) {
+				_ = s.revokeFollowers(ls, seq)
+			}
+		}
+	}
+	s.tried = stuck[:0]
+}
+
+// pull takes back, for lane ls about to be filled, the work handed to the
+// other lanes of the pool and not claimed that is better than the best
+// ready task: ls would otherwise start worse work while that waits. The
+// next item of a worker that runs nothing stays: it is about to claim it.
+func (s *state) pull(ls *laneState, p *poolState) {
+	bound, ok := s.bestReady(p)
+	if !ok {
+		bound = math.MaxInt32
+	}
+	for _, li := range p.lanes {
+		m := &s.lanes[li]
+		if m == ls || !m.open || m.best >= bound {
+			continue
+		}
+		head, running := s.runningHead(m)
+		lo := m.peek
+		if running {
+			lo = head + 1
+		} else {
+			for lo != m.n && m.l.State(lo) != dispatch.Free {
+				lo++
+			}
+			lo++ // its next item stays
+		}
+		left := int32(math.MaxInt32)
+		for seq := lo; int32(seq-m.n) < 0; seq++ {
+			t := m.l.Task(seq)
+			h := &s.hot[t]
+			if m.l.State(seq) != dispatch.Free || h.flags&fFused != 0 {
+				continue // claimed, gone, or waiting for its dependency
+			}
+			if h.prio < bound && s.revokeItem(m, seq) {
+				_ = s.revokeFollowers(m, seq)
+				continue
+			}
+			left = min(left, h.prio)
+		}
+		if int32(lo-m.n) <= 0 && !running {
+			left = min(left, s.hot[m.l.Task(lo-1)].prio) // the next item, kept
+		}
+		m.best = left
+	}
+}
+
+// runningHead returns the item the worker of ls runs, if it runs one: the
+// first claimed item not done (the worker runs its items in order).
+func (s *state) runningHead(ls *laneState) (uint32, bool) {
+	for seq := ls.applied; seq != ls.n; seq++ {
+		switch st := ls.l.State(seq); {
+		case dispatch.Running(st):
+			return seq, true
+		case st == dispatch.Free:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
 // freeTail looks at the items of ls not yet claimed, from the end, for
 // one of a priority worse than best; with revoke it takes every such item
 // back. It reports whether it found one.
@@ -491,7 +681,7 @@ func (s *state) freeTail(ls *laneState, best int32, revoke bool) bool {
 				break
 			}
 			if s.revokeItem(ls, seq) {
-				s.revokeFollowers(ls, seq)
+				_ = s.revokeFollowers(ls, seq)
 			}
 		}
 	}
@@ -501,7 +691,7 @@ func (s *state) freeTail(ls *laneState, best int32, revoke bool) bool {
 // revokeFollowers takes back, with the item at seq just revoked, the free
 // items fused behind it, directly or through one another: a follower must
 // never stay behind without the item it follows.
-func (s *state) revokeFollowers(ls *laneState, seq uint32) {
+func (s *state) revokeFollowers(ls *laneState, seq uint32) int {
 	gone := []uint32{seq}
 	for at := seq + 1; at != ls.n; at++ {
 		if parent, fused := ls.l.Fused(at); fused && slices.Contains(gone, parent) &&
@@ -509,6 +699,7 @@ func (s *state) revokeFollowers(ls *laneState, seq uint32) {
 			gone = append(gone, at)
 		}
 	}
+	return len(gone) - 1
 }
 
 // peek moves ls.peek past the items the worker has claimed, passed or that

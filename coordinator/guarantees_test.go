@@ -489,3 +489,112 @@ func TestBetterArrivalReordersHandedOutWork(t *testing.T) {
 func sleepFor(d time.Duration) func(context.Context) error {
 	return func(context.Context) error { time.Sleep(d); return nil }
 }
+
+// 1, beside a fused follower: work a worker holds behind its running
+// attempt is stolen even when a task fused behind that attempt sits at the
+// lane's end (it stays; what does not wait for the attempt goes).
+func TestIdleWorkersTakeWorkBesideAFusedFollower(t *testing.T) {
+	for _, extra := range []int{1, 4} {
+		t.Run(fmt.Sprint(extra, " independent"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(2))
+				start := time.Now()
+				var mu sync.Mutex
+				starts := map[string]time.Duration{}
+				task := func(id string, d time.Duration, deps ...string) coordinator.Task {
+					return coordinator.Task{ID: id, Deps: deps, Run: func(context.Context) error {
+						mu.Lock()
+						starts[id] = time.Since(start)
+						mu.Unlock()
+						time.Sleep(d)
+						return nil
+					}}
+				}
+				tasks := []coordinator.Task{task("w", 5*time.Millisecond), task("h", time.Millisecond),
+					task("p", 10*time.Millisecond, "h"), task("c", time.Millisecond, "p")}
+				for i := range extra {
+					tasks = append(tasks, task(fmt.Sprint("x", i), 100*time.Millisecond, "h"))
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				settle(t, s)
+				// Ideal: the other worker is free at 5ms; 1 + 10 + 1ms of chain
+				// and extra x 100ms shared by two workers.
+				want := time.Duration((extra+1)/2)*100*time.Millisecond + 12*time.Millisecond
+				if took := time.Since(start); took > want+5*time.Millisecond {
+					t.Fatalf("took %v (starts %v); want about %v: a worker idled while work waited in the other's lane", took, starts, want)
+				}
+			})
+		})
+	}
+}
+
+// 2, on an idle fill: two tasks of the best level go to two idle workers,
+// not one behind the other while the other worker runs worse ones.
+func TestBestLevelSpreadsOverIdleWorkers(t *testing.T) {
+	for _, workers := range []int{2, 3} {
+		t.Run(fmt.Sprint(workers, " workers"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(workers))
+				rec := record(s)
+				tasks := []coordinator.Task{{ID: "slow", Run: sleepFor(100 * time.Millisecond)}}
+				for i := range workers - 1 {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("urgent", i), Run: sleepFor(time.Millisecond)})
+				}
+				for i := range 10 {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("low", i), Priority: 1, Run: sleepFor(10 * time.Millisecond)})
+				}
+				start := time.Now()
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				settle(t, s)
+				for i := range workers - 1 {
+					if at := rec.of(fmt.Sprint("urgent", i))[0].At.Sub(start); at > time.Millisecond {
+						t.Fatalf("urgent%d started at %v; want at once, beside slow", i, at)
+					}
+				}
+			})
+		})
+	}
+}
+
+// 2, through a success not yet reported: a better task released by a
+// success is known at once, not half a lane later, and starts before the
+// worse work handed out after it.
+func TestBetterTaskReleasedBySuccessStartsNext(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(fmt.Sprint("warm ", warm), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(1))
+				if warm {
+					warmUp(t, s, "warm", 2000, "")
+				}
+				rec := record(s)
+				tasks := []coordinator.Task{
+					{ID: "c", Priority: 2, Run: sleepFor(time.Millisecond)},
+					{ID: "a", Priority: 2, Run: sleepFor(10 * time.Millisecond)},
+					{ID: "b", Priority: 0, Deps: []string{"c", "a"}, Run: ok},
+				}
+				for i := range 40 {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("x", i), Priority: 2, Run: sleepFor(10 * time.Millisecond)})
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				settle(t, s)
+				var order []string
+				for _, e := range rec.all() {
+					if e.Kind == coordinator.EventStarted && e.TaskID[0] != 'w' {
+						order = append(order, e.TaskID)
+					}
+				}
+				// b is ready when a ends; one x may already have been claimed.
+				if i := slices.Index(order, "b"); i > 3 {
+					t.Fatalf("b started as number %d: %v; want right after a (one x at most in between)", i, order[:min(len(order), 8)])
+				}
+			})
+		})
+	}
+}

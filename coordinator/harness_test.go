@@ -38,7 +38,7 @@ func newRigPools(pools []poolState, sizes []int) *rig {
 	for _, n := range sizes {
 		total += n
 	}
-	r := &rig{now: t0, clk: clock.NewMock(), reports: make(chan dispatch.Report, 4*total+8)}
+	r := &rig{now: t0, clk: clock.NewMock(), reports: make(chan dispatch.Report, 4*total+2*dispatch.Size)}
 	r.clk.Set(t0)
 	r.s = newState(t0, pools, sizes, rand.New(rand.NewPCG(1, 1)))
 	r.env = &dispatch.Env{Clock: r.clk, Reports: r.reports, Hungry: r.s.hungry, Specs: r.s.specs, Detached: &dispatch.Detached{}}

@@ -302,9 +302,10 @@ func TestAbandonedWaitsAreForgotten(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		g.release()
-		// Kept, the 200,000 waiters would hold about 28 MB; the race
-		// detector's own bookkeeping accounts for up to 2.
-		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		// Kept, the 200,000 waiters would hold about 28 MB. What other
+		// tests of the package leave to the collector, and the race
+		// detector's own bookkeeping, move the heap by a few MB.
+		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 10<<20 {
 			t.Errorf("heap grew %d bytes over 200,000 abandoned Waits; want them forgotten", grew)
 		}
 	})
@@ -355,3 +356,26 @@ func TestWorkerPanicInTimedAttempt(t *testing.T) {
 type panicWorker struct{}
 
 func (panicWorker) Do(context.Context, worker.Job) error { panic("worker bug") }
+
+// Shutdown while a revocation for priority is planned: the plan is dropped
+// (it used to leave a due time in the past, and the coordinator spun, so
+// that fake time never moved and Shutdown never returned).
+func TestShutdownWithPlannedRevocation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deaf := func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil } // ignores its context
+		if err := s.Submit(coordinator.Task{ID: "a", Priority: 5, Run: deaf}, coordinator.Task{ID: "b", Priority: 5, Run: deaf}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if err := s.Submit(coordinator.Task{ID: "u", Run: deaf}); err != nil { // plans taking b back in 200µs
+			t.Fatal(err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown = %v", err)
+		}
+	})
+}

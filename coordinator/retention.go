@@ -124,6 +124,9 @@ func (s *state) nextDue() (time.Time, bool) {
 		if at := s.pools[i].revokeAt; !at.IsZero() {
 			consider(at)
 		}
+		if at := s.pools[i].stuckAt; !at.IsZero() {
+			consider(at)
+		}
 	}
 	return due, ok
 }

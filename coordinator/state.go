@@ -145,24 +145,28 @@ type poolState struct {
 	sampled   int              // samples taken
 	maxTarget int              // immutable: maxTarget, unless a test lowered it
 	revokeAt  time.Time        // when to take back worse work for a better ready task (zero: not planned)
+	stuckAt   time.Time        // when a lane's attempt will have run revokeDelay (zero: none to watch)
 	minPrio   int32            // the best priority any task of the pool was submitted with
+	maxPrio   int32            // the worst
 }
 
 // laneState is one worker's lane as the coordinator sees it.
 type laneState struct {
 	l       *dispatch.Lane
 	pool    int
-	n       uint32 // items written
-	pub     uint32 // items published
-	end     uint32 // items from here to n are revoked: where stealing starts
-	applied uint32 // items reported done and applied
-	peek    uint32 // first item not yet seen claimed (EventStarted)
-	fuseAt  uint32 // first item whose successors fusion has not fully considered
-	live    int    // published items neither applied nor revoked
-	open    bool   // the worker has work or has not yet reported itself idle
-	refill  bool   // it reported progress this iteration: top it up
-	worst   int32  // the worst priority published since it opened
-	best    int32  // the best priority published since it opened
+	n       uint32    // items written
+	pub     uint32    // items published
+	end     uint32    // items from here to n are revoked: where stealing starts
+	applied uint32    // items reported done and applied
+	peek    uint32    // first item not yet seen claimed (EventStarted)
+	fuseAt  uint32    // first item whose successors fusion has not fully considered
+	live    int       // published items neither applied nor revoked
+	open    bool      // the worker has work or has not yet reported itself idle
+	refill  bool      // it reported progress this iteration: top it up
+	worst   int32     // the worst priority published since it opened
+	best    int32     // the best priority published since it opened
+	head    uint32    // the item its worker was last seen running (unstick)
+	headAt  time.Time // since when (zero: it was running nothing)
 }
 
 // state is all scheduling state. It has no goroutines, channels or clock;
@@ -190,11 +194,15 @@ type state struct {
 	events  []Event // decided since the last flush
 	wake    []int   // lanes reopened this iteration, for the loop to wake
 
-	sink      uint64 // submit's look-ahead loads land here
-	rng       *rand.Rand
-	scratch   []int32 // reused by submit and advance
-	work      []int32 // reused by the skip cascade
-	arenaFree []int32
+	sink        uint64 // submit's look-ahead loads land here
+	rng         *rand.Rand
+	scratch     []int32              // reused by submit and advance
+	work        []int32              // reused by the skip cascade
+	groupRoot   [dispatch.Size]int32 // reused by revokeTail
+	groupSize   [dispatch.Size]int32 // reused by revokeTail
+	groupWanted [dispatch.Size]bool  // reused by revokeTail
+	tried       []int                // reused by steal
+	arenaFree   []int32
 
 	// Retention (WithRetention): final tasks are forgotten after keep.
 	retain    bool
@@ -220,7 +228,7 @@ func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Ra
 		if p.maxTarget == 0 {
 			p.maxTarget = maxTarget
 		}
-		p.minPrio = math.MaxInt32
+		p.minPrio, p.maxPrio = math.MaxInt32, math.MinInt32
 		s.byName[p.name] = i
 		for range lanesPerPool[i] {
 			id := len(s.lanes)

@@ -183,6 +183,7 @@ func (s *state) submit(b *batch, now time.Time) error {
 		t := &tasks[i]
 		pool := s.byName[t.Pool]
 		s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
+		s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, int32(t.Priority))
 		hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(t.When) << fRuleShift}
 		r := rec{link: noTask, arena: a,
 			deps: span{dstart[i], dstart[i+1] - dstart[i]}, succ: span{nd + sstart[i], sstart[i+1] - sstart[i]}}

@@ -86,9 +86,12 @@ func TestWaitTasks(t *testing.T) {
 func TestWaitTasksUnderRetention(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithRetention(0))
-		g := newGate()
+		g, first := newGate(), newGate()
 		err := s.Submit(
-			coordinator.Task{ID: "early", Run: func(context.Context) error { return errors.New("early failure") }},
+			coordinator.Task{ID: "early", Run: func(ctx context.Context) error {
+				first.run(ctx)
+				return errors.New("early failure")
+			}},
 			coordinator.Task{ID: "late", Run: g.run},
 		)
 		if err != nil {
@@ -96,6 +99,8 @@ func TestWaitTasksUnderRetention(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- s.WaitTasks(context.Background(), "late", "early") }()
+		synctest.Wait() // the call waits for both
+		first.release()
 		synctest.Wait()
 		// early failed and is forgotten; its record and ID are reused.
 		if err := s.Submit(coordinator.Task{ID: "early", Run: ok}, coordinator.Task{ID: "other", Run: ok}); err != nil {

@@ -279,6 +279,19 @@ func (l *Lane) SetReport(seq uint32, v, published bool) {
 	}
 }
 
+// SetUrgent asks the worker to report as soon as the item at seq is done,
+// whether or not a pool is hungry: its success releases work the
+// coordinator must see at once. published says whether the item was
+// published (if not, a plain write does).
+func (l *Lane) SetUrgent(seq uint32, published bool) {
+	f := &l.items[seq&mask].flags
+	if !published {
+		*f |= itemUrgent
+		return
+	}
+	atomic.OrUint32(f, itemUrgent)
+}
+
 // Revoke takes back the Free item at seq. It reports false if the worker
 // got there first.
 func (l *Lane) Revoke(seq uint32) bool {

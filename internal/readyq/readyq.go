@@ -118,6 +118,14 @@ func (r *Queue) Peek() (x uint64, prio int, ok bool) {
 	return q.buf[q.head], prio, true
 }
 
+// HeadLen returns the number of values at the lowest priority level.
+func (r *Queue) HeadLen() int {
+	if len(r.active) == 0 {
+		return 0
+	}
+	return r.level(r.active[0]).n
+}
+
 // Pop removes the oldest value of the lowest priority level.
 func (r *Queue) Pop() (x uint64, prio int, ok bool) {
 	if len(r.active) == 0 {
