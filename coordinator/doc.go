@@ -63,12 +63,20 @@
 // back, and does:
 //
 //   - Cancel of a task handed out but not claimed ends it at once.
-//   - A worker with nothing to do takes about half of the unclaimed tail of
-//     the busiest lane of its pool, so no worker idles while work handed out
-//     to another waits to start, whatever the durations.
+//   - A worker with nothing to do takes about half of the unclaimed work of
+//     the busiest lane of its pool (the next busiest, if all of that waits
+//     for the attempt its worker runs), so no worker idles while work handed
+//     out to another waits to start, whatever the durations. A worker that
+//     runs nothing keeps its next item: it is about to claim it.
 //   - A ready task of a better priority waits at most for the attempts
 //     already running and revokeDelay (200µs); then worse work handed out
 //     and not claimed is taken back and the better task goes first.
+//   - With several priority levels in a pool, handed-out work is not left
+//     behind an attempt that has run for revokeDelay while another worker
+//     of the pool holds worse work: it is taken back; and a worker about to
+//     be given more work first takes back, from the other lanes, what is
+//     better than the best ready task. When tasks of one level are ready
+//     for several idle workers, each gets its share of the best level.
 //
 // A successor whose only unmet dependency is in a lane may be fused behind
 // it: the worker runs it only if that dependency succeeded, so a chain
@@ -97,6 +105,16 @@
 // Workers report a failure, and any attempt of a task with retries, a
 // delay, a series or a timeout, as soon as it ends, so that retry waits and
 // series keep their times; a success that releases work an idle worker
-// could take is reported at once too. Other successes are reported in
-// groups, at most about half a lane later.
+// could take is reported at once too, and so is one that may release a
+// task better than work handed out since. Other successes are reported in
+// groups, at most about half a lane later; a worker that goes idle makes
+// the coordinator look at every lane for successes not yet reported.
+//
+// What is measured (TestRandomGraphsKeepWorkersBusy, random graphs of
+// tasks from 1ms to 100ms on one or two pools): no worker was ever idle
+// while a task of its pool was ready; with three priority levels, a task
+// started while a better one had been ready for more than 200µs in about
+// one start in ten thousand (the better task handed out behind an attempt
+// that started just before it was ready, while another worker claimed
+// worse work it had been handed earlier).
 package coordinator

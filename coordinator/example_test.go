@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/benbjohnson/clock"
 )
 
 // A small graph: build waits for fetch, test retries once, and report is
@@ -177,4 +178,44 @@ func ExampleResult() {
 	// Output:
 	// coordinator: result of another type: count holds a int, not a string
 	// hello, 3 gophers
+}
+
+// With a mock clock, a test waits until the scheduler has armed its timer
+// before it moves the clock: WithTimerArmed says when, and for which time.
+func ExampleWithTimerArmed() {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	armed := make(chan time.Time, 16)
+	s, err := coordinator.New(coordinator.WithClock(mock), coordinator.WithTimerArmed(func(due time.Time) {
+		armed <- due // the zero time: nothing delayed any more
+	}))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	runs := 0
+	err = s.Submit(coordinator.Task{ID: "poll", Every: 10 * time.Minute, Times: 3, Run: func(context.Context) error {
+		runs++
+		return nil
+	}})
+	if err != nil {
+		panic(err)
+	}
+	for {
+		due := <-armed
+		if due.IsZero() {
+			break
+		}
+		fmt.Println("armed for", due.Format("15:04"), "after", runs, "run(s)")
+		mock.Set(due)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Println("runs:", runs)
+	// Output:
+	// armed for 00:10 after 1 run(s)
+	// armed for 00:20 after 2 run(s)
+	// runs: 3
 }
