@@ -255,8 +255,11 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	if fused {
 		h.flags |= fFused
 	}
-	// Report until fuse says better: it may release work.
-	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0), r.x != nil)
+	// Report until fuse says better: it may release work. Report at once
+	// when someone waits on the outcome: its clock (retry, next run), a
+	// successor in another pool, a subscriber, a WaitTasks call.
+	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || (len(s.watches) > 0 && s.watches[t] != nil)
+	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0), urgent)
 	if r.x != nil && r.x.values != nil {
 		ls.l.Ctx(seq).SetValues(r.x.values)
 	}
@@ -346,6 +349,32 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 	// several were fused: once this item succeeds they may be stolen.
 	ls.l.SetReport(seq, left || fused > 1, int32(seq-ls.pub) < 0)
 	return fused, done
+}
+
+// hurry asks the worker to report as soon as t's handed-out attempt is
+// done, because someone now waits on its outcome: a successor submitted
+// since it was placed, a WaitTasks call, a new subscriber. Without it the
+// outcome could wait for the lane's next report, after attempts of any
+// length.
+func (s *state) hurry(t int32) {
+	if s.hot[t].status != dispatched {
+		return
+	}
+	ls, seq := s.locate(s.tasks[t].link)
+	if int32(seq-ls.n) < 0 {
+		ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
+	}
+}
+
+// hurryAll asks for every handed-out attempt to be reported as soon as it
+// is done (a subscriber arrived: events must not lag).
+func (s *state) hurryAll() {
+	for i := range s.lanes {
+		ls := &s.lanes[i]
+		for seq := ls.applied; seq != ls.n; seq++ {
+			ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
+		}
+	}
 }
 
 // worseAfter reports whether an item after seq in ls, not yet applied, is

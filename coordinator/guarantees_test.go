@@ -598,3 +598,109 @@ func TestBetterTaskReleasedBySuccessStartsNext(t *testing.T) {
 		})
 	}
 }
+
+// A success that releases a task of another pool is reported at once,
+// whether the successor was submitted with it or later, whatever the
+// length of the attempt its worker starts next: an idle worker of the
+// other pool starts it, and a better task of a busy pool starts next.
+func TestSuccessReleasingAnotherPoolIsReportedAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		late  bool // X submitted after its dependency was handed out
+		queue int  // priority-10 tasks of pool B (0: B's worker is idle)
+	}{
+		{"idle pool, same batch", false, 0},
+		{"idle pool, late", true, 0},
+		{"busy pool, same batch", false, 200},
+		{"busy pool, late", true, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithPool("B", 1, worker.Func{}))
+				warmUp(t, s, "warm", 2000, "")
+				start := time.Now()
+				var depDone, xStarted time.Time
+				tasks := []coordinator.Task{
+					{ID: "a1", Run: sleepFor(5 * time.Millisecond)},
+					{ID: "a2", Run: sleepFor(5 * time.Millisecond)},
+					{ID: "dep", Run: func(ctx context.Context) error {
+						time.Sleep(5 * time.Millisecond)
+						depDone = time.Now()
+						return nil
+					}},
+					{ID: "long", Run: sleepFor(500 * time.Millisecond)},
+				}
+				for i := range tc.queue {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("b", i), Pool: "B", Priority: 10, Run: sleepFor(5 * time.Millisecond)})
+				}
+				x := coordinator.Task{ID: "X", Pool: "B", Deps: []string{"dep"}, Run: func(context.Context) error {
+					xStarted = time.Now()
+					return nil
+				}}
+				if !tc.late {
+					tasks = append(tasks, x)
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				if tc.late {
+					time.Sleep(2 * time.Millisecond)
+					if err := s.Submit(x); err != nil {
+						t.Fatalf("Submit(X) = %v", err)
+					}
+				}
+				if err := s.WaitTasks(context.Background(), "X"); err != nil {
+					t.Fatalf("WaitTasks(X) = %v", err)
+				}
+				// X waits at most for the attempt B's worker runs when dep
+				// ends (5 ms), never for "long".
+				if wait := xStarted.Sub(depDone); wait > 6*time.Millisecond {
+					t.Fatalf("X started %v after dep ended (dep ended at %v); want at most one 5 ms attempt of B", wait, depDone.Sub(start))
+				}
+				settle(t, s)
+			})
+		})
+	}
+}
+
+// WaitTasks and events learn of a success when it happens, not when the
+// worker's next attempt ends, however long that is.
+func TestOutcomesDoNotWaitForTheNextAttempt(t *testing.T) {
+	for _, subscribe := range []bool{false, true} {
+		t.Run(fmt.Sprint("subscribed ", subscribe), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(1))
+				warmUp(t, s, "warm", 2000, "")
+				var rec *recorder
+				if subscribe {
+					rec = record(s)
+				}
+				tasks := []coordinator.Task{}
+				for i := range 5 {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("a", i), Run: sleepFor(5 * time.Millisecond)})
+				}
+				tasks = append(tasks, coordinator.Task{ID: "long", Run: sleepFor(time.Second)})
+				start := time.Now()
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				if err := s.WaitTasks(context.Background(), "a4"); err != nil {
+					t.Fatalf("WaitTasks(a4) = %v", err)
+				}
+				if took := time.Since(start); took > 30*time.Millisecond {
+					t.Fatalf("WaitTasks(a4) returned after %v; want about 25 ms, not after long's second", took)
+				}
+				settle(t, s)
+				if rec != nil {
+					for _, e := range rec.all() {
+						if e.Kind == coordinator.EventSucceeded && e.TaskID == "a4" {
+							if lag := e.At.Sub(start); lag > 30*time.Millisecond {
+								t.Fatalf("EventSucceeded(a4) at %v; want about 25 ms", lag)
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}

@@ -434,7 +434,10 @@ type subscribeReq struct {
 
 func (r subscribeReq) apply(l *loop, now time.Time) {
 	l.subs = append(l.subs, r.sub)
-	l.st.observe = true
+	if !l.st.observe {
+		l.st.observe = true
+		l.st.hurryAll()
+	}
 	l.s.startSubscriber(r.sub)
 	r.reply <- true
 }

@@ -57,6 +57,7 @@ const (
 	fFused                       // dispatched behind its dependency's item
 	fClosed                      // the cancel came from Shutdown
 	fExtra                       // rec.x is set
+	fCross     uint8 = 1 << 7    // a successor lives in another pool: its success is reported at once
 
 	fRuleShift       = 5
 	fRule      uint8 = 3 << fRuleShift // its trigger rule (Task.When)

@@ -232,6 +232,9 @@ func (s *state) submit(b *batch, now time.Time) error {
 			}
 			if places[k] >= 0 { // in the batch: pending, its succ list holds t
 				s.hot[t].unmet++
+				if s.hot[t].pool != s.hot[j].pool {
+					s.hot[j].flags |= fCross
+				}
 				if s.retain {
 					s.held[t].preds++
 				}
@@ -253,6 +256,10 @@ func (s *state) submit(b *batch, now time.Time) error {
 				x := s.extra(j)
 				x.more = append(x.more, t)
 				s.hot[t].unmet++
+				if s.hot[t].pool != s.hot[j].pool {
+					s.hot[j].flags |= fCross
+				}
+				s.hurry(j) // handed out before t was known: its success now releases t
 				if s.retain {
 					s.held[t].preds++
 				}

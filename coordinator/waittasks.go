@@ -115,6 +115,7 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 			s.watches = map[int32][]*watch{}
 		}
 		s.watches[t] = append(s.watches[t], w)
+		s.hurry(t)
 	}
 	if w.left == 0 {
 		reply <- w.result()
