@@ -269,6 +269,47 @@ func TestShutdownAndWaitFromSubscriber(t *testing.T) {
 	})
 }
 
+// Several subscribers calling Shutdown from their callbacks at once do not
+// wait for one another; a Shutdown from outside then waits for them all.
+func TestShutdownFromSeveralSubscribers(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprint(n, " subscribers"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := coordinator.New(coordinator.WithWorkers(2))
+				if err != nil {
+					t.Fatalf("New = %v", err)
+				}
+				shut := make(chan error, n)
+				for range n {
+					s.Subscribe(func(e coordinator.Event) {
+						if e.Kind == coordinator.EventFailed {
+							shut <- s.Shutdown(context.Background())
+						}
+					})
+				}
+				err = s.Submit(
+					coordinator.Task{ID: "bad", Run: func(context.Context) error { return errors.New("boom") }},
+					coordinator.Task{ID: "slow", Run: func(ctx context.Context) error { <-ctx.Done(); return nil }},
+				)
+				if err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				for range n {
+					if err := <-shut; err != nil {
+						t.Fatalf("Shutdown from a subscriber = %v; want nil", err)
+					}
+				}
+				if err := s.Shutdown(context.Background()); err != nil {
+					t.Fatalf("Shutdown afterwards = %v", err)
+				}
+				if st := status(t, s, "slow"); st != coordinator.Cancelled {
+					t.Fatalf("status(slow) = %v; want cancelled", st)
+				}
+			})
+		})
+	}
+}
+
 // A Wait whose context ends is forgotten: waiters that gave up hold no
 // memory while the graph never settles.
 func TestAbandonedWaitsAreForgotten(t *testing.T) {

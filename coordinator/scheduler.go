@@ -540,9 +540,12 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // ends, returning a *ShutdownError that wraps ctx.Err() and names the
 // tasks whose functions have not returned, while the shutdown goes on in
 // the background. Called from a subscriber callback, it waits for
-// everything but that subscriber's own goroutine, which delivers the rest
-// of its events once the callback returns. Calling it again, or
-// concurrently, is safe.
+// everything but the subscribers' deliveries (another callback may be in
+// Shutdown too, waiting for this one): they deliver the rest of their
+// events once their callbacks return, and a later Shutdown from outside
+// waits for them. A callback must not wait for a Shutdown it started on
+// another goroutine: that Shutdown waits for the callback. Calling it
+// again, or concurrently, is safe.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })
@@ -557,8 +560,12 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.subsMu.Unlock()
 	for _, sub := range subs {
 		if sub.goid.Load() == me {
-			continue // called from this subscriber's own callback
+			// Called from a callback: another subscriber's callback may be
+			// in Shutdown too, waiting for this one; wait for none.
+			return nil
 		}
+	}
+	for _, sub := range subs {
 		select {
 		case <-sub.exited:
 		case <-ctx.Done():
