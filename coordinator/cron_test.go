@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -263,4 +264,47 @@ func TestPanickingScheduleEndsTheSeries(t *testing.T) {
 		}
 		settle(t, s)
 	})
+}
+
+// stalling advances a second at a time, then returns its argument: a
+// start that is not after the previous one.
+type stalling struct{ after int }
+
+func (p *stalling) Next(t time.Time) time.Time {
+	if p.after--; p.after < 0 {
+		return t
+	}
+	return t.Add(time.Second)
+}
+
+// A Schedule that stops advancing ends the series: no start comes twice.
+func TestStallingScheduleEndsTheSeries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		st := &starts{}
+		if err := s.Submit(coordinator.Task{ID: "p", Schedule: &stalling{after: 4}, Times: 10, Run: st.run}); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		times := st.times()
+		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || len(times) != 3 {
+			t.Fatalf("Info = %+v after %d runs; want succeeded after 3", info, len(times))
+		}
+		for i := 1; i < len(times); i++ {
+			if !times[i].After(times[i-1]) {
+				t.Fatalf("runs at %v; want each after the previous", times)
+			}
+		}
+		err := s.Submit(coordinator.Task{ID: "q", Schedule: &stalling{}, Run: ok})
+		if !errors.Is(err, coordinator.ErrInvalidTask) {
+			t.Fatalf("Submit(schedule with no start) = %v; want ErrInvalidTask", err)
+		}
+	})
+}
+
+func TestSubmitNilGraph(t *testing.T) {
+	s := newScheduler(t)
+	if err := s.SubmitGraph(context.Background(), nil); err != nil {
+		t.Fatalf("SubmitGraph(nil) = %v; want nil (an empty graph)", err)
+	}
 }

@@ -82,10 +82,13 @@ func (g *Graph) Reset() {
 // SubmitGraph adds the tasks of g as one batch: accepted whole or rejected
 // whole, with the same errors and the same context rules as
 // SubmitContext. g is not retained; it may be Reset and reused once
-// SubmitGraph returns.
+// SubmitGraph returns. A nil g is an empty graph.
 func (s *Scheduler) SubmitGraph(ctx context.Context, g *Graph) error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if g == nil {
+		return nil
 	}
 	if g.bad != nil {
 		return g.bad

@@ -20,6 +20,9 @@ func (payloadWorker) Validate(j worker.Job) error {
 	if j.Payload == nil {
 		return errors.New("gpu job needs a payload")
 	}
+	if j.Payload == "panic" {
+		panic("validator bug")
+	}
 	return nil
 }
 
@@ -55,6 +58,11 @@ func TestBadInput(t *testing.T) {
 		{"cron with seconds", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "0 0 * * * *" })}, coordinator.ErrInvalidTask},
 		{"cron TZ=0 (panics in the parser)", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "TZ=0" })}, coordinator.ErrInvalidTask},
 		{"cron unknown zone", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "CRON_TZ=Mars/Olympus 0 * * * *" })}, coordinator.ErrInvalidTask},
+		{"cron zone without a schedule", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "CRON_TZ=UTC" })}, coordinator.ErrInvalidTask},
+		{"cron @every negative", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "@every -5s" })}, coordinator.ErrInvalidTask},
+		{"priority above 32 bits", []coordinator.Task{task(func(t *coordinator.Task) { t.Priority = math.MaxInt32 + 1 })}, coordinator.ErrInvalidTask},
+		{"priority below 32 bits", []coordinator.Task{task(func(t *coordinator.Task) { t.Priority = math.MinInt32 - 1 })}, coordinator.ErrInvalidTask},
+		{"validator panics", []coordinator.Task{task(func(t *coordinator.Task) { t.Pool, t.Payload = "gpu", "panic" })}, coordinator.ErrInvalidTask},
 		{"cron that never starts", []coordinator.Task{task(func(t *coordinator.Task) { t.Cron = "0 0 30 2 *" })}, coordinator.ErrInvalidTask},
 		{"nil schedule", []coordinator.Task{task(func(t *coordinator.Task) { t.Schedule = (*nilSchedule)(nil) })}, coordinator.ErrInvalidTask},
 		{"unknown when", []coordinator.Task{task(func(t *coordinator.Task) { t.When = 5 })}, coordinator.ErrInvalidTask},

@@ -13,7 +13,8 @@ import (
 // first start strictly after t, or the zero time when there is none. A
 // robfig/cron/v3 cron.Schedule fits. Next is called on the coordinator's
 // goroutine: it must be quick and must not call the scheduler; a Next that
-// panics ends the series as if it had no more starts.
+// panics, or returns a time not after t, ends the series as if it had no
+// more starts.
 type Schedule interface {
 	Next(t time.Time) time.Time
 }
@@ -65,6 +66,18 @@ func parseCron(spec string) (sched Schedule, err error) {
 			sched, err = nil, fmt.Errorf("cron %q: %v", spec, p)
 		}
 	}()
+	fields := strings.Fields(spec)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "CRON_TZ=") || strings.HasPrefix(fields[0], "TZ=")) {
+		fields = fields[1:]
+	}
+	switch {
+	case len(fields) == 0:
+		return nil, fmt.Errorf("cron %q: no schedule", spec)
+	case fields[0] == "@every":
+		if d, err := time.ParseDuration(strings.Join(fields[1:], "")); err == nil && d <= 0 {
+			return nil, fmt.Errorf("cron %q: @every needs a positive duration", spec)
+		}
+	}
 	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("cron %q: %w", spec, err)
@@ -85,7 +98,10 @@ func (g safeSchedule) Next(t time.Time) (next time.Time) {
 			next = time.Time{}
 		}
 	}()
-	return g.s.Next(t)
+	if next = g.s.Next(t); !next.After(t) {
+		return time.Time{} // not strictly after t: no start may come twice
+	}
+	return next
 }
 
 // isNil reports whether s is nil or holds a nil pointer, map, func...

@@ -16,7 +16,8 @@ type Task struct {
 	Run  func(ctx context.Context) error // the work; ctx ends on Cancel, on timeout and on Shutdown
 	Deps []string                        // tasks that must succeed first (or end as When says): in the same batch (any order) or submitted before
 
-	// Priority orders ready tasks of one pool: lower runs first; ties start
+	// Priority orders ready tasks of one pool: lower runs first (it must
+	// fit in 32 bits: [math.MinInt32, math.MaxInt32]); ties start
 	// in the order they became ready (submission order for tasks ready at
 	// once).
 	Priority int

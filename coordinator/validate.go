@@ -3,6 +3,8 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"math"
+	"runtime/debug"
 
 	"github.com/batonhq/baton/worker"
 )
@@ -36,6 +38,8 @@ func validateTask(t *Task, handles bool, pools map[string]worker.Worker) (Schedu
 		return nil, bad("negative Retry.MaxDelay %v", p.MaxDelay)
 	case !(p.Jitter >= 0 && p.Jitter <= 1): // also rejects NaN
 		return nil, bad("Retry.Jitter %v outside [0, 1]", p.Jitter)
+	case t.Priority < math.MinInt32 || t.Priority > math.MaxInt32:
+		return nil, bad("Priority %d outside [%d, %d]", t.Priority, math.MinInt32, math.MaxInt32)
 	case t.When < AllSucceeded || t.When > NoneFailed:
 		return nil, bad("unknown When %d", int(t.When))
 	case t.When == AnyFailed && len(t.Deps) == 0 && !handles:
@@ -57,7 +61,7 @@ func validateTask(t *Task, handles bool, pools map[string]worker.Worker) (Schedu
 		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: fmt.Sprintf("%q", t.Pool)}
 	}
 	if v, ok := w.(worker.Validator); ok {
-		if err := v.Validate(worker.Job{ID: t.ID, Run: t.Run, Payload: t.Payload}); err != nil {
+		if err := safeValidate(v, worker.Job{ID: t.ID, Run: t.Run, Payload: t.Payload}); err != nil {
 			return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, err)}
 		}
 	}
@@ -86,4 +90,15 @@ func scheduleOf(t *Task) (Schedule, error) {
 		return nil, fmt.Errorf("a nil %T as Schedule", t.Schedule)
 	}
 	return t.Schedule, nil
+}
+
+// safeValidate calls a pool's Validator; a panic in it refuses the task
+// with a *worker.PanicError instead of crashing the caller.
+func safeValidate(v worker.Validator, j worker.Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &worker.PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return v.Validate(j)
 }
