@@ -49,7 +49,7 @@ func (s *state) dispatch(now time.Time) {
 				// of the best level go to two idle workers, not one behind
 				// the other while the next worker takes worse ones.
 				share := (p.readyLive + p.idle - 1) / p.idle
-				if n := p.ready.HeadLen(); n < p.readyLive {
+				if n := p.ready.HeadLen(); n < p.readyLive && p.idle > 1 {
 					share = min(share, (n+p.idle-1)/p.idle)
 				}
 				s.fill(ls, p, share, target, now)
@@ -153,23 +153,31 @@ func (s *state) bestReady(p *poolState) (int32, bool) {
 // fill hands to lane ls up to k attempts, of which at most take come
 // from the ready queue: first successors of its own items that an earlier
 // fill had no room to fuse, then ready tasks of p's best level, each with
-// the successors fused behind it. It publishes them. One fill never mixes
-// levels: what follows a worse task in a lane must not be better work that
-// the items ahead of it release.
+// the successors fused behind it. It publishes them. A fill takes one
+// level: what follows a worse task in a lane must not be better work that
+// the items ahead of it release, and the next level should go to the next
+// worker to ask. The exceptions keep a worker from waiting for the
+// coordinator between two attempts when levels are short (every task at
+// its own priority): while no other worker of the pool is idle, a lane
+// holding fewer than two attempts takes the next level too, and the lane
+// of a pool of one worker takes levels in order (nobody could start them
+// sooner). A better task that their successes release takes worse work
+// back (checkPriority).
 func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
-	if take > 0 && p.minPrio < p.maxPrio {
-		s.pull(ls, p)
+	if take > 0 && p.minPrio < p.maxPrio && (!ls.open || ls.live == 0) {
+		s.pull(ls, p) // for a worker with nothing left to run, not for a top-up
 	}
 	from := ls.n
 	k = min(k, int(dispatch.Size-(ls.n-ls.applied)))
 	placed := s.fuseOn(ls, p, k)
 	level := int32(math.MinInt32)
+	alone := !(p.idle > 0 && (ls.open || p.idle > 1)) // no other worker of the pool is idle
 	for took := 0; placed < k && took < take; took++ {
 		t, ok := s.popReady(p)
 		if !ok {
 			break
 		}
-		if h := &s.hot[t]; level == math.MinInt32 {
+		if h := &s.hot[t]; level == math.MinInt32 || (alone && (len(p.lanes) == 1 || ls.live < 2)) {
 			level = h.prio
 		} else if h.prio != level {
 			s.requeue(t) // the next level: not in this fill

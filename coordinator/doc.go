@@ -56,7 +56,12 @@
 // worker owns a lane, a ring of attempts the coordinator appends to and the
 // worker runs in order. A lane holds about 50µs of work at the pool's
 // measured cost per attempt (at least two, so that a worker never waits
-// for the coordinator between two attempts, and at most 512). That size is
+// for the coordinator between two attempts, and at most 512). A fill
+// takes one priority level, so where every task has its own priority a
+// lane of a pool of several workers may hold one attempt at a time, and
+// its worker then waits for the coordinator between attempts (about 2.5µs
+// per empty task against 0.1µs at one level, measured on 2 workers); a
+// pool of one worker takes levels in order. That size is
 // an estimate, and nothing relies on it: every attempt handed out carries a
 // claim that exactly one side wins. The worker claims an attempt just
 // before it calls the function; until then the coordinator may take it

@@ -75,21 +75,38 @@ func ids(prefix string, n int) []string {
 
 func fail(context.Context) error { return errors.New("planned") }
 
-// A fill takes one priority level: better work released by the items ahead
-// of a worse one must not find the worse one claimed first.
+// A fill of a pool of several workers takes one priority level: better
+// work released by the items ahead of a worse one must not find the worse
+// one claimed first, and the next level goes to the next worker. A pool of
+// one worker takes the levels in order: nobody could start them sooner.
 func TestStateFillTakesOneLevel(t *testing.T) {
-	r := newRig(1)
+	r := newRig(2)
 	r.cheap(0)
+	r.submit(t, Task{ID: "busy", Run: noop, Priority: -1})
+	r.step()
 	r.submit(t, Task{ID: "p1a", Run: noop, Priority: 1}, Task{ID: "p0a", Run: noop},
 		Task{ID: "p1b", Run: noop, Priority: 1}, Task{ID: "p0b", Run: noop})
 	r.step()
-	if got := r.items(0); !slices.Equal(got, []string{"p0a", "p0b"}) {
+	lane := 1
+	if slices.Contains(r.items(1), "busy") {
+		lane = 0
+	}
+	if got := r.items(lane); !slices.Equal(got, []string{"p0a", "p0b"}) {
 		t.Fatalf("lane = %v; want [p0a p0b]", got)
 	}
-	r.drain(0)
+	r.drain(lane)
 	r.step()
-	if got := r.items(0); !slices.Equal(got, []string{"p1a", "p1b"}) {
+	if got := r.items(lane); !slices.Equal(got, []string{"p1a", "p1b"}) {
 		t.Fatalf("lane = %v; want [p1a p1b]", got)
+	}
+
+	one := newRig(1)
+	one.cheap(0)
+	one.submit(t, Task{ID: "p1a", Run: noop, Priority: 1}, Task{ID: "p0a", Run: noop},
+		Task{ID: "p1b", Run: noop, Priority: 1}, Task{ID: "p0b", Run: noop})
+	one.step()
+	if got := one.items(0); !slices.Equal(got, []string{"p0a", "p0b", "p1a", "p1b"}) {
+		t.Fatalf("lane of a pool of one worker = %v; want [p0a p0b p1a p1b]", got)
 	}
 }
 
