@@ -260,6 +260,9 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	if r.x != nil && r.x.values != nil {
 		ls.l.Ctx(seq).SetValues(r.x.values)
 	}
+	if s.stamps && !fused {
+		ls.l.SetReady(seq, s.readyStamp(t))
+	}
 	ls.n++
 	ls.end = ls.n
 	ls.live++

@@ -34,6 +34,8 @@ type config struct {
 	grace   time.Duration
 	logger  *slog.Logger
 
+	middleware []Middleware // WithMiddleware, outermost first
+
 	armed        func(due time.Time) // WithTimerArmed
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
 }

@@ -73,9 +73,13 @@ func New(opts ...Option) (*Scheduler, error) {
 	pools := make([]poolState, len(all))
 	sizes := make([]int, len(all))
 	total := 0
+	wrappedWorkers := make([]worker.Worker, len(all))
 	for i, p := range all {
 		if p.worker != nil {
 			s.workers[p.name] = p.worker
+		}
+		if wrappedWorkers[i], err = wrap(p.name, p.worker, cfg.middleware); err != nil {
+			return nil, err
 		}
 		pools[i] = poolState{name: p.name, size: p.size, maxTarget: cfg.testMaxBatch}
 		sizes[i] = p.size
@@ -84,6 +88,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.reports = make(chan dispatch.Report, 2*total)
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
+	st.stamps = len(cfg.middleware) > 0
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	s.g = new(errgroup.Group)
@@ -92,8 +97,8 @@ func New(opts ...Option) (*Scheduler, error) {
 		return s.run(st)
 	})
 	s.g.Go(func() error { return s.timer(workCtx) })
-	for i, p := range all {
-		env := &dispatch.Env{Owner: s, Worker: p.worker, Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
+	for i := range all {
+		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace}
 		for _, li := range st.pools[i].lanes {
 			lane := st.lanes[li].l

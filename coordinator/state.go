@@ -204,6 +204,11 @@ type state struct {
 	tried       []int                // reused by steal
 	arenaFree   []int32
 
+	// WithMiddleware: when each task last became ready (UnixNano), for
+	// worker.Job.Ready; grown by stampReady.
+	stamps  bool
+	readyAt []int64
+
 	// Retention (WithRetention): final tasks are forgotten after keep.
 	retain    bool
 	keep      time.Duration

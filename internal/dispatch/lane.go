@@ -136,7 +136,10 @@ type Outcome struct {
 	Abandoned bool // ... and its function had not returned a grace period later
 }
 
-type meta struct{ attempt, run int32 }
+type meta struct {
+	attempt, run int32
+	ready        int64 // when the task became ready (UnixNano; 0: unknown)
+}
 
 // Running reports whether s is the state of an item whose function has
 // been called and has not returned.
@@ -219,11 +222,16 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 	if urgent {
 		it.flags |= itemUrgent
 	}
-	l.meta[i] = meta{attempt, run}
+	l.meta[i] = meta{attempt: attempt, run: run}
 	if l.ctxs[i] == nil {
 		l.ctxs[i] = l.newContext(i)
 	}
 }
+
+// SetReady records when the task of the item at seq became ready
+// (UnixNano), for its Job. Coordinator only, after Put and before the item
+// is published.
+func (l *Lane) SetReady(seq uint32, unixNano int64) { l.meta[seq&mask].ready = unixNano }
 
 // newContext returns a context for slot i, whose first touch marks the
 // slot's item.
@@ -451,7 +459,11 @@ func (l *Lane) runOne() {
 }
 
 func (l *Lane) job(spec *Spec, i uint32) worker.Job {
-	j := worker.Job{ID: spec.ID, Run: spec.Run, Attempt: int(l.meta[i].attempt), Round: int(l.meta[i].run)}
+	m := &l.meta[i]
+	j := worker.Job{ID: spec.ID, Run: spec.Run, Attempt: int(m.attempt), Round: int(m.run)}
+	if m.ready != 0 {
+		j.Ready = time.Unix(0, m.ready)
+	}
 	if x := spec.X; x != nil {
 		j.Payload = x.Payload
 	}
