@@ -24,6 +24,7 @@ type Scheduler struct {
 	clk     clock.Clock              // immutable
 	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
 	hook    func(time.Time)          // immutable; only for testing
+	taskLog bool                     // immutable: write task-life logs to log
 	log     *slog.Logger             // immutable
 	closed  atomic.Bool              // Shutdown has begun
 
@@ -62,6 +63,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		workers:  map[string]worker.Worker{"": worker.Func{}},
 		hook:     cfg.armed,
 		log:      cfg.logger,
+		taskLog:  cfg.taskLog,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
 		due:      actor.NewLatest[timerCmd](),
@@ -120,6 +122,7 @@ type loop struct {
 	st      *state
 	waiters map[uint64]chan<- struct{}
 	subs    []*subscriber
+	tl      *taskLog // nil: no task-life logs
 }
 
 // run is the coordinator: a thin for-select loop around state. Each
@@ -127,6 +130,11 @@ type loop struct {
 // (Ready), does it, and acknowledges.
 func (s *Scheduler) run(st *state) error {
 	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
+	if s.taskLog {
+		l.tl = newTaskLog(s.log)
+		s.startSubscriber(l.tl.sub)
+		l.logTasks(nil)
+	}
 	stopc := s.stopc
 	var armed bool // the timer goroutine was sent armedAt and it has not fired
 	var armedAt time.Time
@@ -175,6 +183,7 @@ func (s *Scheduler) run(st *state) error {
 			armed, told = false, rd.Settled
 		}
 		l.publish(rd.Events)
+		l.logTasks(rd.Events)
 		if rd.Settled {
 			for id, w := range l.waiters {
 				close(w)
@@ -196,6 +205,9 @@ func (s *Scheduler) run(st *state) error {
 	}
 	for _, sub := range l.subs {
 		sub.end()
+	}
+	if l.tl != nil {
+		l.tl.sub.end()
 	}
 	return nil
 }
