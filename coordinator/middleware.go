@@ -73,7 +73,8 @@ func (s *state) stampReady(t int32, now time.Time) {
 	s.readyAt[t] = now.UnixNano()
 }
 
-// readyStamp returns what stampReady recorded for t (0: nothing).
+// readyStamp returns what stampReady recorded for t. Every task handed
+// out from the ready queue was stamped when it was queued.
 func (s *state) readyStamp(t int32) int64 {
 	if int(t) < len(s.readyAt) {
 		return s.readyAt[t]

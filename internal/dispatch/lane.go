@@ -138,7 +138,8 @@ type Outcome struct {
 
 type meta struct {
 	attempt, run int32
-	ready        int64 // when the task became ready (UnixNano; 0: unknown)
+	ready        int64 // when the task became ready (UnixNano), if hasReady
+	hasReady     bool
 }
 
 // Running reports whether s is the state of an item whose function has
@@ -231,7 +232,10 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 // SetReady records when the task of the item at seq became ready
 // (UnixNano), for its Job. Coordinator only, after Put and before the item
 // is published.
-func (l *Lane) SetReady(seq uint32, unixNano int64) { l.meta[seq&mask].ready = unixNano }
+func (l *Lane) SetReady(seq uint32, unixNano int64) {
+	m := &l.meta[seq&mask]
+	m.ready, m.hasReady = unixNano, true
+}
 
 // newContext returns a context for slot i, whose first touch marks the
 // slot's item.
@@ -461,7 +465,7 @@ func (l *Lane) runOne() {
 func (l *Lane) job(spec *Spec, i uint32) worker.Job {
 	m := &l.meta[i]
 	j := worker.Job{ID: spec.ID, Run: spec.Run, Attempt: int(m.attempt), Round: int(m.run)}
-	if m.ready != 0 {
+	if m.hasReady {
 		j.Ready = time.Unix(0, m.ready)
 	}
 	if x := spec.X; x != nil {
