@@ -148,6 +148,7 @@ type poolState struct {
 	stuckAt   time.Time        // when a lane's attempt will have run revokeDelay (zero: none to watch)
 	minPrio   int32            // the best priority any task of the pool was submitted with
 	maxPrio   int32            // the worst
+	totals    Totals           // what ended since New (Totals)
 }
 
 // laneState is one worker's lane as the coordinator sees it.
