@@ -27,7 +27,9 @@ var statusStyle = [...]struct {
 // ready yellow, running blue, succeeded green, failed red, cancelled
 // orange, skipped dashed), and an arrow from each dependency to the task
 // that depends on it (an Edge naming a task not in Tasks is left out, in
-// both renderers). Render it with `dot -Tsvg`. It returns w's error.
+// both renderers). Render it with `dot -Tsvg`. It builds the text, then
+// makes one Write to w and returns its error; it does not change g, and
+// may run concurrently with other readers of g.
 func (g *Snapshot) WriteDOT(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("digraph baton {\n\trankdir=LR;\n\tnode [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n")
@@ -57,8 +59,8 @@ func (g *Snapshot) WriteDOT(w io.Writer) error {
 // WriteMermaid writes the snapshot as a Mermaid flowchart, styled as
 // WriteDOT's; a Markdown file shows it when it is put in a ```mermaid
 // block (GitHub and GitLab render it). Tasks are named t0, t1, ... in the
-// order of Tasks; labels are escaped, so any ID is safe. It returns w's
-// error.
+// order of Tasks; labels are escaped, so any ID is safe. Like WriteDOT,
+// it makes one Write to w, returns its error and does not change g.
 func (g *Snapshot) WriteMermaid(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")

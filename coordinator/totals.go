@@ -45,9 +45,9 @@ func (t Totals) Of(st Status) uint64 {
 }
 
 // Totals returns each pool's Totals, keyed by pool name ("" is the default
-// pool); every pool is listed. Counting costs the scheduler nothing it
-// did not do already, and Totals costs a round trip to the coordinator
-// and a map of the pools, whatever the number of tasks: a collector may
+// pool); every pool is listed. Counting costs the scheduler an addition
+// per final task. Totals blocks for a round trip to the coordinator and
+// costs a map of the pools, whatever the number of tasks: a collector may
 // call it as often as it likes. Safe for concurrent use; after Shutdown
 // it answers from the final state.
 func (s *Scheduler) Totals() map[string]Totals {
