@@ -61,12 +61,9 @@ func wrap(pool string, w worker.Worker, mws []Middleware) (worker.Worker, error)
 	return w, nil
 }
 
-// stampReady records when task t became ready, if a middleware may read
-// it (WithMiddleware).
+// stampReady records when task t became ready, for a middleware
+// (WithMiddleware; called only then).
 func (s *state) stampReady(t int32, now time.Time) {
-	if !s.stamps {
-		return
-	}
 	if n := int(t) + 1; n > len(s.readyAt) {
 		s.readyAt = slices.Grow(s.readyAt, n-len(s.readyAt))[:max(n, cap(s.readyAt))]
 	}

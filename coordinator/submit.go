@@ -377,7 +377,9 @@ func (s *state) schedule(t int32, due, now time.Time) {
 }
 
 func (s *state) pushReady(t int32, now time.Time) {
-	s.stampReady(t, now)
+	if s.stamps {
+		s.stampReady(t, now)
+	}
 	h := &s.hot[t]
 	h.status = Ready
 	s.rseq++
