@@ -259,7 +259,10 @@ func (o *Observer) instruments(m metric.Meter, durations bool) error {
 // Middleware is a coordinator.Middleware: pass it to
 // coordinator.WithMiddleware. Every attempt of the pool gets a span (see
 // the package doc) and is counted and timed; then next runs it, with the
-// span active in its context.
+// span active in its context. Middleware itself does not block and is
+// safe for concurrent use; the Worker it returns adds nothing to an
+// attempt's blocking but, for a sampled span, a round trip to the
+// coordinator (coordinator.Upstream) for the links.
 func (o *Observer) Middleware(poolName string, next worker.Worker) worker.Worker {
 	set := attribute.NewSet(AttrPool.String(poolName))
 	p := &pool{o: o, next: next, name: poolName, timed: o.duration != nil,

@@ -137,3 +137,36 @@ func TestWithoutDurations(t *testing.T) {
 		}
 	}
 }
+
+// One Observer for two schedulers: their series of the same pool add up.
+func TestTwoSchedulersAddUp(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	obs, err := otelbaton.New(otelbaton.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+		otelbaton.WithoutTracing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s, err := coordinator.New(coordinator.WithMiddleware(obs.Middleware))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown(context.Background())
+		stop, err := obs.Observe(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		if err := s.Submit(coordinator.Task{ID: "a", Run: func(context.Context) error { return nil }}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, metrics(t, &rig{reader: reader}), map[string]float64{
+		"baton.task.finished{baton.pool=,baton.task.status=succeeded}": 2,
+		"baton.task.count{baton.pool=,baton.task.status=succeeded}":    2,
+		"baton.attempt.finished{baton.attempt.outcome=ok,baton.pool=}": 2,
+	})
+}
