@@ -197,6 +197,7 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 	if retry && int(r.attempts) < x.retry.attempts() {
 		wait := x.retry.wait(int(r.attempts), s.rng)
 		h.status = Pending
+		s.pools[h.pool].totals.Retries++
 		if e := s.emit(EventRetrying, t, now); e != nil {
 			e.Err, e.Wait = err, wait
 		}
@@ -230,6 +231,7 @@ func (s *state) cancelled(t int32, now time.Time) {
 
 func (s *state) finish(t int32, st Status, now time.Time) {
 	s.hot[t].status = st
+	s.pools[s.hot[t].pool].totals.count(st)
 	s.open--
 	if s.watches != nil {
 		if _, ok := s.watches[t]; ok {

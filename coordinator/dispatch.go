@@ -271,6 +271,13 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	if r.x != nil && r.x.values != nil {
 		ls.l.Ctx(seq).SetValues(r.x.values)
 	}
+	if s.stamps {
+		if fused {
+			ls.l.ClearReady(seq) // it becomes ready in the worker, behind its dependency
+		} else {
+			ls.l.SetReady(seq, s.readyStamp(t))
+		}
+	}
 	ls.n++
 	ls.end = ls.n
 	ls.live++

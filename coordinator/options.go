@@ -33,6 +33,9 @@ type config struct {
 	keep    time.Duration
 	grace   time.Duration
 	logger  *slog.Logger
+	taskLog bool // the logger was given (WithLogger): log task life to it
+
+	middleware []Middleware // WithMiddleware, outermost first
 
 	armed        func(due time.Time) // WithTimerArmed
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
@@ -152,13 +155,21 @@ func WithAbandonAfter(d time.Duration) Option {
 }
 
 // WithLogger sets where the scheduler logs (default: slog.Default()). It
-// logs at Error a subscriber callback that panicked.
+// logs at Error a subscriber callback that panicked. A logger given with
+// WithLogger also receives the task-life log lines (see LogKeyTask): a
+// retry at Warn, a failure at Error, a cancel or skip at Info, starts and
+// successes at Debug. They cost nothing while the handler enables none of
+// these levels: the scheduler asks it (Handler.Enabled) once per loop
+// iteration and records nothing for them until it does. The lines are
+// written on a goroutine of their own, in the order the events were
+// decided, and Shutdown waits until the last is written. The default
+// logger never receives them.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
 			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
-		c.logger = l
+		c.logger, c.taskLog = l, true
 		return nil
 	}
 }

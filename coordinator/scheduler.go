@@ -24,6 +24,7 @@ type Scheduler struct {
 	clk     clock.Clock              // immutable
 	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
 	hook    func(time.Time)          // immutable; only for testing
+	taskLog bool                     // immutable: write task-life logs to log
 	log     *slog.Logger             // immutable
 	closed  atomic.Bool              // Shutdown has begun
 
@@ -62,6 +63,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		workers:  map[string]worker.Worker{"": worker.Func{}},
 		hook:     cfg.armed,
 		log:      cfg.logger,
+		taskLog:  cfg.taskLog,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
 		due:      actor.NewLatest[timerCmd](),
@@ -73,9 +75,13 @@ func New(opts ...Option) (*Scheduler, error) {
 	pools := make([]poolState, len(all))
 	sizes := make([]int, len(all))
 	total := 0
+	wrappedWorkers := make([]worker.Worker, len(all))
 	for i, p := range all {
 		if p.worker != nil {
 			s.workers[p.name] = p.worker
+		}
+		if wrappedWorkers[i], err = wrap(p.name, p.worker, cfg.middleware); err != nil {
+			return nil, err
 		}
 		pools[i] = poolState{name: p.name, size: p.size, maxTarget: cfg.testMaxBatch}
 		sizes[i] = p.size
@@ -84,6 +90,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.reports = make(chan dispatch.Report, 2*total)
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
+	st.stamps = len(cfg.middleware) > 0
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	s.g = new(errgroup.Group)
@@ -92,8 +99,8 @@ func New(opts ...Option) (*Scheduler, error) {
 		return s.run(st)
 	})
 	s.g.Go(func() error { return s.timer(workCtx) })
-	for i, p := range all {
-		env := &dispatch.Env{Owner: s, Worker: p.worker, Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
+	for i := range all {
+		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace}
 		for _, li := range st.pools[i].lanes {
 			lane := st.lanes[li].l
@@ -115,6 +122,7 @@ type loop struct {
 	st      *state
 	waiters map[uint64]chan<- struct{}
 	subs    []*subscriber
+	tl      *taskLog // nil: no task-life logs
 }
 
 // run is the coordinator: a thin for-select loop around state. Each
@@ -122,6 +130,11 @@ type loop struct {
 // (Ready), does it, and acknowledges.
 func (s *Scheduler) run(st *state) error {
 	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
+	if s.taskLog {
+		l.tl = newTaskLog(s.log)
+		s.startSubscriber(l.tl.sub)
+		l.logTasks(nil)
+	}
 	stopc := s.stopc
 	var armed bool // the timer goroutine was sent armedAt and it has not fired
 	var armedAt time.Time
@@ -170,6 +183,7 @@ func (s *Scheduler) run(st *state) error {
 			armed, told = false, rd.Settled
 		}
 		l.publish(rd.Events)
+		l.logTasks(rd.Events)
 		if rd.Settled {
 			for id, w := range l.waiters {
 				close(w)
@@ -191,6 +205,9 @@ func (s *Scheduler) run(st *state) error {
 	}
 	for _, sub := range l.subs {
 		sub.end()
+	}
+	if l.tl != nil {
+		l.tl.sub.end()
 	}
 	return nil
 }

@@ -149,6 +149,7 @@ type poolState struct {
 	stuckAt   time.Time        // when a lane's attempt will have run revokeDelay (zero: none to watch)
 	minPrio   int32            // the best priority any task of the pool was submitted with
 	maxPrio   int32            // the worst
+	totals    Totals           // what ended since New (Totals)
 }
 
 // laneState is one worker's lane as the coordinator sees it.
@@ -204,6 +205,11 @@ type state struct {
 	groupWanted [dispatch.Size]bool  // reused by revokeTail
 	tried       []int                // reused by steal
 	arenaFree   []int32
+
+	// WithMiddleware: when each task last became ready (UnixNano), for
+	// worker.Job.Ready; grown by stampReady.
+	stamps  bool
+	readyAt []int64
 
 	// Retention (WithRetention): final tasks are forgotten after keep.
 	retain    bool

@@ -352,7 +352,7 @@ func (s *state) root(j int32) int32 {
 // eligible is called when t's dependencies have all succeeded.
 func (s *state) eligible(t int32, now time.Time) {
 	if s.hot[t].flags&fExtra == 0 {
-		s.pushReady(t)
+		s.pushReady(t, now)
 		return
 	}
 	x := s.tasks[t].x
@@ -380,10 +380,13 @@ func (s *state) schedule(t int32, due, now time.Time) {
 			return
 		}
 	}
-	s.pushReady(t)
+	s.pushReady(t, now)
 }
 
-func (s *state) pushReady(t int32) {
+func (s *state) pushReady(t int32, now time.Time) {
+	if s.stamps {
+		s.stampReady(t, now)
+	}
 	h := &s.hot[t]
 	h.status = Ready
 	s.rseq++
@@ -411,7 +414,7 @@ func (s *state) advance(now time.Time) {
 	s.scratch = s.wheel.Advance(now, s.scratch[:0], maxFirePerStep)
 	for _, t := range s.scratch {
 		s.tasks[t].x.inWheel = false
-		s.pushReady(t)
+		s.pushReady(t, now)
 	}
 	s.scratch = s.scratch[:0]
 }

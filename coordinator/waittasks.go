@@ -10,8 +10,8 @@ import (
 	"github.com/batonhq/baton/actor"
 )
 
-// ErrUnknownTask: WaitTasks named a task the scheduler does not know
-// (never submitted, or forgotten by retention).
+// ErrUnknownTask: WaitTasks, or a Snapshot's Roots, named a task the
+// scheduler does not know (never submitted, or forgotten by retention).
 var ErrUnknownTask = errors.New("coordinator: unknown task")
 
 // TasksError is WaitTasks' answer when a listed task did not succeed.

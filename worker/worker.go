@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Job is what a Worker is asked to run: one attempt of one task.
@@ -24,6 +25,15 @@ type Job struct {
 	Payload any                             // the task's Payload, for custom workers
 	Attempt int                             // 1 for the first attempt of a run, 2 for its first retry, ...
 	Round   int                             // 1-based run number (recurring tasks run several times)
+
+	// Ready is when the coordinator made this attempt ready to start (its
+	// dependencies met, its delay or retry backoff over), on the
+	// scheduler's clock, so that Ready to the attempt's start is its
+	// queue wait. The scheduler sets it only for pools wrapped by
+	// coordinator.WithMiddleware; it is zero otherwise, and for an attempt
+	// that became ready inside its worker, right behind the dependency it
+	// was queued after (no queue wait).
+	Ready time.Time
 }
 
 // Worker runs attempts. Implementations must be safe for concurrent use:

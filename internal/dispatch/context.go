@@ -213,15 +213,46 @@ func (c *Context) Err() error {
 
 type attemptKey struct{}
 
-// Value answers the attempt's own key without building anything; other
-// keys come from the caller's context and, for context.Cause, from the
-// cancel-cause context underneath.
+// Value answers the attempt's own key without building anything, and
+// other keys from the caller's context (SubmitContext) without building
+// anything either: a tracing middleware that looks up the submitter's
+// span costs no channel or cancel context. Only the key context.Cause and
+// the context package's own children ask for (causeKey) builds the
+// cancel-cause context underneath, which answers it.
 func (c *Context) Value(key any) any {
 	c.touch()
 	if key == (attemptKey{}) {
 		return c
 	}
+	if causeKey != nil && key != causeKey {
+		if c.values == nil {
+			return nil
+		}
+		return c.values.Value(key)
+	}
 	return c.materialize().inner.Value(key)
+}
+
+// causeKey is the key the context package looks up to find the cancel
+// context underneath a context (for context.Cause and to attach
+// children), learned once by asking context.Cause; nil if it could not be
+// learned, and then every foreign key builds the machinery.
+var causeKey = func() any {
+	p := &keyProbe{}
+	_ = context.Cause(p)
+	return p.key
+}()
+
+// keyProbe is an ended context that records the key it is asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Err() error { return context.Canceled }
+func (p *keyProbe) Value(key any) any {
+	p.key = key
+	return nil
 }
 
 // AfterFunc arranges for f to run on its own goroutine once c ends; the

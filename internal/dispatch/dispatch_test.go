@@ -72,3 +72,38 @@ func TestContextEnds(t *testing.T) {
 		t.Fatalf("Reset of an untouched context failed")
 	}
 }
+
+// A foreign Value lookup answers from the caller's values without building
+// the cancel context; context.Cause and children still see the cause.
+func TestContextValueBuildsNothing(t *testing.T) {
+	type key struct{}
+	if causeKey == nil {
+		t.Fatal("causeKey not learned from context.Cause")
+	}
+	c := NewContext()
+	c.SetValues(context.WithValue(context.Background(), key{}, "v"))
+	if got := c.Value(key{}); got != "v" {
+		t.Errorf("Value(key) = %v; want v", got)
+	}
+	if got := c.Value("other"); got != nil {
+		t.Errorf("Value(other) = %v; want nil", got)
+	}
+	if c.real.Load() != nil {
+		t.Errorf("a foreign Value lookup built the cancel context")
+	}
+	child, stop := context.WithCancel(context.WithValue(c, key{}, "w"))
+	defer stop()
+	cause := errors.New("why")
+	c.Cancel(cause)
+	<-child.Done()
+	if got := context.Cause(child); got != cause {
+		t.Errorf("Cause(child) = %v; want %v", got, cause)
+	}
+	if got := context.Cause(c); got != cause {
+		t.Errorf("Cause(c) = %v; want %v", got, cause)
+	}
+	bare := NewContext()
+	if got := bare.Value(key{}); got != nil {
+		t.Errorf("Value without values = %v; want nil", got)
+	}
+}

@@ -34,6 +34,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -138,6 +139,14 @@ type Outcome struct {
 
 type meta struct{ attempt, run int32 }
 
+// noReady marks a slot whose ready time is unknown (Lane.readys): the
+// times are stored with their sign bit flipped, so that the zero value
+// means unknown and a clock at Unix 0 (clock.NewMock's) is a time like
+// any other.
+const noReady = 0
+
+func encodeReady(unixNano int64) int64 { return unixNano ^ math.MinInt64 }
+
 // Running reports whether s is the state of an item whose function has
 // been called and has not returned.
 func Running(s uint32) bool { return s == Claimed || s == Stopping }
@@ -182,9 +191,13 @@ type Lane struct {
 	ID   int           // immutable: the coordinator's index of the lane
 
 	items [Size]Item
-	meta  [Size]meta     // written with the item; the worker reads it for a Job
-	ctxs  [Size]*Context // one per slot, reused while no function looked at it
-	outs  [Size]Outcome  // written by the worker for a failure only
+	meta  [Size]meta // written with the item; the worker reads it for a Job
+	// readys: when each slot's task became ready (encodeReady), written
+	// with the item by a coordinator that records it (SetReady), else
+	// noReady; the worker reads it for a Job.
+	readys [Size]int64
+	ctxs   [Size]*Context // one per slot, reused while no function looked at it
+	outs   [Size]Outcome  // written by the worker for a failure only
 
 	// Owned by the worker goroutine.
 	next   uint32            // the next sequence to look at
@@ -224,6 +237,15 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 		l.ctxs[i] = l.newContext(i)
 	}
 }
+
+// SetReady records when the task of the item at seq became ready
+// (UnixNano), for its Job; ClearReady, that it is unknown. A coordinator
+// that records ready times calls one of them after every Put, before the
+// item is published (Put leaves the slot's last value). Coordinator only.
+func (l *Lane) SetReady(seq uint32, unixNano int64) { l.readys[seq&mask] = encodeReady(unixNano) }
+
+// ClearReady: see SetReady.
+func (l *Lane) ClearReady(seq uint32) { l.readys[seq&mask] = noReady }
 
 // newContext returns a context for slot i, whose first touch marks the
 // slot's item.
@@ -452,6 +474,9 @@ func (l *Lane) runOne() {
 
 func (l *Lane) job(spec *Spec, i uint32) worker.Job {
 	j := worker.Job{ID: spec.ID, Run: spec.Run, Attempt: int(l.meta[i].attempt), Round: int(l.meta[i].run)}
+	if r := l.readys[i]; r != noReady {
+		j.Ready = time.Unix(0, encodeReady(r))
+	}
 	if x := spec.X; x != nil {
 		j.Payload = x.Payload
 	}

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"testing"
+
+	"github.com/batonhq/baton/coordinator"
+)
+
+// BenchmarkSnapshot: Snapshot on a scheduler holding -baton.n tasks (a
+// random graph behind a gate, as BenchmarkCounts), one call per op: every
+// task; every task rendered as Mermaid; the first 1,000; the last task
+// and its ancestors; the gate and its direct and indirect dependents
+// (every task: the worst case of a filter).
+func BenchmarkSnapshot(b *testing.B) {
+	g := Random(*benchN, 1)
+	tasks := stringTasks(g)
+	s, err := coordinator.New(coordinator.WithWorkers(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	gate := make(chan struct{})
+	defer close(gate)
+	if err := s.Submit(coordinator.Task{ID: "gate", Run: func(context.Context) error { <-gate; return nil }}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range tasks {
+		if len(tasks[i].Deps) == 0 {
+			tasks[i].Deps = []string{"gate"}
+		}
+	}
+	if err := s.Submit(tasks...); err != nil {
+		b.Fatal(err)
+	}
+	last := strconv.Itoa(*benchN - 1)
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		f      coordinator.SnapshotFilter
+		render bool
+	}{
+		{"all", coordinator.SnapshotFilter{}, false},
+		{"all+mermaid", coordinator.SnapshotFilter{}, true},
+		{"limit=1000", coordinator.SnapshotFilter{Limit: 1000}, false},
+		{"ancestors-of-100", coordinator.SnapshotFilter{Roots: []string{"100"}, Ancestors: true}, false},
+		{"ancestors-of-last", coordinator.SnapshotFilter{Roots: []string{last}, Ancestors: true}, false},
+		{"descendants-of-gate", coordinator.SnapshotFilter{Roots: []string{"gate"}, Descendants: true}, false},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			tasks := 0
+			for b.Loop() {
+				snap, err := s.Snapshot(ctx, c.f)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tasks = len(snap.Tasks)
+				if c.render {
+					if err := snap.WriteMermaid(io.Discard); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(tasks), "tasks")
+		})
+	}
+}

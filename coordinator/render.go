@@ -1,0 +1,172 @@
+package coordinator
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// statusStyle is how a status is drawn: fill and border colours, and
+// whether the border is dashed. The same in DOT and in Mermaid.
+var statusStyle = [...]struct {
+	fill, stroke string
+	dashed       bool
+}{
+	Pending:   {"#eeeeee", "#757575", false},
+	Ready:     {"#fff9c4", "#f9a825", false},
+	Running:   {"#bbdefb", "#1565c0", false},
+	Succeeded: {"#c8e6c9", "#2e7d32", false},
+	Failed:    {"#ffcdd2", "#c62828", false},
+	Cancelled: {"#ffe0b2", "#ef6c00", false},
+	Skipped:   {"#f5f5f5", "#9e9e9e", true},
+}
+
+// WriteDOT writes the snapshot as a Graphviz digraph: a box per task,
+// labelled with its ID and status and filled by status (pending grey,
+// ready yellow, running blue, succeeded green, failed red, cancelled
+// orange, skipped dashed), and an arrow from each dependency to the task
+// that depends on it (an Edge naming a task not in Tasks is left out, in
+// both renderers). Render it with `dot -Tsvg`. It builds the text, then
+// makes one Write to w and returns its error; it does not change g, and
+// may run concurrently with other readers of g.
+func (g *Snapshot) WriteDOT(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("digraph baton {\n\trankdir=LR;\n\tnode [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n")
+	for _, t := range g.Tasks {
+		st := styleOf(t.Status)
+		style := ""
+		if st.dashed {
+			style = `, style="rounded,filled,dashed"`
+		}
+		fmt.Fprintf(&b, "\t%s [label=%s, fillcolor=%q, color=%q%s];\n",
+			dotQuote(t.ID), dotQuote(t.ID+"\n"+t.Status.String()), st.fill, st.stroke, style)
+	}
+	ids := make(map[string]bool, len(g.Tasks))
+	for _, t := range g.Tasks {
+		ids[t.ID] = true
+	}
+	for _, e := range g.Edges {
+		if ids[e.From] && ids[e.To] {
+			fmt.Fprintf(&b, "\t%s -> %s;\n", dotQuote(e.From), dotQuote(e.To))
+		}
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMermaid writes the snapshot as a Mermaid flowchart, styled as
+// WriteDOT's; a Markdown file shows it when it is put in a ```mermaid
+// block (GitHub and GitLab render it). Tasks are named t0, t1, ... in the
+// order of Tasks; labels are escaped, so any ID is safe. Like WriteDOT,
+// it makes one Write to w, returns its error and does not change g.
+func (g *Snapshot) WriteMermaid(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("flowchart LR\n")
+	index := make(map[string]int, len(g.Tasks))
+	var used [Skipped + 1]bool
+	var num []byte
+	for i, t := range g.Tasks {
+		index[t.ID] = i
+		num = strconv.AppendInt(num[:0], int64(i), 10)
+		b.WriteString("    t")
+		b.Write(num)
+		b.WriteString(`["`)
+		b.WriteString(mermaidEscape(t.ID))
+		b.WriteString("<br/>")
+		b.WriteString(t.Status.String())
+		b.WriteString(`"]`)
+		if int(t.Status) < len(statusStyle) {
+			used[t.Status] = true
+			b.WriteString(":::" + t.Status.String())
+		}
+		b.WriteByte('\n')
+	}
+	for _, e := range g.Edges {
+		from, ok1 := index[e.From]
+		to, ok2 := index[e.To]
+		if ok1 && ok2 {
+			b.WriteString("    t")
+			b.Write(strconv.AppendInt(num[:0], int64(from), 10))
+			b.WriteString(" --> t")
+			b.Write(strconv.AppendInt(num[:0], int64(to), 10))
+			b.WriteByte('\n')
+		}
+	}
+	for st, on := range used {
+		if !on {
+			continue
+		}
+		s := statusStyle[st]
+		fmt.Fprintf(&b, "    classDef %s fill:%s,stroke:%s", Status(st), s.fill, s.stroke)
+		if s.dashed {
+			b.WriteString(",stroke-dasharray:4 3")
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func styleOf(st Status) struct {
+	fill, stroke string
+	dashed       bool
+} {
+	if int(st) < len(statusStyle) {
+		return statusStyle[st]
+	}
+	return statusStyle[Pending]
+}
+
+// dotQuote quotes s as a DOT string: a backslash and a double quote are
+// escaped, a newline becomes \n.
+func dotQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// mermaidEscape makes s safe inside a quoted Mermaid label: characters
+// Mermaid or HTML would read become entity codes (#quot; #lt; ...).
+func mermaidEscape(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || strings.ContainsRune(`"<>&#`, r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString("#quot;")
+		case '<':
+			b.WriteString("#lt;")
+		case '>':
+			b.WriteString("#gt;")
+		case '&':
+			b.WriteString("#amp;")
+		case '#':
+			b.WriteString("#35;")
+		case '\n':
+			b.WriteString("<br/>")
+		default:
+			if r < ' ' {
+				b.WriteString("#" + strconv.Itoa(int(r)) + ";")
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,191 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/coordinator"
+)
+
+// snapGraph submits fetch -> build -> test -> package and lint -> docs,
+// with test blocked in its function, lint failing and nightly cancelled,
+// and returns once test runs and the rest has settled; release lets test
+// end.
+func snapGraph(t *testing.T) (s *coordinator.Scheduler, release func()) {
+	t.Helper()
+	s = newScheduler(t, coordinator.WithWorkers(2))
+	started, gate := make(chan struct{}), make(chan struct{})
+	ok := func(context.Context) error { return nil }
+	err := s.Submit(
+		coordinator.Task{ID: "fetch", Run: ok},
+		coordinator.Task{ID: "build", Run: ok, Deps: []string{"fetch"}},
+		coordinator.Task{ID: "test", Deps: []string{"build"}, Run: func(ctx context.Context) error {
+			close(started)
+			<-gate
+			return nil
+		}},
+		coordinator.Task{ID: "package", Run: ok, Deps: []string{"test"}},
+		coordinator.Task{ID: "lint", Run: func(context.Context) error { return errors.New("style") }},
+		coordinator.Task{ID: "docs", Run: ok, Deps: []string{"lint"}},
+		coordinator.Task{ID: "nightly", Run: ok, Delay: 1 << 40},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := s.WaitTasks(context.Background(), "fetch", "build", "lint", "docs"); err == nil {
+		t.Fatal("WaitTasks = nil; want lint and docs listed")
+	}
+	s.Cancel("nightly")
+	var once bool
+	return s, func() {
+		if !once {
+			once = true
+			close(gate)
+		}
+	}
+}
+
+func describe(g *coordinator.Snapshot) string {
+	var b strings.Builder
+	for _, t := range g.Tasks {
+		fmt.Fprintf(&b, "%s:%v ", t.ID, t.Status)
+	}
+	b.WriteString("|")
+	for _, e := range g.Edges {
+		fmt.Fprintf(&b, " %s->%s", e.From, e.To)
+	}
+	return b.String()
+}
+
+func TestSnapshot(t *testing.T) {
+	s, release := snapGraph(t)
+	defer release()
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		f    coordinator.SnapshotFilter
+		want string
+	}{
+		{"all", coordinator.SnapshotFilter{},
+			"fetch:succeeded build:succeeded test:running package:pending lint:failed docs:skipped nightly:cancelled | fetch->build build->test test->package lint->docs"},
+		{"ancestors", coordinator.SnapshotFilter{Roots: []string{"package"}, Ancestors: true},
+			"fetch:succeeded build:succeeded test:running package:pending | fetch->build build->test test->package"},
+		{"descendants", coordinator.SnapshotFilter{Roots: []string{"build", "lint"}, Descendants: true},
+			"build:succeeded test:running package:pending lint:failed docs:skipped | build->test test->package lint->docs"},
+		{"root alone", coordinator.SnapshotFilter{Roots: []string{"test", "test"}},
+			"test:running |"},
+		{"statuses", coordinator.SnapshotFilter{Statuses: []coordinator.Status{coordinator.Running, coordinator.Pending}},
+			"test:running package:pending | test->package"},
+		{"limit", coordinator.SnapshotFilter{Limit: 2}, "fetch:succeeded build:succeeded | fetch->build"},
+	}
+	for _, c := range cases {
+		g, err := s.Snapshot(ctx, c.f)
+		if err != nil {
+			t.Fatalf("%s: Snapshot = %v", c.name, err)
+		}
+		if got := describe(g); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+		if g.Truncated != (c.name == "limit") {
+			t.Errorf("%s: Truncated = %v", c.name, g.Truncated)
+		}
+	}
+	g, _ := s.Snapshot(ctx, coordinator.SnapshotFilter{Roots: []string{"docs"}})
+	if g.Tasks[0].Cause != "lint" || g.Tasks[0].Pool != "" {
+		t.Errorf("docs = %+v; want Cause lint", g.Tasks[0])
+	}
+	if _, err := s.Snapshot(ctx, coordinator.SnapshotFilter{Roots: []string{"nope"}}); !errors.Is(err, coordinator.ErrUnknownTask) || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown root: %v; want ErrUnknownTask naming it", err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Snapshot(done, coordinator.SnapshotFilter{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended ctx: %v; want context.Canceled", err)
+	}
+	release()
+	if err := s.WaitTasks(ctx, "package"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Snapshot(ctx, coordinator.SnapshotFilter{Roots: []string{"package"}})
+	if err != nil || describe(g) != "package:succeeded |" {
+		t.Errorf("after Shutdown: %v, %v; want package succeeded", describe(g), err)
+	}
+}
+
+// Descendants do not follow a forgotten dependent's reused place.
+func TestSnapshotRetention(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithRetention(0))
+	gate := make(chan struct{})
+	ok := func(context.Context) error { return nil }
+	if err := s.Submit(coordinator.Task{ID: "root", Run: func(context.Context) error { <-gate; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "kid", Run: ok, Deps: []string{"root"}}); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "stranger", Run: ok}, coordinator.Task{ID: "other", Run: ok}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range g.Tasks {
+		if slices.Contains([]string{"root", "kid"}, task.ID) {
+			t.Errorf("forgotten task %s in the snapshot", task.ID)
+		}
+	}
+}
+
+func TestRenderers(t *testing.T) {
+	g := &coordinator.Snapshot{
+		Tasks: []coordinator.SnapshotTask{
+			{ID: `say "hi" <now> & #1`, Status: coordinator.Succeeded},
+			{ID: "b", Status: coordinator.Skipped},
+		},
+		Edges: []coordinator.Edge{{From: `say "hi" <now> & #1`, To: "b"}, {From: "gone", To: "b"}},
+	}
+	var dot, mm strings.Builder
+	if err := g.WriteDOT(&dot); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WriteMermaid(&mm); err != nil {
+		t.Fatal(err)
+	}
+	wantDOT := `digraph baton {
+	rankdir=LR;
+	node [shape=box, style="rounded,filled", fontname="Helvetica"];
+	"say \"hi\" <now> & #1" [label="say \"hi\" <now> & #1\nsucceeded", fillcolor="#c8e6c9", color="#2e7d32"];
+	"b" [label="b\nskipped", fillcolor="#f5f5f5", color="#9e9e9e", style="rounded,filled,dashed"];
+	"say \"hi\" <now> & #1" -> "b";
+}
+`
+	wantMermaid := `flowchart LR
+    t0["say #quot;hi#quot; #lt;now#gt; #amp; #35;1<br/>succeeded"]:::succeeded
+    t1["b<br/>skipped"]:::skipped
+    t0 --> t1
+    classDef succeeded fill:#c8e6c9,stroke:#2e7d32
+    classDef skipped fill:#f5f5f5,stroke:#9e9e9e,stroke-dasharray:4 3
+`
+	if dot.String() != wantDOT {
+		t.Errorf("DOT:\n%s\nwant:\n%s", dot.String(), wantDOT)
+	}
+	if mm.String() != wantMermaid {
+		t.Errorf("Mermaid:\n%s\nwant:\n%s", mm.String(), wantMermaid)
+	}
+}

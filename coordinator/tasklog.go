@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Task-life logs (WithLogger). Each line is one event of a task, logged
+// with the event's time (the scheduler's clock) and these messages and
+// attribute keys, which are stable: alerts and queries may rely on them.
+//
+//	level  message            attributes
+//	Debug  "task started"     task, pool, attempt, run
+//	Debug  "task succeeded"   task, pool, attempt, run
+//	Debug  "task run done"    task, pool, attempt, run (a run of a recurring task; more follow)
+//	Warn   "task retrying"    task, pool, attempt, run, error, wait
+//	Error  "task failed"      task, pool, attempt, run, error
+//	Info   "task cancelled"   task, pool, cause (error text: ErrCancelled or ErrClosed)
+//	Info   "task skipped"     task, pool, cause (the upstream task to blame; "" if its own rule was not met)
+//
+// pool is left out for the default pool. attempt is the attempt the event
+// concerns (for "task failed", the number of attempts the run made).
+const (
+	LogKeyTask    = "task"    // the task's ID (string)
+	LogKeyPool    = "pool"    // the task's pool (string); absent for the default pool
+	LogKeyAttempt = "attempt" // the attempt, 1-based within the run (int)
+	LogKeyRun     = "run"     // the run, 1-based (int)
+	LogKeyError   = "error"   // the attempt's error (error)
+	LogKeyWait    = "wait"    // the backoff before the next attempt (time.Duration)
+	LogKeyCause   = "cause"   // why the task was cancelled or skipped (string)
+)
+
+// The messages of the task-life log lines.
+const (
+	LogMsgStarted   = "task started"
+	LogMsgSucceeded = "task succeeded"
+	LogMsgRunDone   = "task run done"
+	LogMsgRetrying  = "task retrying"
+	LogMsgFailed    = "task failed"
+	LogMsgCancelled = "task cancelled"
+	LogMsgSkipped   = "task skipped"
+)
+
+// taskLog writes the task-life log lines of a scheduler given a logger
+// with WithLogger. The coordinator records events only while a level the
+// lines use is enabled (it asks the handler once per loop iteration);
+// the lines are formatted and written on a goroutine of their own, a
+// subscriber, so that a slow handler never holds up the scheduler.
+//
+// Tsunami stone: logging from the coordinator goroutine itself would be
+// simpler and would put every handler's I/O on the scheduler's critical
+// path.
+type taskLog struct {
+	h   slog.Handler // immutable
+	sub *subscriber  // immutable: delivers the events to write
+	// enabled is what the handler enabled at the last check: bit k for
+	// level slog.LevelDebug + 4k (Debug, Info, Warn, Error). Owned by the
+	// coordinator goroutine.
+	enabled uint8
+}
+
+func newTaskLog(l *slog.Logger) *taskLog {
+	tl := &taskLog{h: l.Handler()}
+	tl.sub = newSubscriber(tl.write, l)
+	return tl
+}
+
+// check asks the handler which levels it enables now.
+func (tl *taskLog) check() {
+	var m uint8
+	ctx := context.Background()
+	for k := range 4 {
+		if tl.h.Enabled(ctx, slog.LevelDebug+slog.Level(4*k)) {
+			m |= 1 << k
+		}
+	}
+	tl.enabled = m
+}
+
+func eventLevel(k EventKind) slog.Level {
+	switch k {
+	case EventRetrying:
+		return slog.LevelWarn
+	case EventFailed:
+		return slog.LevelError
+	case EventCancelled, EventSkipped:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
+
+var eventMsg = [...]string{
+	EventStarted:   LogMsgStarted,
+	EventSucceeded: LogMsgSucceeded,
+	EventFailed:    LogMsgFailed,
+	EventRetrying:  LogMsgRetrying,
+	EventCancelled: LogMsgCancelled,
+	EventSkipped:   LogMsgSkipped,
+	EventRecurred:  LogMsgRunDone,
+}
+
+// write logs one event, on the subscriber's goroutine.
+func (tl *taskLog) write(e Event) {
+	level := eventLevel(e.Kind)
+	ctx := context.Background()
+	if int(e.Kind) >= len(eventMsg) || !tl.h.Enabled(ctx, level) {
+		return
+	}
+	r := slog.NewRecord(e.At, level, eventMsg[e.Kind], 0)
+	r.AddAttrs(slog.String(LogKeyTask, e.TaskID))
+	if e.Pool != "" {
+		r.AddAttrs(slog.String(LogKeyPool, e.Pool))
+	}
+	switch e.Kind {
+	case EventCancelled:
+		cause := ""
+		if e.Err != nil {
+			cause = e.Err.Error()
+		}
+		r.AddAttrs(slog.String(LogKeyCause, cause))
+	case EventSkipped:
+		r.AddAttrs(slog.String(LogKeyCause, e.Cause))
+	default:
+		r.AddAttrs(slog.Int(LogKeyAttempt, e.Attempt), slog.Int(LogKeyRun, e.Run))
+	}
+	switch e.Kind {
+	case EventRetrying:
+		r.AddAttrs(slog.Any(LogKeyError, e.Err), slog.Duration(LogKeyWait, e.Wait))
+	case EventFailed:
+		r.AddAttrs(slog.Any(LogKeyError, e.Err))
+	}
+	_ = tl.h.Handle(ctx, r) // a handler's error has nowhere better to go (slog.Logger drops it too)
+}
+
+// logTasks hands this iteration's events to the task log, if a level it
+// uses is enabled, and decides whether the coordinator records events in
+// the next iteration. It runs after publish, on the coordinator goroutine.
+func (l *loop) logTasks(events []Event) {
+	tl := l.tl
+	if tl == nil {
+		return
+	}
+	if len(events) > 0 && tl.enabled != 0 {
+		tl.sub.publish(events)
+	}
+	tl.check()
+	l.st.observe = len(l.subs) > 0 || tl.enabled != 0
+}

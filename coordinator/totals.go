@@ -1,0 +1,81 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/batonhq/baton/actor"
+)
+
+// Totals counts what happened in one pool since New: the tasks that
+// reached each final status, and the failed attempts that were retried.
+// Unlike Counts, totals only grow: retention forgets tasks, not totals.
+// They are what a monitoring counter wants (otelbaton exports them).
+type Totals struct {
+	Succeeded, Failed, Cancelled, Skipped uint64 // tasks that reached the status
+	Retries                               uint64 // failed attempts followed by another
+}
+
+func (t *Totals) count(st Status) {
+	switch st {
+	case Succeeded:
+		t.Succeeded++
+	case Failed:
+		t.Failed++
+	case Cancelled:
+		t.Cancelled++
+	case Skipped:
+		t.Skipped++
+	}
+}
+
+// Of returns the total of one final status (0 for any other status).
+func (t Totals) Of(st Status) uint64 {
+	switch st {
+	case Succeeded:
+		return t.Succeeded
+	case Failed:
+		return t.Failed
+	case Cancelled:
+		return t.Cancelled
+	case Skipped:
+		return t.Skipped
+	}
+	return 0
+}
+
+// Totals returns each pool's Totals, keyed by pool name ("" is the default
+// pool); every pool is listed. Counting costs the scheduler an addition
+// per final task. Totals blocks for a round trip to the coordinator and
+// costs a map of the pools, whatever the number of tasks: a collector may
+// call it as often as it likes. Safe for concurrent use; after Shutdown
+// it answers from the final state.
+func (s *Scheduler) Totals() map[string]Totals {
+	f := func(st *state) map[string]Totals {
+		m := make(map[string]Totals, len(st.pools))
+		for i := range st.pools {
+			m[st.pools[i].name] = st.pools[i].totals
+		}
+		return m
+	}
+	select {
+	case <-s.loopDone:
+		return f(s.final)
+	default:
+	}
+	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- map[string]Totals) request {
+		return totalsReq{f: f, reply: reply}
+	})
+	if err != nil {
+		<-s.loopDone
+		return f(s.final)
+	}
+	return r
+}
+
+type totalsReq struct {
+	f     func(*state) map[string]Totals
+	reply chan<- map[string]Totals
+}
+
+func (r totalsReq) apply(l *loop, now time.Time) { r.reply <- r.f(l.st) }
