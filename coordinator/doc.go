@@ -122,4 +122,17 @@
 // one start in ten thousand (the better task handed out behind an attempt
 // that started just before it was ready, while another worker claimed
 // worse work it had been handed earlier).
+//
+// # Observing
+//
+// WithLogger writes the life of every task as structured log lines (keys
+// and messages are the LogKey and LogMsg constants), from a goroutine of
+// its own, and costs nothing while the handler's levels are disabled.
+// WithMiddleware wraps every attempt of every pool, so that a span, a
+// logger or a timer is active in the attempt's context; the nested module
+// github.com/batonhq/baton/otelbaton plugs OpenTelemetry traces and
+// metrics in that way. Snapshot returns the graph (tasks, edges, statuses,
+// filtered to a task and its ancestors, for instance), which WriteDOT and
+// WriteMermaid draw; Counts, CountsByPool and Totals give the figures a
+// dashboard polls.
 package coordinator
