@@ -33,6 +33,7 @@ type config struct {
 	keep    time.Duration
 	grace   time.Duration
 	logger  *slog.Logger
+	dur     *durableConfig // WithStore, WithFunc (nil: neither)
 
 	armed        func(due time.Time) // WithTimerArmed
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
@@ -167,7 +168,7 @@ func newConfig(opts []Option) (*config, error) {
 	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter}
 	for _, o := range opts {
 		if err := o(c); err != nil {
-			return nil, err
+			return c, err // New closes a store given before the bad option
 		}
 	}
 	if c.clock == nil {

@@ -25,6 +25,7 @@ type Scheduler struct {
 	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
 	hook    func(time.Time)          // immutable; only for testing
 	log     *slog.Logger             // immutable
+	dcfg    *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
 	closed  atomic.Bool              // Shutdown has begun
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
@@ -52,9 +53,19 @@ type request interface {
 // New starts a scheduler: its coordinator, timer and worker goroutines.
 // It returns an error wrapping ErrInvalidOption if an option is invalid.
 // Call Shutdown to stop it; until then its goroutines keep running.
+//
+// With WithStore, New first restores the tasks the store holds (see
+// WithStore); it blocks until the store is read and what the restore
+// decided is committed. It returns an error wrapping ErrStoreLocked,
+// ErrStoreCorrupt or ErrStoreVersion for a store it cannot use, and one
+// wrapping ErrInvalidOption when the store names a pool or function that
+// New was not given; then it has closed the store.
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
+		if cfg != nil && cfg.dur != nil && cfg.dur.store != nil {
+			cfg.dur.store.Close()
+		}
 		return nil, err
 	}
 	s := &Scheduler{
@@ -62,6 +73,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		workers:  map[string]worker.Worker{"": worker.Func{}},
 		hook:     cfg.armed,
 		log:      cfg.logger,
+		dcfg:     cfg.dur,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
 		due:      actor.NewLatest[timerCmd](),
@@ -84,6 +96,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.reports = make(chan dispatch.Report, 2*total)
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
+	if cfg.dur != nil && cfg.dur.store != nil {
+		if err := st.openDurable(cfg.dur, s.clk.Now()); err != nil {
+			cfg.dur.store.Close()
+			return nil, err
+		}
+	}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	s.g = new(errgroup.Group)
@@ -169,6 +187,13 @@ func (s *Scheduler) run(st *state) error {
 			s.due.Set(timerCmd{settled: rd.Settled}) // disarm; settled: say so (WithTimerArmed), once
 			armed, told = false, rd.Settled
 		}
+		if st.dur != nil {
+			// One commit for the iteration, before Submit is answered and
+			// before anybody hears of it.
+			if err := st.flush(now); err != nil {
+				s.storeFailed(err)
+			}
+		}
 		l.publish(rd.Events)
 		if rd.Settled {
 			for id, w := range l.waiters {
@@ -183,6 +208,11 @@ func (s *Scheduler) run(st *state) error {
 	}
 	// Every task is final now. Hand the state over for Info, then refuse
 	// requests.
+	if st.dur != nil {
+		if err := st.dur.store.Close(); err != nil {
+			s.log.Error("coordinator: closing the store", "error", err)
+		}
+	}
 	s.final = st
 	close(s.loopDone)
 	s.mailbox.Stop()
@@ -294,7 +324,14 @@ type submitReq struct {
 	reply chan<- error
 }
 
-func (r submitReq) apply(l *loop, now time.Time) { r.reply <- l.st.submit(r.b, now) }
+func (r submitReq) apply(l *loop, now time.Time) {
+	err := l.st.submit(r.b, now)
+	if err == nil && l.st.dur != nil {
+		l.st.submitted(r.b, r.reply) // answered once committed, at the end of the iteration
+		return
+	}
+	r.reply <- err
+}
 
 // Submit adds a batch of tasks; it is SubmitContext with
 // context.Background().
@@ -316,7 +353,11 @@ func (s *Scheduler) Submit(tasks ...Task) error {
 // tasks; its cancellation bounds only this call.
 //
 // SubmitContext blocks until the coordinator has taken the batch (it does
-// not wait for any task to run). Safe for concurrent use.
+// not wait for any task to run); on a durable scheduler (WithStore), until
+// the batch is committed to the store, and it also refuses, with a
+// *TaskError wrapping ErrNotDurable, a task that could not be restored,
+// and returns an error wrapping ErrStoreFailed if the commit failed. Safe
+// for concurrent use.
 func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
 	return s.submit(ctx, &batch{tasks: tasks})
 }
@@ -324,6 +365,11 @@ func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
 func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if s.dcfg != nil {
+		if err := s.prepare(b); err != nil {
+			return err
+		}
 	}
 	now := s.clk.Now()
 	for i := range b.tasks {
@@ -540,6 +586,11 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // everything but that subscriber's own goroutine, which delivers the rest
 // of its events once the callback returns. Calling it again, or
 // concurrently, is safe.
+//
+// On a durable scheduler (WithStore), the cancellations Shutdown makes are
+// not written: the store keeps the tasks as they were, a scheduler created
+// on it later resumes them, and an attempt Shutdown stopped runs again
+// there without counting. Shutdown closes the store.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })
