@@ -55,7 +55,7 @@ type durable struct {
 	dirty   []int32  // records whose state to write this iteration
 	defs    []KV     // definitions of the tasks submitted this iteration
 	deletes []uint64 // sequences of the tasks forgotten this iteration
-	replies []chan<- error
+	replies []func(error) // answers waiting for this iteration's commit (Submit, Cancel)
 	cancels map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
 	meta    bool           // the version record is to be written
 	restoring bool         // restore is submitting the stored tasks: submit must make nothing ready
@@ -177,6 +177,7 @@ func checkResult(s *Scheduler, v any) error {
 // their definitions encoded and their states marked, and the reply waits
 // for the commit.
 func (s *state) submitted(b *batch, reply chan<- error) {
+	defer s.afterCommit(func(err error) { reply <- err })
 	d := s.dur
 	for i := range b.tasks {
 		task := &b.tasks[i]
@@ -194,8 +195,10 @@ func (s *state) submitted(b *batch, reply chan<- error) {
 		d.defs = append(d.defs, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
 		d.touch(t)
 	}
-	d.replies = append(d.replies, reply)
 }
+
+// afterCommit has answer called with this iteration's commit error.
+func (s *state) afterCommit(answer func(error)) { s.dur.replies = append(s.dur.replies, answer) }
 
 // flush writes what this iteration changed in one commit and then answers
 // the Submit calls that waited for it. It returns the commit's error (the
@@ -242,8 +245,8 @@ func (s *state) flush(now time.Time) error {
 		clear(c.Puts)
 		clear(c.Deletes)
 	}
-	for _, r := range d.replies {
-		r <- d.failed
+	for _, answer := range d.replies {
+		answer(d.failed)
 	}
 	clear(d.replies)
 	clear(d.defs)

@@ -123,6 +123,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.detached.Wait()
 		close(s.done)
 	}()
+	if st.dur != nil {
+		s.wake.Notify() // a first iteration: start what the store holds, arm the timer
+	}
 	return s, nil
 }
 
@@ -418,7 +421,14 @@ type cancelReq struct {
 	reply chan<- bool
 }
 
-func (r cancelReq) apply(l *loop, now time.Time) { r.reply <- l.st.cancel(r.id, now) }
+func (r cancelReq) apply(l *loop, now time.Time) {
+	ok := l.st.cancel(r.id, now)
+	if ok && l.st.dur != nil {
+		l.st.afterCommit(func(err error) { r.reply <- err == nil }) // answered once committed
+		return
+	}
+	r.reply <- ok
+}
 
 // Cancel cancels a task. A task whose function is not running (pending,
 // ready, delayed, waiting for a retry or its next run, or handed to a
@@ -429,8 +439,9 @@ func (r cancelReq) apply(l *loop, now time.Time) { r.reply <- l.st.cancel(r.id, 
 // that run. Cancel returns false if the task is unknown, already final or
 // already being cancelled, and when its last attempt has returned nil and
 // no run follows: that task ends Succeeded. It blocks until the
-// coordinator has decided. Safe for concurrent use. After Shutdown it
-// returns false.
+// coordinator has decided; on a durable scheduler (WithStore), until the
+// decision is committed (false if the commit failed). Safe for concurrent
+// use. After Shutdown it returns false.
 func (s *Scheduler) Cancel(id string) bool {
 	ok, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- bool) request {
 		return cancelReq{id: id, reply: reply}

@@ -10,8 +10,8 @@ import (
 // scheduler created on it after a crash or a Shutdown carries on where the
 // last one stopped. The scheduler owns the record format and its version;
 // a Store is an ordered key-value file with atomic, durable commits.
-// Package boltstore implements it on go.etcd.io/bbolt; package storetest
-// checks an implementation against what the scheduler relies on.
+// Package github.com/batonhq/baton/boltstore (a module of its own)
+// implements it on go.etcd.io/bbolt.
 //
 // The interface is unstable: it may change until a second backend exists.
 //

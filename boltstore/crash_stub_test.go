@@ -1,0 +1,5 @@
+package boltstore_test
+
+const crashChildEnv = "BOLTSTORE_CRASH_CHILD"
+
+func crashChild() {}
