@@ -1,5 +1,0 @@
-package boltstore_test
-
-const crashChildEnv = "BOLTSTORE_CRASH_CHILD"
-
-func crashChild() {}
