@@ -17,9 +17,11 @@
 package boltstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -37,6 +39,10 @@ var bucket = []byte("baton")
 // fillPercent: most keys are appended in ascending order (task sequence
 // numbers), so pages split near full; state records are rewritten in place.
 const fillPercent = 0.9
+
+// initialMmap is the address space bbolt maps at first: every growth of the
+// mapping past it copies every page a write transaction holds (a remap).
+const initialMmap = 64 << 20
 
 // Store is a coordinator.Store on one bbolt file. Create it with New and
 // hand it to coordinator.WithStore, which opens it (Load), commits to it
@@ -95,9 +101,10 @@ func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 		return fmt.Errorf("boltstore: %s: Load called twice", s.path)
 	}
 	db, err := bolt.Open(s.path, s.mode, &bolt.Options{
-		Timeout:        s.timeout,
-		FreelistType:   bolt.FreelistMapType,
-		NoFreelistSync: true,
+		Timeout:         s.timeout,
+		FreelistType:    bolt.FreelistMapType,
+		NoFreelistSync:  true,
+		InitialMmapSize: initialMmap,
 	})
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
@@ -139,6 +146,10 @@ func (s *Store) Commit(c *coordinator.Changes) error {
 	if s.db == nil {
 		return fmt.Errorf("boltstore: %s: Commit before Load or after Close", s.path)
 	}
+	// bbolt keeps a transaction's writes to a page in a sorted slice until
+	// the commit: puts in key order append, puts out of order insert (a
+	// batch of 100,000 tasks out of order costs a minute, in order 0.2 s).
+	slices.SortFunc(c.Puts, func(a, b coordinator.KV) int { return bytes.Compare(a.Key, b.Key) })
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
 		b.FillPercent = fillPercent

@@ -39,7 +39,7 @@ type Store interface {
 // Owned by the scheduler; a Store reads it during Commit only and must not
 // keep its slices.
 type Changes struct {
-	Puts    []KV     // records to write, in no particular order; keys are distinct
+	Puts    []KV     // records to write, in no particular order (a Store may reorder them); keys are distinct
 	Deletes [][]byte // keys to remove; none of them is among Puts
 }
 
