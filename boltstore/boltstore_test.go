@@ -3,6 +3,7 @@ package boltstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -453,4 +454,32 @@ type workerFunc func(ctx context.Context, payload []byte) error
 func (f workerFunc) Do(ctx context.Context, j worker.Job) error {
 	p, _ := j.Payload.([]byte)
 	return f(ctx, p)
+}
+
+// Retention deletes forgotten tasks from the file: after they are gone,
+// only the version record is left.
+func TestRetentionDeletesRecords(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, coordinator.WithRetention(0), coordinator.WithFunc("f", func(context.Context, []byte) error { return nil }))
+	for r := range 5 {
+		var batch []coordinator.Task
+		for i := range 100 {
+			batch = append(batch, coordinator.Task{ID: fmt.Sprintf("r%d-%d", r, i), Func: "f"})
+		}
+		batch = append(batch, coordinator.Task{ID: fmt.Sprintf("r%d-last", r), Func: "f", Deps: []string{batch[0].ID, batch[99].ID}})
+		if err := s.Submit(batch...); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, s)
+	}
+	shutdown(t, s)
+	var keys []string
+	st := boltstore.New(path)
+	defer st.Close()
+	if err := st.Load(func(k, _ []byte) error { keys = append(keys, string(k)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "m" {
+		t.Errorf("keys left = %d (%q...); want only the version record", len(keys), keys[:min(3, len(keys))])
+	}
 }

@@ -46,22 +46,22 @@ func appendTaskKey(b []byte, seq uint64, kind byte) []byte {
 // durable is the state's link to its store. Owned by the coordinator
 // goroutine, like the state (New uses it before the loop starts).
 type durable struct {
-	store   Store
-	funcs   map[string]func(context.Context, []byte) error
-	seq     []uint64 // by record: the sequence its keys carry (0: none)
-	next    uint64   // the next sequence to give
-	mark    []uint32 // by record: the epoch it was last made dirty in
-	epoch   uint32   // this iteration's
-	dirty   []int32  // records whose state to write this iteration
-	defs    []KV     // definitions of the tasks submitted this iteration
-	deletes []uint64 // sequences of the tasks forgotten this iteration
-	replies []func(error) // answers waiting for this iteration's commit (Submit, Cancel)
-	cancels map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
-	meta    bool           // the version record is to be written
-	restoring bool         // restore is submitting the stored tasks: submit must make nothing ready
-	failed  error          // a commit failed: nothing more is written
-	buf     []byte         // encoding space, reused
-	ch      Changes        // reused
+	store     Store
+	funcs     map[string]func(context.Context, []byte) error
+	seq       []uint64       // by record: the sequence its keys carry (0: none)
+	next      uint64         // the next sequence to give
+	mark      []uint32       // by record: the epoch it was last made dirty in
+	epoch     uint32         // this iteration's
+	dirty     []int32        // records whose state to write this iteration
+	defs      []KV           // definitions of the tasks submitted this iteration
+	deletes   []uint64       // sequences of the tasks forgotten this iteration
+	replies   []func(error)  // answers waiting for this iteration's commit (Submit, Cancel)
+	cancels   map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
+	meta      bool           // the version record is to be written
+	restoring bool           // restore is submitting the stored tasks: submit must make nothing ready
+	failed    error          // a commit failed: nothing more is written
+	buf       []byte         // encoding space, reused
+	ch        Changes        // reused
 }
 
 // touch marks t's state to be written at the end of this iteration.
