@@ -197,6 +197,16 @@ func (s *state) submitted(b *batch, reply chan<- error) {
 	}
 }
 
+// answer sends a WaitTasks call its result: on a durable scheduler, once
+// the ends it reports are committed.
+func (s *state) answer(reply chan<- error, err error) {
+	if s.dur == nil {
+		reply <- err
+		return
+	}
+	s.afterCommit(func(error) { reply <- err })
+}
+
 // afterCommit has answer called with this iteration's commit error.
 func (s *state) afterCommit(answer func(error)) { s.dur.replies = append(s.dur.replies, answer) }
 
@@ -236,7 +246,9 @@ func (s *state) flush(now time.Time) error {
 			d.buf = appendTaskKey(d.buf, seq, kindState)
 			c.Deletes = append(c.Deletes, d.buf[start:start+10:start+10], d.buf[start+10:start+20:start+20])
 		}
-		if cerr := d.store.Commit(c); cerr != nil {
+		if len(c.Puts) == 0 && len(c.Deletes) == 0 {
+			// Only answers wait (Wait, WaitTasks): nothing to commit.
+		} else if cerr := d.store.Commit(c); cerr != nil {
 			d.failed = fmt.Errorf("%w: %w", ErrStoreFailed, cerr)
 			err = d.failed
 		} else {

@@ -546,6 +546,10 @@ type waitReq struct {
 
 func (r waitReq) apply(l *loop, now time.Time) {
 	if l.st.open == 0 {
+		if l.st.dur != nil { // the last ends may have been decided in this iteration
+			l.st.afterCommit(func(error) { close(r.reply) })
+			return
+		}
 		close(r.reply)
 		return
 	}

@@ -117,7 +117,7 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 		s.watches[t] = append(s.watches[t], w)
 	}
 	if w.left == 0 {
-		reply <- w.result()
+		s.answer(reply, w.result())
 	}
 }
 
@@ -157,7 +157,7 @@ func (s *state) watched(t int32) {
 			}
 		}
 		if w.left--; w.left == 0 {
-			w.reply <- w.result()
+			s.answer(w.reply, w.result())
 		}
 	}
 }
