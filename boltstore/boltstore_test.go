@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -481,5 +482,123 @@ func TestRetentionDeletesRecords(t *testing.T) {
 	}
 	if len(keys) != 1 || keys[0] != "m" {
 		t.Errorf("keys left = %d (%q...); want only the version record", len(keys), keys[:min(3, len(keys))])
+	}
+}
+
+// frozenStore simulates a process that dies: once frozen, its commits
+// report success and write nothing, so the file keeps the state of the
+// moment of the freeze. failing makes commits fail instead.
+type frozenStore struct {
+	*boltstore.Store
+	frozen, failing atomic.Bool
+}
+
+func (f *frozenStore) Commit(c *coordinator.Changes) error {
+	switch {
+	case f.failing.Load():
+		return errors.New("disk on fire")
+	case f.frozen.Load():
+		return nil
+	}
+	return f.Store.Commit(c)
+}
+
+// startedTasks subscribes and reports each EventStarted: published after
+// its commit.
+func startedTasks(s *coordinator.Scheduler) <-chan string {
+	c := make(chan string, 100)
+	s.Subscribe(func(e coordinator.Event) {
+		if e.Kind == coordinator.EventStarted {
+			c <- e.TaskID
+		}
+	})
+	return c
+}
+
+// An attempt running when the process died counts: it is retried under
+// its policy, or fails with ErrInterrupted when none is left (and what
+// depends on it is skipped). A task Cancel reached while it ran stays
+// cancelled.
+func TestInterruptedAttempts(t *testing.T) {
+	path := dbPath(t)
+	block := func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() }
+	release := make(chan struct{})
+	hold := func(ctx context.Context, _ []byte) error { <-release; return ctx.Err() } // returns after the freeze
+	st := &frozenStore{Store: boltstore.New(path)}
+	s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithWorkers(4),
+		coordinator.WithFunc("block", block), coordinator.WithFunc("hold", hold))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := startedTasks(s)
+	if err := s.Submit(
+		coordinator.Task{ID: "retry", Func: "block", Retry: coordinator.RetryPolicy{MaxAttempts: 2}},
+		coordinator.Task{ID: "once", Func: "block"},
+		coordinator.Task{ID: "after-once", Func: "block", Deps: []string{"once"}},
+		coordinator.Task{ID: "cancelled", Func: "hold"},
+	); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-started
+	}
+	if !s.Cancel("cancelled") { // returns once the request is committed
+		t.Fatal("Cancel = false")
+	}
+	st.frozen.Store(true) // the process dies here
+	close(release)
+	shutdown(t, s)
+
+	var ran counter
+	done := func(_ context.Context, p []byte) error { ran.add([]byte("x")); return nil }
+	s = open(t, path, coordinator.WithFunc("block", done), coordinator.WithFunc("hold", done))
+	defer shutdown(t, s)
+	wait(t, s)
+	if ti := info(t, s, "retry"); ti.Status != coordinator.Succeeded || ti.Attempts != 2 {
+		t.Errorf("retry = %v after %d attempts; want succeeded after 2 (1 interrupted)", ti.Status, ti.Attempts)
+	}
+	if ti := info(t, s, "once"); ti.Status != coordinator.Failed || !errors.Is(ti.Err, coordinator.ErrInterrupted) || ti.Attempts != 1 {
+		t.Errorf("once = %v (%v) after %d attempts; want failed with ErrInterrupted after 1", ti.Status, ti.Err, ti.Attempts)
+	}
+	if ti := info(t, s, "after-once"); ti.Status != coordinator.Skipped || ti.Cause != "once" {
+		t.Errorf("after-once = %v (cause %q); want skipped because of once", ti.Status, ti.Cause)
+	}
+	if ti := info(t, s, "cancelled"); ti.Status != coordinator.Cancelled || !errors.Is(ti.Err, coordinator.ErrCancelled) {
+		t.Errorf("cancelled = %v (%v); want cancelled", ti.Status, ti.Err)
+	}
+	if got := ran.get("x"); got != 1 {
+		t.Errorf("%d functions ran after the restart; want 1 (retry's second attempt)", got)
+	}
+}
+
+// A commit that fails stops the scheduler: the Submit waiting for it
+// fails with ErrStoreFailed, and the next New resumes from the last
+// commit.
+func TestCommitFailureStops(t *testing.T) {
+	path := dbPath(t)
+	st := &frozenStore{Store: boltstore.New(path)}
+	s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithFunc("f", noop),
+		coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "kept", Func: "f", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	st.failing.Store(true)
+	if err := s.Submit(coordinator.Task{ID: "lost", Func: "f", Delay: time.Hour}); !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Fatalf("Submit during a failing commit = %v; want ErrStoreFailed", err)
+	}
+	shutdown(t, s)
+	if err := s.Submit(coordinator.Task{ID: "late", Func: "f"}); !errors.Is(err, coordinator.ErrClosed) {
+		t.Errorf("Submit after = %v; want ErrClosed", err)
+	}
+	s = open(t, path, coordinator.WithFunc("f", noop))
+	defer shutdown(t, s)
+	if ti := info(t, s, "kept"); ti.Status != coordinator.Pending {
+		t.Errorf("kept = %v; want pending", ti.Status)
+	}
+	if _, ok := s.Info("lost"); ok {
+		t.Error("lost is in the store: its commit failed")
 	}
 }
