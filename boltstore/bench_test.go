@@ -107,54 +107,73 @@ func BenchmarkSubmit100k(b *testing.B) {
 	b.ReportMetric(float64(n), "tasks/op")
 }
 
-// BenchmarkRunPhase runs the same graph (chains of 10 empty tasks, 10,000
-// tasks) on an in-memory scheduler and on a durable one, alternately in
-// one process, and reports both run phases and their ratio.
+// BenchmarkRunPhase runs the same graph (chains of 10 tasks) on an
+// in-memory scheduler and on a durable one, alternately in one process,
+// and reports both run phases (from Submit's return to Wait's) and their
+// ratio: with empty tasks (10,000 of them: the store's cost laid bare) and
+// with tasks that wait 1ms, as for I/O (1,000 of them, 8 workers).
 func BenchmarkRunPhase(b *testing.B) {
-	const chains, length = 1000, 10
-	graph := func() *coordinator.Graph {
-		var g coordinator.Graph
-		for c := range chains {
-			var prev coordinator.Handle
-			for k := range length {
-				t := coordinator.Task{ID: fmt.Sprintf("c%d-%d", c, k), Func: "noop"}
-				if k == 0 {
-					prev = g.Add(t)
-				} else {
-					prev = g.Add(t, prev)
+	for _, tc := range []struct {
+		name            string
+		chains, workers int
+		work            time.Duration
+	}{{"empty", 1000, 2, 0}, {"io=1ms", 100, 8, time.Millisecond}} {
+		b.Run(tc.name, func(b *testing.B) {
+			task := noop
+			if tc.work > 0 {
+				task = func(ctx context.Context, _ []byte) error {
+					select { // simulated I/O
+					case <-time.After(tc.work):
+					case <-ctx.Done():
+					}
+					return nil
 				}
 			}
-		}
-		return &g
+			graph := func() *coordinator.Graph {
+				var g coordinator.Graph
+				for c := range tc.chains {
+					var prev coordinator.Handle
+					for k := range 10 {
+						t := coordinator.Task{ID: fmt.Sprintf("c%d-%d", c, k), Func: "task"}
+						if k == 0 {
+							prev = g.Add(t)
+						} else {
+							prev = g.Add(t, prev)
+						}
+					}
+				}
+				return &g
+			}
+			run := func(durable bool) time.Duration {
+				opts := []coordinator.Option{coordinator.WithFunc("task", task), coordinator.WithWorkers(tc.workers)}
+				if durable {
+					opts = append(opts, coordinator.WithStore(boltstore.New(filepath.Join(b.TempDir(), "baton.db"))))
+				}
+				s, err := coordinator.New(opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Shutdown(context.Background())
+				if err := s.SubmitGraph(context.Background(), graph()); err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				if err := s.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
+			b.ReportAllocs()
+			var mem, dur time.Duration
+			for b.Loop() {
+				mem += run(false)
+				dur += run(true)
+			}
+			b.ReportMetric(float64(mem.Nanoseconds())/float64(b.N), "memory-ns/op")
+			b.ReportMetric(float64(dur.Nanoseconds())/float64(b.N), "durable-ns/op")
+			b.ReportMetric(float64(dur)/float64(mem), "durable/memory")
+		})
 	}
-	run := func(durable bool) time.Duration {
-		opts := []coordinator.Option{coordinator.WithFunc("noop", noop)}
-		if durable {
-			opts = append(opts, coordinator.WithStore(boltstore.New(filepath.Join(b.TempDir(), "baton.db"))))
-		}
-		s, err := coordinator.New(opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Shutdown(context.Background())
-		if err := s.SubmitGraph(context.Background(), graph()); err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		if err := s.Wait(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
-	}
-	b.ReportAllocs()
-	var mem, dur time.Duration
-	for b.Loop() {
-		mem += run(false)
-		dur += run(true)
-	}
-	b.ReportMetric(float64(mem.Nanoseconds())/float64(b.N), "memory-ns/op")
-	b.ReportMetric(float64(dur.Nanoseconds())/float64(b.N), "durable-ns/op")
-	b.ReportMetric(float64(dur)/float64(mem), "durable/memory")
 }
 
 // BenchmarkRetentionFileSize runs rounds of 1,000 durable tasks on one
