@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/boltstore"
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
 	"github.com/batonhq/baton/worker"
 	"github.com/benbjohnson/clock"
 	bolt "go.etcd.io/bbolt"
@@ -601,4 +602,11 @@ func TestCommitFailureStops(t *testing.T) {
 	if _, ok := s.Info("lost"); ok {
 		t.Error("lost is in the store: its commit failed")
 	}
+}
+
+// The bbolt store passes the Store conformance suite.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, dir string) coordinator.Store {
+		return boltstore.New(filepath.Join(dir, "baton.db"), boltstore.WithLockTimeout(50*time.Millisecond))
+	})
 }

@@ -112,6 +112,14 @@ func (s *state) cancelAsked(t int32) {
 // before changing one, since they are the caller's.
 func (s *Scheduler) prepare(b *batch) error {
 	cfg := s.dcfg
+	if cfg == nil {
+		for i := range b.tasks {
+			if t := &b.tasks[i]; t.Func != "" {
+				return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf("function %q is not registered (WithFunc)", t.Func)}
+			}
+		}
+		return nil
+	}
 	copied := false
 	for i := range b.tasks {
 		t := &b.tasks[i]

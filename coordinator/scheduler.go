@@ -369,10 +369,8 @@ func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.dcfg != nil {
-		if err := s.prepare(b); err != nil {
-			return err
-		}
+	if err := s.prepare(b); err != nil {
+		return err
 	}
 	now := s.clk.Now()
 	for i := range b.tasks {

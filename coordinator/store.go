@@ -11,7 +11,8 @@ import (
 // last one stopped. The scheduler owns the record format and its version;
 // a Store is an ordered key-value file with atomic, durable commits.
 // Package github.com/batonhq/baton/boltstore (a module of its own)
-// implements it on go.etcd.io/bbolt.
+// implements it on go.etcd.io/bbolt; package storetest is the conformance
+// suite every implementation should pass.
 //
 // The interface is unstable: it may change until a second backend exists.
 //
