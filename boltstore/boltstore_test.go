@@ -252,10 +252,17 @@ func TestRestoreResumesAtDueTimes(t *testing.T) {
 // drops the starts missed while no process ran, RunEachMissed runs them.
 func TestRestoreSeriesMissedRuns(t *testing.T) {
 	for _, tc := range []struct {
+		cron   string // "": Every hour
 		missed coordinator.Missed
 		runs   int // runs after the restart, at once
-	}{{coordinator.SkipMissed, 0}, {coordinator.RunEachMissed, 3}} {
-		t.Run(tc.missed.String(), func(t *testing.T) {
+	}{
+		{"", coordinator.SkipMissed, 0},
+		{"", coordinator.RunEachMissed, 3},
+		{"0 * * * *", coordinator.SkipMissed, 0},
+		{"0 * * * *", coordinator.RunOnceForMissed, 1},
+		{"", coordinator.RunOnceForMissed, 1},
+	} {
+		t.Run(tc.cron+tc.missed.String(), func(t *testing.T) {
 			path := dbPath(t)
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			armed := make(chan time.Time, 100)
@@ -268,7 +275,11 @@ func TestRestoreSeriesMissedRuns(t *testing.T) {
 			m := clock.NewMock()
 			m.Set(start)
 			s := open(t, path, opts(m)...)
-			if err := s.Submit(coordinator.Task{ID: "series", Func: "tick", Every: time.Hour, Times: 10, Missed: tc.missed}); err != nil {
+			task := coordinator.Task{ID: "series", Func: "tick", Every: time.Hour, Times: 10, Missed: tc.missed}
+			if tc.cron != "" {
+				task.Every, task.Cron = 0, tc.cron
+			}
+			if err := s.Submit(task); err != nil {
 				t.Fatal(err)
 			}
 			waitArmed(t, armed, start.Add(time.Hour)) // run 1 done at start

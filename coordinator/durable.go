@@ -914,26 +914,40 @@ func (s *state) badDep(t int32) (int32, bool) {
 
 // resumeAt is when a task restored waiting in the delayed set is due: its
 // stored due time, except for a recurring task waiting for its next run
-// under SkipMissed, whose starts missed while the process was down are
-// dropped (RunEachMissed and RunOnceForMissed apply when the run ends, as
-// for a run that overran).
+// whose starts were missed while no process ran (the stored due time
+// among them): under SkipMissed they are dropped and the series waits for
+// the next start; under RunOnceForMissed one run at once stands for all
+// of them; under RunEachMissed each runs, one after another.
 func (s *state) resumeAt(t int32, due, now time.Time) time.Time {
 	x := s.tasks[t].x
-	if x == nil || !x.recurring() || x.missed != SkipMissed || s.tasks[t].attempts != 0 || !due.Before(now) {
+	if x == nil || !x.recurring() || s.tasks[t].attempts != 0 || !due.Before(now) {
 		return due
 	}
-	var next time.Time
-	if x.sched == nil {
-		k := (now.Sub(due) + x.every - 1) / x.every
-		next = addSat(due, k*x.every)
-	} else {
-		next = x.sched.Next(now.Add(-time.Nanosecond))
+	switch x.missed {
+	case SkipMissed:
+		var next time.Time
+		if x.sched == nil {
+			k := (now.Sub(due) + x.every - 1) / x.every
+			next = addSat(due, k*x.every)
+		} else {
+			next = x.sched.Next(now.Add(-time.Nanosecond))
+		}
+		if next.IsZero() {
+			return due
+		}
+		x.planned = next
+		return next
+	case RunOnceForMissed:
+		// The run planned at the last missed start, now: the next one
+		// is the first start after it.
+		if x.sched == nil {
+			x.planned = addSat(due, now.Sub(due)/x.every*x.every)
+		} else {
+			x.planned = now
+		}
+		return now
 	}
-	if next.IsZero() {
-		return due
-	}
-	x.planned = next
-	return next
+	return due
 }
 
 func ownerOf(o any) *Scheduler {
