@@ -309,7 +309,7 @@ func TestCrashRestart(t *testing.T) {
 				}
 				done = true
 			case <-timer:
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 					t.Fatal(err)
 				}
 				err := <-exited
