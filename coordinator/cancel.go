@@ -13,7 +13,11 @@ func (s *state) cancel(id string, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	return s.cancelTask(t, ErrCancelled, now)
+	ok = s.cancelTask(t, ErrCancelled, now)
+	if ok {
+		s.cancelAsked(t)
+	}
+	return ok
 }
 
 // cancelTask cancels t with cause (ErrCancelled or ErrClosed): at once if

@@ -35,7 +35,8 @@ type config struct {
 	logger  *slog.Logger
 	taskLog bool // the logger was given (WithLogger): log task life to it
 
-	middleware []Middleware // WithMiddleware, outermost first
+	middleware []Middleware   // WithMiddleware, outermost first
+	dur        *durableConfig // WithStore, WithFunc (nil: neither)
 
 	armed        func(due time.Time) // WithTimerArmed
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
@@ -178,7 +179,7 @@ func newConfig(opts []Option) (*config, error) {
 	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter}
 	for _, o := range opts {
 		if err := o(c); err != nil {
-			return nil, err
+			return c, err // New closes a store given before the bad option
 		}
 	}
 	if c.clock == nil {

@@ -22,7 +22,7 @@ type actions struct {
 func (s *state) ready(now time.Time) actions {
 	s.settle(now)
 	s.dispatch(now)
-	if s.observe {
+	if s.observe || s.dur != nil { // durable: starts are written
 		for i := range s.lanes {
 			if ls := &s.lanes[i]; ls.open {
 				s.peek(ls, now, true)

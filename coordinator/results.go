@@ -36,13 +36,25 @@ var (
 // failed attempt's result is dropped; a successful attempt that set none
 // leaves the task without a result, even if an earlier run set one.
 //
+// On a durable scheduler (WithStore) a result is a []byte (or nil), the
+// only kind a store keeps; another type is refused with an error wrapping
+// ErrResultType.
+//
 // Results are kept as long as the task is: with WithRetention, they are
 // forgotten with it. SetResult does not block and is safe for concurrent
 // use; it returns ErrNoAttempt for any other context, and once the
 // attempt's function has returned.
 func SetResult(ctx context.Context, v any) error {
 	c, ok := dispatch.Of(ctx)
-	if !ok || !c.SetResult(v) {
+	if !ok {
+		return ErrNoAttempt
+	}
+	if _, owner, ok := c.Attempt(); ok {
+		if err := checkResult(ownerOf(owner), v); err != nil {
+			return err
+		}
+	}
+	if !c.SetResult(v) {
 		return ErrNoAttempt
 	}
 	return nil

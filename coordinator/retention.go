@@ -93,6 +93,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		s.held[r.link].refs--
 		release(r.link)
 	}
+	s.forgot(t)
 	id := s.key(t)
 	s.ids.Delete(s.ids.Hash(id), t)
 	a := &s.arenas[r.arena]

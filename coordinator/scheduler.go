@@ -26,6 +26,7 @@ type Scheduler struct {
 	hook    func(time.Time)          // immutable; only for testing
 	taskLog bool                     // immutable: write task-life logs to log
 	log     *slog.Logger             // immutable
+	dcfg    *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
 	closed  atomic.Bool              // Shutdown has begun
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
@@ -53,9 +54,19 @@ type request interface {
 // New starts a scheduler: its coordinator, timer and worker goroutines.
 // It returns an error wrapping ErrInvalidOption if an option is invalid.
 // Call Shutdown to stop it; until then its goroutines keep running.
+//
+// With WithStore, New first restores the tasks the store holds (see
+// WithStore); it blocks until the store is read and what the restore
+// decided is committed. It returns an error wrapping ErrStoreLocked,
+// ErrStoreCorrupt or ErrStoreVersion for a store it cannot use, and one
+// wrapping ErrInvalidOption when the store names a pool or function that
+// New was not given; then it has closed the store.
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
+		if cfg != nil && cfg.dur != nil && cfg.dur.store != nil {
+			cfg.dur.store.Close()
+		}
 		return nil, err
 	}
 	s := &Scheduler{
@@ -64,6 +75,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		hook:     cfg.armed,
 		log:      cfg.logger,
 		taskLog:  cfg.taskLog,
+		dcfg:     cfg.dur,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
 		due:      actor.NewLatest[timerCmd](),
@@ -91,6 +103,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
 	st.stamps = len(cfg.middleware) > 0
+	if cfg.dur != nil && cfg.dur.store != nil {
+		if err := st.openDurable(cfg.dur, s.clk.Now()); err != nil {
+			cfg.dur.store.Close()
+			return nil, err
+		}
+	}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	s.g = new(errgroup.Group)
@@ -112,6 +130,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.detached.Wait()
 		close(s.done)
 	}()
+	if st.dur != nil {
+		s.wake.Notify() // a first iteration: start what the store holds, arm the timer
+	}
 	return s, nil
 }
 
@@ -182,6 +203,13 @@ func (s *Scheduler) run(st *state) error {
 			s.due.Set(timerCmd{settled: rd.Settled}) // disarm; settled: say so (WithTimerArmed), once
 			armed, told = false, rd.Settled
 		}
+		if st.dur != nil {
+			// One commit for the iteration, before Submit is answered and
+			// before anybody hears of it.
+			if err := st.flush(now); err != nil {
+				s.storeFailed(err)
+			}
+		}
 		l.publish(rd.Events)
 		l.logTasks(rd.Events)
 		if rd.Settled {
@@ -197,6 +225,11 @@ func (s *Scheduler) run(st *state) error {
 	}
 	// Every task is final now. Hand the state over for Info, then refuse
 	// requests.
+	if st.dur != nil {
+		if err := st.dur.store.Close(); err != nil {
+			s.log.Error("coordinator: closing the store", "error", err)
+		}
+	}
 	s.final = st
 	close(s.loopDone)
 	s.mailbox.Stop()
@@ -311,7 +344,14 @@ type submitReq struct {
 	reply chan<- error
 }
 
-func (r submitReq) apply(l *loop, now time.Time) { r.reply <- l.st.submit(r.b, now) }
+func (r submitReq) apply(l *loop, now time.Time) {
+	err := l.st.submit(r.b, now)
+	if err == nil && l.st.dur != nil {
+		l.st.submitted(r.b, r.reply) // answered once committed, at the end of the iteration
+		return
+	}
+	r.reply <- err
+}
 
 // Submit adds a batch of tasks; it is SubmitContext with
 // context.Background().
@@ -333,7 +373,11 @@ func (s *Scheduler) Submit(tasks ...Task) error {
 // tasks; its cancellation bounds only this call.
 //
 // SubmitContext blocks until the coordinator has taken the batch (it does
-// not wait for any task to run). Safe for concurrent use.
+// not wait for any task to run); on a durable scheduler (WithStore), until
+// the batch is committed to the store, and it also refuses, with a
+// *TaskError wrapping ErrNotDurable, a task that could not be restored,
+// and returns an error wrapping ErrStoreFailed if the commit failed. Safe
+// for concurrent use.
 func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
 	return s.submit(ctx, &batch{tasks: tasks})
 }
@@ -341,6 +385,9 @@ func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
 func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if err := s.prepare(b); err != nil {
+		return err
 	}
 	now := s.clk.Now()
 	for i := range b.tasks {
@@ -389,7 +436,14 @@ type cancelReq struct {
 	reply chan<- bool
 }
 
-func (r cancelReq) apply(l *loop, now time.Time) { r.reply <- l.st.cancel(r.id, now) }
+func (r cancelReq) apply(l *loop, now time.Time) {
+	ok := l.st.cancel(r.id, now)
+	if ok && l.st.dur != nil {
+		l.st.afterCommit(func(err error) { r.reply <- err == nil }) // answered once committed
+		return
+	}
+	r.reply <- ok
+}
 
 // Cancel cancels a task. A task whose function is not running (pending,
 // ready, delayed, waiting for a retry or its next run, or handed to a
@@ -400,8 +454,9 @@ func (r cancelReq) apply(l *loop, now time.Time) { r.reply <- l.st.cancel(r.id, 
 // that run. Cancel returns false if the task is unknown, already final or
 // already being cancelled, and when its last attempt has returned nil and
 // no run follows: that task ends Succeeded. It blocks until the
-// coordinator has decided. Safe for concurrent use. After Shutdown it
-// returns false.
+// coordinator has decided; on a durable scheduler (WithStore), until the
+// decision is committed (false if the commit failed). Safe for concurrent
+// use. After Shutdown it returns false.
 func (s *Scheduler) Cancel(id string) bool {
 	ok, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- bool) request {
 		return cancelReq{id: id, reply: reply}
@@ -509,6 +564,10 @@ type waitReq struct {
 
 func (r waitReq) apply(l *loop, now time.Time) {
 	if l.st.open == 0 {
+		if l.st.dur != nil { // the last ends may have been decided in this iteration
+			l.st.afterCommit(func(error) { close(r.reply) })
+			return
+		}
 		close(r.reply)
 		return
 	}
@@ -563,6 +622,11 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // waits for them. A callback must not wait for a Shutdown it started on
 // another goroutine: that Shutdown waits for the callback. Calling it
 // again, or concurrently, is safe.
+//
+// On a durable scheduler (WithStore), the cancellations Shutdown makes are
+// not written: the store keeps the tasks as they were, a scheduler created
+// on it later resumes them, and an attempt Shutdown stopped runs again
+// there without counting. Shutdown closes the store.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })

@@ -104,6 +104,7 @@ type extra struct {
 	notBefore time.Time // submission + Delay
 	planned   time.Time // recurring: planned start of the current run
 	timer     timerwheel.Handle
+	due       time.Time // when the timer is due (valid while inWheel)
 	inWheel   bool
 	err       error // the last failed attempt's error, or the cancel cause
 	result    any
@@ -191,6 +192,8 @@ type state struct {
 	rseq    uint32
 
 	watches map[int32][]*watch // WaitTasks calls, by task not final yet (nil: none)
+
+	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 
 	observe bool    // somebody subscribed: record events
 	events  []Event // decided since the last flush
@@ -284,6 +287,9 @@ func (s *state) locate(link int32) (*laneState, uint32) {
 }
 
 func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
+	if s.dur != nil {
+		s.dur.touch(t) // every transition with an event is written
+	}
 	if !s.observe {
 		return nil
 	}

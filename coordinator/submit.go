@@ -266,6 +266,9 @@ func (s *state) submit(b *batch, now time.Time) error {
 			}
 		}
 	}
+	if s.dur != nil && s.dur.restoring {
+		return nil // restore lays the stored states over the graph (durable.go)
+	}
 	for _, t := range skip {
 		if r := &s.tasks[t]; s.hot[t].status == Pending {
 			s.skipped(t, r.link, now)
@@ -376,7 +379,8 @@ func (s *state) schedule(t int32, due, now time.Time) {
 	if due.After(now) {
 		if handle, ok := s.wheel.Add(due, t); ok {
 			s.hot[t].status = Pending
-			r.x.timer, r.x.inWheel = handle, true
+			r.x.timer, r.x.inWheel, r.x.due = handle, true, due
+			s.touched(t)
 			return
 		}
 	}

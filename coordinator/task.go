@@ -47,7 +47,12 @@ type Task struct {
 	Missed   Missed
 
 	Pool    string // "" = the default pool
-	Payload any    // for custom worker types
+	Payload any    // for custom worker types; for Func, a []byte (or nil); on a durable scheduler, a []byte (or nil)
+
+	// Func names a function registered with WithFunc, called with Payload
+	// instead of Run (leave Run nil). A durable scheduler (WithStore)
+	// needs it: a closure cannot be stored, a name can.
+	Func string
 
 	// When is the trigger rule: which ends of its dependencies let the
 	// task run. The zero value, AllSucceeded, is the default rule.

@@ -118,7 +118,7 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 		s.hurry(t)
 	}
 	if w.left == 0 {
-		reply <- w.result()
+		s.answer(reply, w.result())
 	}
 }
 
@@ -158,7 +158,7 @@ func (s *state) watched(t int32) {
 			}
 		}
 		if w.left--; w.left == 0 {
-			w.reply <- w.result()
+			s.answer(w.reply, w.result())
 		}
 	}
 }

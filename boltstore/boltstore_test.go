@@ -1,0 +1,623 @@
+package boltstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/boltstore"
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
+	"github.com/batonhq/baton/worker"
+	"github.com/benbjohnson/clock"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild() // the crash test's child process: never returns
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func dbPath(t *testing.T) string { return filepath.Join(t.TempDir(), "baton.db") }
+
+func open(t *testing.T, path string, opts ...coordinator.Option) *coordinator.Scheduler {
+	t.Helper()
+	s, err := coordinator.New(append([]coordinator.Option{coordinator.WithStore(boltstore.New(path))}, opts...)...)
+	if err != nil {
+		t.Fatalf("New = %v", err)
+	}
+	return s
+}
+
+func shutdown(t *testing.T, s *coordinator.Scheduler) {
+	t.Helper()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+}
+
+func wait(t *testing.T, s *coordinator.Scheduler) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+}
+
+func info(t *testing.T, s *coordinator.Scheduler, id string) coordinator.TaskInfo {
+	t.Helper()
+	ti, ok := s.Info(id)
+	if !ok {
+		t.Fatalf("Info(%q): unknown", id)
+	}
+	return ti
+}
+
+// counter counts calls per payload.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) add(p []byte) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[string(p)]++
+	return c.n[string(p)]
+}
+
+func (c *counter) get(p string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[p]
+}
+
+// A scheduler shut down mid-graph is finished by the next one on the same
+// file: what succeeded keeps its result and does not run again, the task
+// whose attempt Shutdown stopped runs again without that attempt counting,
+// and the rest runs.
+func TestShutdownThenRestartFinishesGraph(t *testing.T) {
+	path := dbPath(t)
+	var runs counter
+	started := make(chan struct{})
+	step := func(ctx context.Context, p []byte) error {
+		runs.add(p)
+		if err := coordinator.SetResult(ctx, append([]byte("out:"), p...)); err != nil {
+			return err
+		}
+		return nil
+	}
+	block := func(ctx context.Context, p []byte) error {
+		runs.add(p)
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	s := open(t, path, coordinator.WithFunc("step", step), coordinator.WithFunc("block", block))
+	if err := s.Submit(
+		coordinator.Task{ID: "a", Func: "step", Payload: []byte("a")},
+		coordinator.Task{ID: "b", Func: "block", Payload: []byte("b"), Deps: []string{"a"}},
+		coordinator.Task{ID: "c", Func: "step", Payload: []byte("c"), Deps: []string{"b"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	shutdown(t, s)
+
+	done := func(ctx context.Context, p []byte) error { runs.add(p); return nil }
+	s = open(t, path, coordinator.WithFunc("step", step), coordinator.WithFunc("block", done))
+	defer shutdown(t, s)
+	wait(t, s)
+	for _, id := range []string{"a", "b", "c"} {
+		if ti := info(t, s, id); ti.Status != coordinator.Succeeded || ti.Attempts != 1 {
+			t.Errorf("%s: %v after %d attempts; want succeeded after 1", id, ti.Status, ti.Attempts)
+		}
+	}
+	if got := runs.get("a"); got != 1 {
+		t.Errorf("a ran %d times; want 1", got)
+	}
+	if got := runs.get("b"); got != 2 {
+		t.Errorf("b ran %d times; want 2 (stopped by Shutdown, then again)", got)
+	}
+	if r, _ := info(t, s, "a").Result.([]byte); string(r) != "out:a" {
+		t.Errorf("a's result = %q; want out:a", r)
+	}
+}
+
+// Everything a scheduler decided is there after a restart: statuses,
+// attempts, errors, results, skip causes, cancels.
+func TestRestoreFinalStates(t *testing.T) {
+	path := dbPath(t)
+	fail := func(ctx context.Context, p []byte) error { return errors.New("boom: " + string(p)) }
+	ok := func(ctx context.Context, p []byte) error { return coordinator.SetResult(ctx, p) }
+	opts := []coordinator.Option{coordinator.WithFunc("fail", fail), coordinator.WithFunc("ok", ok)}
+	s := open(t, path, opts...)
+	if err := s.Submit(
+		coordinator.Task{ID: "ok", Func: "ok", Payload: []byte("yes")},
+		coordinator.Task{ID: "fail", Func: "fail", Payload: []byte("x"), Retry: coordinator.RetryPolicy{MaxAttempts: 2}},
+		coordinator.Task{ID: "skipped", Func: "ok", Deps: []string{"fail"}},
+		coordinator.Task{ID: "cleanup", Func: "ok", Deps: []string{"fail"}, When: coordinator.AllDone},
+		coordinator.Task{ID: "later", Func: "ok", Delay: time.Hour},
+		coordinator.Task{ID: "after-later", Func: "ok", Deps: []string{"later"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Cancel("later") {
+		t.Fatal("Cancel(later) = false")
+	}
+	wait(t, s)
+	shutdown(t, s)
+
+	s = open(t, path, opts...)
+	defer shutdown(t, s)
+	want := map[string]coordinator.TaskInfo{
+		"ok":          {Status: coordinator.Succeeded, Attempts: 1, Runs: 1, Result: []byte("yes")},
+		"fail":        {Status: coordinator.Failed, Attempts: 2},
+		"skipped":     {Status: coordinator.Skipped, Cause: "fail"},
+		"cleanup":     {Status: coordinator.Succeeded, Attempts: 1, Runs: 1},
+		"later":       {Status: coordinator.Cancelled},
+		"after-later": {Status: coordinator.Skipped, Cause: "later"},
+	}
+	for id, w := range want {
+		ti := info(t, s, id)
+		if ti.Status != w.Status || ti.Attempts != w.Attempts || ti.Runs != w.Runs || ti.Cause != w.Cause {
+			t.Errorf("%s = %+v; want %+v", id, ti, w)
+		}
+		if wr, _ := w.Result.([]byte); wr != nil {
+			if r, _ := ti.Result.([]byte); string(r) != string(wr) {
+				t.Errorf("%s result = %q; want %q", id, r, wr)
+			}
+		}
+	}
+	if err := info(t, s, "fail").Err; err == nil || err.Error() != "boom: x" {
+		t.Errorf("fail's error = %v; want boom: x", err)
+	}
+	if err := info(t, s, "later").Err; !errors.Is(err, coordinator.ErrCancelled) {
+		t.Errorf("later's error = %v; want ErrCancelled", err)
+	}
+	// The restored graph takes new tasks that depend on it.
+	if err := s.Submit(coordinator.Task{ID: "next", Func: "ok", Deps: []string{"ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s)
+	if ti := info(t, s, "next"); ti.Status != coordinator.Succeeded {
+		t.Errorf("next = %v", ti.Status)
+	}
+}
+
+// A delay, a backoff and a series resume at their original due times.
+func TestRestoreResumesAtDueTimes(t *testing.T) {
+	path := dbPath(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	armed := make(chan time.Time, 100)
+	newMock := func(at time.Time) *clock.Mock {
+		m := clock.NewMock()
+		m.Set(at)
+		return m
+	}
+	var runs counter
+	fail := func(ctx context.Context, p []byte) error { runs.add(p); return errors.New("again") }
+	ok := func(ctx context.Context, p []byte) error { runs.add(p); return nil }
+	opts := func(m *clock.Mock) []coordinator.Option {
+		return []coordinator.Option{coordinator.WithClock(m), coordinator.WithFunc("fail", fail), coordinator.WithFunc("ok", ok),
+			coordinator.WithTimerArmed(func(due time.Time) { armed <- due })}
+	}
+	m := newMock(start)
+	s := open(t, path, opts(m)...)
+	if err := s.Submit(
+		coordinator.Task{ID: "delayed", Func: "ok", Payload: []byte("delayed"), Delay: 3 * time.Hour},
+		coordinator.Task{ID: "backoff", Func: "fail", Payload: []byte("backoff"), Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: 2 * time.Hour}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, armed, start.Add(2*time.Hour)) // backoff's first attempt failed
+	shutdown(t, s)
+	drain(armed)
+
+	// One hour later: both still wait, each for its original time.
+	m = newMock(start.Add(time.Hour))
+	s = open(t, path, opts(m)...)
+	waitArmed(t, armed, start.Add(2*time.Hour))
+	m.Set(start.Add(2 * time.Hour))
+	waitArmed(t, armed, start.Add(3*time.Hour))
+	m.Set(start.Add(3 * time.Hour))
+	wait(t, s)
+	if ti := info(t, s, "backoff"); ti.Status != coordinator.Failed || ti.Attempts != 2 {
+		t.Errorf("backoff = %v after %d attempts; want failed after 2", ti.Status, ti.Attempts)
+	}
+	if ti := info(t, s, "delayed"); ti.Status != coordinator.Succeeded {
+		t.Errorf("delayed = %v", ti.Status)
+	}
+	if runs.get("backoff") != 2 || runs.get("delayed") != 1 {
+		t.Errorf("runs = %v", runs.n)
+	}
+	shutdown(t, s)
+}
+
+// A series resumes after a restart under its missed-run policy: SkipMissed
+// drops the starts missed while no process ran, RunEachMissed runs them.
+func TestRestoreSeriesMissedRuns(t *testing.T) {
+	for _, tc := range []struct {
+		cron   string // "": Every hour
+		missed coordinator.Missed
+		runs   int // runs after the restart, at once
+	}{
+		{"", coordinator.SkipMissed, 0},
+		{"", coordinator.RunEachMissed, 3},
+		{"0 * * * *", coordinator.SkipMissed, 0},
+		{"0 * * * *", coordinator.RunOnceForMissed, 1},
+		{"", coordinator.RunOnceForMissed, 1},
+	} {
+		t.Run(tc.cron+tc.missed.String(), func(t *testing.T) {
+			path := dbPath(t)
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			armed := make(chan time.Time, 100)
+			var runs atomic.Int32
+			tick := func(ctx context.Context, p []byte) error { runs.Add(1); return nil }
+			opts := func(m *clock.Mock) []coordinator.Option {
+				return []coordinator.Option{coordinator.WithClock(m), coordinator.WithFunc("tick", tick),
+					coordinator.WithTimerArmed(func(due time.Time) { armed <- due })}
+			}
+			m := clock.NewMock()
+			m.Set(start)
+			s := open(t, path, opts(m)...)
+			task := coordinator.Task{ID: "series", Func: "tick", Every: time.Hour, Times: 10, Missed: tc.missed}
+			if tc.cron != "" {
+				task.Every, task.Cron = 0, tc.cron
+			}
+			if err := s.Submit(task); err != nil {
+				t.Fatal(err)
+			}
+			waitArmed(t, armed, start.Add(time.Hour)) // run 1 done at start
+			shutdown(t, s)
+			drain(armed)
+			// Down from 0:00 to 3:30: starts at 1:00, 2:00 and 3:00 missed.
+			m = clock.NewMock()
+			m.Set(start.Add(3*time.Hour + 30*time.Minute))
+			s = open(t, path, opts(m)...)
+			defer shutdown(t, s)
+			waitArmed(t, armed, start.Add(4*time.Hour))
+			if got := int(runs.Load()) - 1; got != tc.runs {
+				t.Errorf("runs after the restart before 4:00 = %d; want %d", got, tc.runs)
+			}
+			if ti := info(t, s, "series"); ti.Runs != 1+tc.runs {
+				t.Errorf("Runs = %d; want %d", ti.Runs, 1+tc.runs)
+			}
+		})
+	}
+}
+
+func waitArmed(t *testing.T, armed <-chan time.Time, want time.Time) {
+	t.Helper()
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case due := <-armed:
+			t.Logf("armed %v", due)
+			if due.Equal(want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the timer was never armed for %v", want)
+		}
+	}
+}
+
+func drain(c chan time.Time) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+// Tasks a store cannot restore are refused by Submit, with a reason.
+func TestSubmitRefusesWhatCannotBeStored(t *testing.T) {
+	s := open(t, dbPath(t), coordinator.WithFunc("f", func(context.Context, []byte) error { return nil }))
+	defer shutdown(t, s)
+	for _, tc := range []struct {
+		task coordinator.Task
+		want error
+	}{
+		{coordinator.Task{ID: "closure", Run: func(context.Context) error { return nil }}, coordinator.ErrNotDurable},
+		{coordinator.Task{ID: "payload", Func: "f", Payload: 42}, coordinator.ErrInvalidTask},
+		{coordinator.Task{ID: "retryif", Func: "f", Retry: coordinator.RetryPolicy{MaxAttempts: 2, RetryIf: func(error) bool { return true }}}, coordinator.ErrNotDurable},
+		{coordinator.Task{ID: "unknown", Func: "g"}, coordinator.ErrInvalidTask},
+		{coordinator.Task{ID: "both", Func: "f", Run: func(context.Context) error { return nil }}, coordinator.ErrInvalidTask},
+	} {
+		err := s.Submit(tc.task)
+		var te *coordinator.TaskError
+		if !errors.Is(err, tc.want) || !errors.As(err, &te) || te.ID != tc.task.ID {
+			t.Errorf("Submit(%s) = %v; want a *TaskError wrapping %v", tc.task.ID, err, tc.want)
+		}
+	}
+}
+
+// A durable task's result is a []byte; another type is refused.
+func TestDurableResultIsBytes(t *testing.T) {
+	var got error
+	s := open(t, dbPath(t), coordinator.WithFunc("f", func(ctx context.Context, _ []byte) error {
+		got = coordinator.SetResult(ctx, 42)
+		return nil
+	}))
+	defer shutdown(t, s)
+	if err := s.Submit(coordinator.Task{ID: "t", Func: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s)
+	if !errors.Is(got, coordinator.ErrResultType) {
+		t.Errorf("SetResult(ctx, 42) = %v; want ErrResultType", got)
+	}
+}
+
+// New fails clearly on a store it cannot use, and never hangs on a lock.
+func TestNewRefusesBadStores(t *testing.T) {
+	t.Run("locked", func(t *testing.T) {
+		path := dbPath(t)
+		s := open(t, path)
+		defer shutdown(t, s)
+		_, err := coordinator.New(coordinator.WithStore(boltstore.New(path, boltstore.WithLockTimeout(50*time.Millisecond))))
+		if !errors.Is(err, coordinator.ErrStoreLocked) {
+			t.Errorf("New on a locked file = %v; want ErrStoreLocked", err)
+		}
+	})
+	t.Run("not a bbolt file", func(t *testing.T) {
+		path := dbPath(t)
+		if err := os.WriteFile(path, []byte("this is not a database, but it is long enough to look like a header of one........"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := coordinator.New(coordinator.WithStore(boltstore.New(path)))
+		if !errors.Is(err, coordinator.ErrStoreCorrupt) {
+			t.Errorf("New on garbage = %v; want ErrStoreCorrupt", err)
+		}
+	})
+	raw := func(t *testing.T, path string, puts map[string][]byte) {
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("baton"))
+			if err != nil {
+				return err
+			}
+			for k, v := range puts {
+				if err := b.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("newer format", func(t *testing.T) {
+		path := dbPath(t)
+		raw(t, path, map[string][]byte{"m": {99}})
+		_, err := coordinator.New(coordinator.WithStore(boltstore.New(path)))
+		if !errors.Is(err, coordinator.ErrStoreVersion) {
+			t.Errorf("New on format 99 = %v; want ErrStoreVersion", err)
+		}
+	})
+	t.Run("corrupt record", func(t *testing.T) {
+		path := dbPath(t)
+		raw(t, path, map[string][]byte{"m": {1}, "t\x00\x00\x00\x00\x00\x00\x00\x01d": {5, 'a'}})
+		_, err := coordinator.New(coordinator.WithStore(boltstore.New(path)))
+		if !errors.Is(err, coordinator.ErrStoreCorrupt) {
+			t.Errorf("New on a truncated record = %v; want ErrStoreCorrupt", err)
+		}
+	})
+	t.Run("unregistered function", func(t *testing.T) {
+		path := dbPath(t)
+		s := open(t, path, coordinator.WithFunc("f", func(context.Context, []byte) error { return nil }))
+		if err := s.Submit(coordinator.Task{ID: "t", Func: "f", Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		shutdown(t, s)
+		_, err := coordinator.New(coordinator.WithStore(boltstore.New(path)))
+		if !errors.Is(err, coordinator.ErrInvalidOption) {
+			t.Errorf("New without the store's function = %v; want ErrInvalidOption", err)
+		}
+		// The failed New released the file.
+		s = open(t, path, coordinator.WithFunc("f", func(context.Context, []byte) error { return nil }))
+		shutdown(t, s)
+	})
+}
+
+// A custom worker pool takes durable tasks: the payload is the []byte
+// submitted, after a restart too.
+func TestCustomPoolPayload(t *testing.T) {
+	path := dbPath(t)
+	got := make(chan string, 10)
+	w := workerFunc(func(ctx context.Context, j []byte) error { got <- string(j); return nil })
+	s := open(t, path, coordinator.WithPool("gpu", 1, w))
+	if err := s.Submit(coordinator.Task{ID: "k", Pool: "gpu", Payload: []byte("kernel"), Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, s)
+	m := clock.NewMock()
+	m.Set(time.Now().Add(2 * time.Hour))
+	s = open(t, path, coordinator.WithPool("gpu", 1, w), coordinator.WithClock(m))
+	defer shutdown(t, s)
+	wait(t, s)
+	if p := <-got; p != "kernel" {
+		t.Errorf("payload = %q", p)
+	}
+}
+
+type workerFunc func(ctx context.Context, payload []byte) error
+
+func (f workerFunc) Do(ctx context.Context, j worker.Job) error {
+	p, _ := j.Payload.([]byte)
+	return f(ctx, p)
+}
+
+// Retention deletes forgotten tasks from the file: after they are gone,
+// only the version record is left.
+func TestRetentionDeletesRecords(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, coordinator.WithRetention(0), coordinator.WithFunc("f", func(context.Context, []byte) error { return nil }))
+	for r := range 5 {
+		var batch []coordinator.Task
+		for i := range 100 {
+			batch = append(batch, coordinator.Task{ID: fmt.Sprintf("r%d-%d", r, i), Func: "f"})
+		}
+		batch = append(batch, coordinator.Task{ID: fmt.Sprintf("r%d-last", r), Func: "f", Deps: []string{batch[0].ID, batch[99].ID}})
+		if err := s.Submit(batch...); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, s)
+	}
+	shutdown(t, s)
+	var keys []string
+	st := boltstore.New(path)
+	defer st.Close()
+	if err := st.Load(func(k, _ []byte) error { keys = append(keys, string(k)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "m" {
+		t.Errorf("keys left = %d (%q...); want only the version record", len(keys), keys[:min(3, len(keys))])
+	}
+}
+
+// frozenStore simulates a process that dies: once frozen, its commits
+// report success and write nothing, so the file keeps the state of the
+// moment of the freeze. failing makes commits fail instead.
+type frozenStore struct {
+	*boltstore.Store
+	frozen, failing atomic.Bool
+}
+
+func (f *frozenStore) Commit(c *coordinator.Changes) error {
+	switch {
+	case f.failing.Load():
+		return errors.New("disk on fire")
+	case f.frozen.Load():
+		return nil
+	}
+	return f.Store.Commit(c)
+}
+
+// startedTasks subscribes and reports each EventStarted: published after
+// its commit.
+func startedTasks(s *coordinator.Scheduler) <-chan string {
+	c := make(chan string, 100)
+	s.Subscribe(func(e coordinator.Event) {
+		if e.Kind == coordinator.EventStarted {
+			c <- e.TaskID
+		}
+	})
+	return c
+}
+
+// An attempt running when the process died counts: it is retried under
+// its policy, or fails with ErrInterrupted when none is left (and what
+// depends on it is skipped). A task Cancel reached while it ran stays
+// cancelled.
+func TestInterruptedAttempts(t *testing.T) {
+	path := dbPath(t)
+	block := func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() }
+	release := make(chan struct{})
+	hold := func(ctx context.Context, _ []byte) error { <-release; return ctx.Err() } // returns after the freeze
+	st := &frozenStore{Store: boltstore.New(path)}
+	s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithWorkers(4),
+		coordinator.WithFunc("block", block), coordinator.WithFunc("hold", hold))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := startedTasks(s)
+	if err := s.Submit(
+		coordinator.Task{ID: "retry", Func: "block", Retry: coordinator.RetryPolicy{MaxAttempts: 2}},
+		coordinator.Task{ID: "once", Func: "block"},
+		coordinator.Task{ID: "after-once", Func: "block", Deps: []string{"once"}},
+		coordinator.Task{ID: "cancelled", Func: "hold"},
+	); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-started
+	}
+	if !s.Cancel("cancelled") { // returns once the request is committed
+		t.Fatal("Cancel = false")
+	}
+	st.frozen.Store(true) // the process dies here
+	close(release)
+	shutdown(t, s)
+
+	var ran counter
+	done := func(_ context.Context, p []byte) error { ran.add([]byte("x")); return nil }
+	s = open(t, path, coordinator.WithFunc("block", done), coordinator.WithFunc("hold", done))
+	defer shutdown(t, s)
+	wait(t, s)
+	if ti := info(t, s, "retry"); ti.Status != coordinator.Succeeded || ti.Attempts != 2 {
+		t.Errorf("retry = %v after %d attempts; want succeeded after 2 (1 interrupted)", ti.Status, ti.Attempts)
+	}
+	if ti := info(t, s, "once"); ti.Status != coordinator.Failed || !errors.Is(ti.Err, coordinator.ErrInterrupted) || ti.Attempts != 1 {
+		t.Errorf("once = %v (%v) after %d attempts; want failed with ErrInterrupted after 1", ti.Status, ti.Err, ti.Attempts)
+	}
+	if ti := info(t, s, "after-once"); ti.Status != coordinator.Skipped || ti.Cause != "once" {
+		t.Errorf("after-once = %v (cause %q); want skipped because of once", ti.Status, ti.Cause)
+	}
+	if ti := info(t, s, "cancelled"); ti.Status != coordinator.Cancelled || !errors.Is(ti.Err, coordinator.ErrCancelled) {
+		t.Errorf("cancelled = %v (%v); want cancelled", ti.Status, ti.Err)
+	}
+	if got := ran.get("x"); got != 1 {
+		t.Errorf("%d functions ran after the restart; want 1 (retry's second attempt)", got)
+	}
+}
+
+// A commit that fails stops the scheduler: the Submit waiting for it
+// fails with ErrStoreFailed, and the next New resumes from the last
+// commit.
+func TestCommitFailureStops(t *testing.T) {
+	path := dbPath(t)
+	st := &frozenStore{Store: boltstore.New(path)}
+	s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithFunc("f", noop),
+		coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "kept", Func: "f", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	st.failing.Store(true)
+	if err := s.Submit(coordinator.Task{ID: "lost", Func: "f", Delay: time.Hour}); !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Fatalf("Submit during a failing commit = %v; want ErrStoreFailed", err)
+	}
+	shutdown(t, s)
+	if err := s.Submit(coordinator.Task{ID: "late", Func: "f"}); !errors.Is(err, coordinator.ErrClosed) {
+		t.Errorf("Submit after = %v; want ErrClosed", err)
+	}
+	s = open(t, path, coordinator.WithFunc("f", noop))
+	defer shutdown(t, s)
+	if ti := info(t, s, "kept"); ti.Status != coordinator.Pending {
+		t.Errorf("kept = %v; want pending", ti.Status)
+	}
+	if _, ok := s.Info("lost"); ok {
+		t.Error("lost is in the store: its commit failed")
+	}
+}
+
+// The bbolt store passes the Store conformance suite.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, dir string) coordinator.Store {
+		return boltstore.New(filepath.Join(dir, "baton.db"), boltstore.WithLockTimeout(50*time.Millisecond))
+	})
+}
