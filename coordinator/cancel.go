@@ -147,6 +147,13 @@ func (s *state) status(t int32) Status {
 		return h.status
 	}
 	ls, seq := s.locate(r.link)
+	if s.frozen && int32(seq-s.frontier[ls.l.ID]) >= 0 {
+		// Claimed since the scan began: report it as it was then.
+		if h.flags&fFused == 0 {
+			return Ready
+		}
+		return Pending
+	}
 	switch st := ls.l.State(seq); {
 	case dispatch.Ran(st):
 		return Running
@@ -155,6 +162,25 @@ func (s *state) status(t int32) Status {
 	}
 	return Pending // fused behind a dependency that has not succeeded, or passed over
 }
+
+// freeze notes, for each lane, the first item its worker has not claimed:
+// until thaw, status reads the items from there on as unclaimed, so that a
+// scan of every task (census, snapshot) describes one moment, not the
+// attempts the workers started and finished while it ran.
+func (s *state) freeze() {
+	s.frontier = s.frontier[:0]
+	for i := range s.lanes {
+		ls := &s.lanes[i]
+		seq := ls.applied
+		for seq != ls.n && ls.l.State(seq) != dispatch.Free {
+			seq++
+		}
+		s.frontier = append(s.frontier, seq)
+	}
+	s.frozen = true
+}
+
+func (s *state) thaw() { s.frozen = false }
 
 // runningIDs lists the tasks whose functions are running now.
 func (s *state) runningIDs() []string {

@@ -113,6 +113,8 @@ func (s *Scheduler) census(f func(*state) census) census {
 // census counts the tasks by status (and by pool), and lists the IDs of
 // those in status want (noStatus: none), at most limit (<= 0: all).
 func (s *state) census(byPool bool, want Status, limit int) census {
+	s.freeze()
+	defer s.thaw()
 	var c census
 	var pools []Counts
 	if byPool {

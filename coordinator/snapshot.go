@@ -114,6 +114,8 @@ func (r snapshotReq) apply(l *loop, now time.Time) {
 
 // snapshot builds a Snapshot under f.
 func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
+	s.freeze()
+	defer s.thaw()
 	// picked: the candidates, a bit per task (nil: every task).
 	var picked bitset
 	if len(f.Roots) > 0 {

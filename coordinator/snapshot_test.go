@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 )
@@ -187,5 +188,47 @@ func TestRenderers(t *testing.T) {
 	}
 	if mm.String() != wantMermaid {
 		t.Errorf("Mermaid:\n%s\nwant:\n%s", mm.String(), wantMermaid)
+	}
+}
+
+// A scan of every task describes one moment although the workers go on
+// running: with one worker, Snapshot and CountsByPool never show more
+// than the attempt it runs and one that ended since the scan began,
+// however many attempts end during the scan.
+func TestScansDescribeOneMoment(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(1))
+	var tasks []coordinator.Task
+	for c := range 100 {
+		for j := range 1000 { // a scan of 100,000 tasks lasts several attempts
+			tk := coordinator.Task{ID: fmt.Sprint(c, "-", j), Run: func(context.Context) error {
+				spin(20 * time.Microsecond)
+				return nil
+			}}
+			if j > 0 {
+				tk.Deps = []string{fmt.Sprint(c, "-", j-1)}
+			}
+			tasks = append(tasks, tk)
+		}
+	}
+	if err := s.Submit(tasks...); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	for i := 0; i < 100; i++ {
+		snap, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{Statuses: []coordinator.Status{coordinator.Running}})
+		if err != nil {
+			t.Fatalf("Snapshot = %v", err)
+		}
+		if n := len(snap.Tasks); n > 2 {
+			t.Fatalf("Snapshot shows %d tasks running on one worker", n)
+		}
+		if n := s.CountsByPool()[""].Running; n > 2 {
+			t.Fatalf("CountsByPool shows %d tasks running on one worker", n)
+		}
+	}
+}
+
+// spin keeps the goroutine busy for d, as real work would.
+func spin(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
 	}
 }

@@ -195,9 +195,11 @@ type state struct {
 
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 
-	observe bool    // somebody subscribed: record events
-	events  []Event // decided since the last flush
-	wake    []int   // lanes reopened this iteration, for the loop to wake
+	frozen   bool     // a scan is under way: status reads items from frontier on as unclaimed
+	frontier []uint32 // per lane, while frozen: the first item its worker had not claimed at freeze
+	observe  bool     // somebody subscribed: record events
+	events   []Event  // decided since the last flush
+	wake     []int    // lanes reopened this iteration, for the loop to wake
 
 	sink        uint64 // submit's look-ahead loads land here
 	rng         *rand.Rand
