@@ -160,11 +160,16 @@ func WithAbandonAfter(d time.Duration) Option {
 // WithLogger also receives the task-life log lines (see LogKeyTask): a
 // retry at Warn, a failure at Error, a cancel or skip at Info, starts and
 // successes at Debug. They cost nothing while the handler enables none of
-// these levels: the scheduler asks it (Handler.Enabled) once per loop
-// iteration and records nothing for them until it does. The lines are
-// written on a goroutine of their own, in the order the events were
-// decided, and Shutdown waits until the last is written. The default
-// logger never receives them.
+// these levels: the scheduler asks it (Handler.Enabled, for each of the
+// four levels, on the coordinator's goroutine once per loop iteration, so
+// Enabled must be quick and must not wait for Handle) and records nothing
+// for them until it does. While one is enabled, every event is recorded
+// and handed to the log's goroutine: at Info or Error, 2-4 times the
+// run-phase cost of empty tasks, even though most events are then not
+// written. The lines are written on a goroutine of their own, in the
+// order the events were decided, and Shutdown waits until the last is
+// written; a Handle that panics loses its line only. The default logger
+// never receives them.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

@@ -101,10 +101,11 @@ func (sub *subscriber) run() {
 func (sub *subscriber) call(e Event) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
+			ok = false
+			defer func() { _ = recover() }() // a logger that panics too: the report is lost, the process is not
 			sub.log.Error("coordinator: subscriber panicked and was unsubscribed",
 				slog.Any("panic", r), slog.String("event", e.Kind.String()), slog.String("task", e.TaskID),
 				slog.String("stack", string(debug.Stack())))
-			ok = false
 		}
 	}()
 	sub.fn(e)

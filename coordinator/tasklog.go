@@ -43,13 +43,14 @@ const (
 
 // taskLog writes the task-life log lines of a scheduler given a logger
 // with WithLogger. The coordinator records events only while a level the
-// lines use is enabled (it asks the handler once per loop iteration);
-// the lines are formatted and written on a goroutine of their own, a
-// subscriber, so that a slow handler never holds up the scheduler.
+// lines use is enabled (it calls the handler's Enabled for the four
+// levels once per loop iteration, on its own goroutine: Enabled must be
+// quick, as slog asks of every handler); the lines are formatted and
+// written on a goroutine of their own, a subscriber, so that a slow Handle
+// never holds up the scheduler. A Handle that panics loses its line only.
 //
-// Tsunami stone: logging from the coordinator goroutine itself would be
-// simpler and would put every handler's I/O on the scheduler's critical
-// path.
+// Logging from the coordinator goroutine itself would be simpler, and
+// would put every handler's I/O on the scheduler's critical path.
 type taskLog struct {
 	h   slog.Handler // immutable
 	sub *subscriber  // immutable: delivers the events to write
@@ -129,7 +130,14 @@ func (tl *taskLog) write(e Event) {
 	case EventFailed:
 		r.AddAttrs(slog.Any(LogKeyError, e.Err))
 	}
-	_ = tl.h.Handle(ctx, r) // a handler's error has nowhere better to go (slog.Logger drops it too)
+	tl.handle(ctx, r)
+}
+
+// handle passes r to the handler. Its error has nowhere better to go
+// (slog.Logger drops it too); its panic loses this line, not the log.
+func (tl *taskLog) handle(ctx context.Context, r slog.Record) {
+	defer func() { _ = recover() }()
+	_ = tl.h.Handle(ctx, r)
 }
 
 // logTasks hands this iteration's events to the task log, if a level it

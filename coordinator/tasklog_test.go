@@ -142,3 +142,54 @@ func TestTaskLogLevelChanges(t *testing.T) {
 		t.Errorf("lines = %q; want only loud's failure", got)
 	}
 }
+
+// pickyHandler panics on the lines of failures and records the others.
+type pickyHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *pickyHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *pickyHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h *pickyHandler) WithGroup(string) slog.Handler           { return h }
+func (h *pickyHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == coordinator.LogMsgFailed || r.Level >= slog.LevelError {
+		panic("handler bug")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+
+func (h *pickyHandler) seen() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.msgs)
+}
+
+// A handler that panics loses the line it panicked on, never the process
+// and never the lines after it; so does the report of a subscriber's panic.
+func TestTaskLogHandlerPanics(t *testing.T) {
+	h := &pickyHandler{}
+	s := newScheduler(t, coordinator.WithLogger(slog.New(h)))
+	s.Subscribe(func(coordinator.Event) { panic("subscriber bug") }) // its report, at Error, panics too
+	if err := s.Submit(coordinator.Task{ID: "bad", Run: func(context.Context) error { return errors.New("boom") }}); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "good", Run: ok}); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil { // waits for the last line
+		t.Fatalf("Shutdown = %v", err)
+	}
+	if got := h.seen(); !slices.Contains(got, coordinator.LogMsgSucceeded) {
+		t.Fatalf("lines after the panic: %v; want good's success", got)
+	}
+}
