@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,6 +153,12 @@ type Observer struct {
 
 	mu     sync.Mutex
 	counts []*counts // guarded by mu: one per pool name, for the asynchronous instruments
+
+	watchMu sync.Mutex                    // guards the fields below; collections may overlap
+	reg     metric.Registration           // the callback of Observe, registered once
+	watched []*watched                    // the schedulers Observe watches
+	retired map[string]coordinator.Totals // what schedulers no longer watched counted, by pool
+	attrs   map[string]*poolAttrs         // attribute sets by pool name
 }
 
 // counts are what the workers of the pools of one name count, read at
@@ -416,55 +423,117 @@ func (o *Observer) link(ctx context.Context, span trace.Span) {
 
 // Observe watches s for what no attempt sees: tasks that end without
 // running (skipped, cancelled), retries, how many tasks are in each
-// status and how many workers run an attempt. Its instruments are asynchronous: at each collection it reads
-// s.Totals (a round trip to the coordinator, whatever the number of
-// tasks) and s.CountsByPool (which looks at every task: about 1ms per
-// million tasks, on the coordinator); between collections it costs
-// nothing. stop ends the watch (it unregisters the callback) and returns
-// the meter's error, if any; call it before or after s.Shutdown. Without
+// status and how many workers run an attempt. Its instruments are
+// asynchronous: at each collection it reads s.Totals (a round trip to the
+// coordinator, whatever the number of tasks) and s.CountsByPool (which
+// looks at every task: about 1ms per million tasks, on the coordinator);
+// between collections it costs nothing. One Observer may watch several
+// schedulers: their figures add up, and the counters (finished tasks,
+// retries) keep what a scheduler counted after its watch stops, so that
+// they never go down. stop ends the watch and returns the meter's error,
+// if any; call it before or after s.Shutdown; it is idempotent. Without
 // metrics (WithoutMetrics) Observe does nothing. Safe for concurrent use.
 func (o *Observer) Observe(s *coordinator.Scheduler) (stop func() error, err error) {
 	if o.meter == nil {
 		return func() error { return nil }, nil
 	}
-	var mu sync.Mutex                // collections may overlap
-	attrs := map[string]*poolAttrs{} // guarded by mu
-	reg, err := o.meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for name, t := range s.Totals() {
-			a := attrs[name]
-			if a == nil {
-				a = newPoolAttrs(name)
-				attrs[name] = a
-			}
-			for st := coordinator.Succeeded; st <= coordinator.Skipped; st++ {
-				obs.ObserveInt64(o.finished, int64(t.Of(st)), a.status[st])
-			}
-			obs.ObserveInt64(o.retries, int64(t.Retries), a.pool)
+	o.watchMu.Lock()
+	defer o.watchMu.Unlock()
+	if o.reg == nil {
+		reg, err := o.meter.RegisterCallback(o.collect, o.finished, o.retries, o.taskCount, o.busy)
+		if err != nil {
+			return nil, fmt.Errorf("otelbaton: registering the scheduler's instruments: %w", err)
 		}
-		for name, c := range s.CountsByPool() {
-			a := attrs[name]
-			if a == nil {
-				a = newPoolAttrs(name)
-				attrs[name] = a
-			}
-			for st := coordinator.Pending; st <= coordinator.Skipped; st++ {
-				obs.ObserveInt64(o.taskCount, int64(c.Of(st)), a.status[st])
-			}
-			obs.ObserveInt64(o.busy, int64(c.Running), a.pool)
-		}
-		return nil
-	}, o.finished, o.retries, o.taskCount, o.busy)
-	if err != nil {
-		return nil, fmt.Errorf("otelbaton: registering the scheduler's instruments: %w", err)
+		o.reg = reg
 	}
+	w := &watched{s: s}
+	o.watched = append(o.watched, w)
 	var once sync.Once
 	return func() error {
-		var err error
-		once.Do(func() { err = reg.Unregister() })
-		return err
+		once.Do(func() {
+			totals := s.Totals() // outside watchMu: a round trip to the coordinator
+			o.watchMu.Lock()
+			defer o.watchMu.Unlock()
+			o.watched = slices.DeleteFunc(o.watched, func(x *watched) bool { return x == w })
+			if o.retired == nil {
+				o.retired = map[string]coordinator.Totals{}
+			}
+			for name, t := range totals {
+				r := o.retired[name]
+				r.Succeeded += t.Succeeded
+				r.Failed += t.Failed
+				r.Cancelled += t.Cancelled
+				r.Skipped += t.Skipped
+				r.Retries += t.Retries
+				o.retired[name] = r
+			}
+		})
+		return nil
 	}, nil
+}
+
+// watched is one scheduler an Observer watches.
+type watched struct {
+	s *coordinator.Scheduler // immutable
+}
+
+// collect observes the totals and counts of every watched scheduler,
+// plus the totals of those no longer watched.
+func (o *Observer) collect(_ context.Context, obs metric.Observer) error {
+	o.watchMu.Lock()
+	defer o.watchMu.Unlock()
+	totals := make(map[string]coordinator.Totals, len(o.retired))
+	for name, t := range o.retired {
+		totals[name] = t
+	}
+	counts := map[string]coordinator.Counts{}
+	for _, w := range o.watched {
+		for name, t := range w.s.Totals() {
+			r := totals[name]
+			r.Succeeded += t.Succeeded
+			r.Failed += t.Failed
+			r.Cancelled += t.Cancelled
+			r.Skipped += t.Skipped
+			r.Retries += t.Retries
+			totals[name] = r
+		}
+		for name, c := range w.s.CountsByPool() {
+			r := counts[name]
+			r.Pending, r.Ready, r.Running = r.Pending+c.Pending, r.Ready+c.Ready, r.Running+c.Running
+			r.Succeeded, r.Failed = r.Succeeded+c.Succeeded, r.Failed+c.Failed
+			r.Cancelled, r.Skipped = r.Cancelled+c.Cancelled, r.Skipped+c.Skipped
+			counts[name] = r
+		}
+	}
+	for name, t := range totals {
+		a := o.poolAttrs(name)
+		for st := coordinator.Succeeded; st <= coordinator.Skipped; st++ {
+			obs.ObserveInt64(o.finished, int64(t.Of(st)), a.status[st])
+		}
+		obs.ObserveInt64(o.retries, int64(t.Retries), a.pool)
+	}
+	for name, c := range counts {
+		a := o.poolAttrs(name)
+		for st := coordinator.Pending; st <= coordinator.Skipped; st++ {
+			obs.ObserveInt64(o.taskCount, int64(c.Of(st)), a.status[st])
+		}
+		obs.ObserveInt64(o.busy, int64(c.Running), a.pool)
+	}
+	return nil
+}
+
+// poolAttrs returns the attribute sets of a pool's asynchronous
+// measurements, made once. Called with watchMu held.
+func (o *Observer) poolAttrs(name string) *poolAttrs {
+	a := o.attrs[name]
+	if a == nil {
+		if o.attrs == nil {
+			o.attrs = map[string]*poolAttrs{}
+		}
+		a = newPoolAttrs(name)
+		o.attrs[name] = a
+	}
+	return a
 }
 
 // poolAttrs are the attribute sets of one pool's asynchronous

@@ -325,3 +325,45 @@ func TestMetrics(t *testing.T) {
 		t.Logf("collected: %v", got)
 	}
 }
+
+// One Observer on two schedulers adds their figures up, and its counters
+// keep what a scheduler counted after its watch stops: they never go down.
+func TestCountersSurviveAStoppedWatch(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	obs, err := otelbaton.New(otelbaton.WithMeterProvider(mp), otelbaton.WithoutTracing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(n int) (*coordinator.Scheduler, func() error) {
+		s, err := coordinator.New(coordinator.WithMiddleware(obs.Middleware))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, err := obs.Observe(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := s.Submit(coordinator.Task{ID: fmt.Sprint(i), Run: func(context.Context) error { return nil }}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return s, stop
+	}
+	a, stopA := run(3)
+	b, stopB := run(5)
+	r := &rig{reader: reader}
+	const finished = "baton.task.finished{baton.pool=,baton.task.status=succeeded}"
+	check(t, metrics(t, r), map[string]float64{finished: 8})
+	for _, step := range []func() error{stopA, stopA, func() error { return a.Shutdown(context.Background()) }, stopB,
+		func() error { return b.Shutdown(context.Background()) }} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+		check(t, metrics(t, r), map[string]float64{finished: 8})
+	}
+}
