@@ -28,11 +28,18 @@
 // coordinator.SubmitContext, if any: a trace shows the submitter's work
 // and every attempt it caused. Attributes: AttrTaskID, AttrAttempt,
 // AttrRun, AttrPool and, at the end, AttrOutcome; a failed attempt
-// records its error (an exception event) and sets the status Error. A
+// records its error (an exception event) and sets the status Error; a
+// panic is an exception event with the panic's value and stack, and goes
+// on to the scheduler; a function that returns nil after its context
+// ended by a timeout or a cancel is recorded as the scheduler records it
+// (outcome timeout or cancelled, with the context's cause). A
 // sampled attempt links to the span of the last attempt of each of its
 // dependencies (coordinator.Upstream), as long as otelbaton still
 // remembers it: it keeps the span contexts of the last WithLinkMemory
 // tasks to have run (default DefaultLinkMemory), forgetting the oldest.
+// The memory is by task ID: an Observer shared by schedulers with the
+// same IDs, or a task ID reused under retention, may link to the span of
+// the other task of that name.
 // Looking the dependencies up costs a round trip to the coordinator, and
 // is done only for attempts that are sampled.
 //

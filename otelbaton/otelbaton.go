@@ -355,11 +355,20 @@ func (p *pool) Do(ctx context.Context, j worker.Job) (err error) {
 	panicking := true
 	defer func() {
 		oc := ok
+		var pv any // the panic's value, recovered to be recorded and raised again
 		switch {
 		case panicking:
 			oc = panicked
+			pv = recover()
+			defer panic(pv) // the scheduler's own recovery reports the attempt failed, with the stack
 		case err != nil:
 			oc = outcomeOf(ctx, err)
+		case ctx.Err() != nil:
+			// It returned nil after its context ended: the scheduler
+			// records a timeout or a cancel, and so does the span.
+			if c := outcomeOf(ctx, ctx.Err()); c == timedOut || c == cancelled {
+				oc = c
+			}
 		}
 		if p.counts != nil {
 			p.counts.stripes[maphash.String(seed, j.ID)%uint64(len(p.counts.stripes))].attempts[oc].Add(1)
@@ -372,7 +381,11 @@ func (p *pool) Do(ctx context.Context, j worker.Job) (err error) {
 				span.SetAttributes(AttrOutcome.String(outcomeNames[oc]))
 				switch {
 				case oc == panicked:
+					span.RecordError(fmt.Errorf("panic: %v", pv), trace.WithStackTrace(true))
 					span.SetStatus(codes.Error, "panic")
+				case err == nil && oc != ok:
+					span.RecordError(context.Cause(ctx))
+					span.SetStatus(codes.Error, context.Cause(ctx).Error())
 				case err != nil:
 					span.RecordError(err)
 					span.SetStatus(codes.Error, err.Error())

@@ -32,7 +32,7 @@ func TestOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown(context.Background())
-	running := make(chan struct{})
+	running, runningNil := make(chan struct{}), make(chan struct{})
 	err = s.Submit(
 		coordinator.Task{ID: "boom", Run: func(context.Context) error { panic("boom") }},
 		coordinator.Task{ID: "late", Timeout: time.Millisecond, Run: func(ctx context.Context) error {
@@ -44,21 +44,60 @@ func TestOutcomes(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}},
+		// These two return nil once their contexts end: the scheduler
+		// records a timeout and a cancel, and so must the spans.
+		coordinator.Task{ID: "lateNil", Timeout: time.Millisecond, Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil
+		}},
+		coordinator.Task{ID: "victimNil", Run: func(ctx context.Context) error {
+			close(runningNil)
+			<-ctx.Done()
+			return nil
+		}},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-running
+	<-runningNil
 	s.Cancel("victim")
+	s.Cancel("victimNil")
 	if err := s.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{reader: reader}
 	check(t, metrics(t, r), map[string]float64{
 		"baton.attempt.finished{baton.attempt.outcome=panic,baton.pool=}":       1,
-		"baton.attempt.finished{baton.attempt.outcome=timeout,baton.pool=}":     1,
+		"baton.attempt.finished{baton.attempt.outcome=timeout,baton.pool=}":     2,
 		"baton.attempt.finished{baton.attempt.outcome=cancelled,baton.pool=io}": 1,
+		"baton.attempt.finished{baton.attempt.outcome=cancelled,baton.pool=}":   1,
+		"baton.attempt.finished{baton.attempt.outcome=ok,baton.pool=}":          0,
 	})
+	for id, want := range map[string]coordinator.Status{"lateNil": coordinator.Failed, "victimNil": coordinator.Cancelled} {
+		if info, _ := s.Info(id); info.Status != want {
+			t.Errorf("Info(%s) = %v; want %v", id, info.Status, want)
+		}
+	}
+	// The panic is an exception event on the span; the scheduler still
+	// reports it with the stack of the panicking function.
+	var pe *worker.PanicError
+	if info, _ := s.Info("boom"); !errors.As(info.Err, &pe) || !strings.Contains(string(pe.Stack), "TestOutcomes") {
+		t.Errorf("Info(boom).Err = %v; want a *worker.PanicError with the task's stack", info.Err)
+	}
+	exception := false
+	for _, sp := range spans.Ended() {
+		for _, ev := range sp.Events() {
+			for _, kv := range ev.Attributes {
+				if ev.Name == "exception" && kv.Key == "exception.message" && strings.Contains(kv.Value.AsString(), "boom") {
+					exception = true
+				}
+			}
+		}
+	}
+	if !exception {
+		t.Errorf("no exception event with the panic's value on any span")
+	}
 	got := map[string]string{}
 	for _, sp := range spans.Ended() {
 		for _, kv := range sp.Attributes() {
