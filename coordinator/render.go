@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // statusStyle is how a status is drawn: fill and border colours, and
@@ -120,20 +121,28 @@ func styleOf(st Status) struct {
 }
 
 // dotQuote quotes s as a DOT string: a backslash and a double quote are
-// escaped, a newline becomes \n.
+// escaped, a newline becomes \n, and a byte that is not UTF-8 or a control
+// character becomes \xHH.
 func dotQuote(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"', '\\':
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '"' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case '\n':
+		case r == '\n':
 			b.WriteString(`\n`)
+		case (r == utf8.RuneError && n == 1) || r < ' ' || r == 0x7f:
+			// A byte that is not UTF-8, or a control character (NUL would
+			// end the file for Graphviz): its hex code, so that two IDs
+			// never draw as one node.
+			fmt.Fprintf(&b, `\x%02X`, s[i])
 		default:
 			b.WriteRune(r)
 		}
+		i += n
 	}
 	b.WriteByte('"')
 	return b.String()
@@ -142,7 +151,7 @@ func dotQuote(s string) string {
 // mermaidEscape makes s safe inside a quoted Mermaid label: characters
 // Mermaid or HTML would read become entity codes (#quot; #lt; ...).
 func mermaidEscape(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || strings.ContainsRune(`"<>&#`, r) }) {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || strings.ContainsRune("\"<>&#`", r) }) {
 		return s
 	}
 	var b strings.Builder
@@ -158,6 +167,8 @@ func mermaidEscape(s string) string {
 			b.WriteString("#amp;")
 		case '#':
 			b.WriteString("#35;")
+		case '`': // opens a markdown string in Mermaid
+			b.WriteString("#96;")
 		case '\n':
 			b.WriteString("<br/>")
 		default:

@@ -43,7 +43,10 @@ var (
 // Results are kept as long as the task is: with WithRetention, they are
 // forgotten with it. SetResult does not block and is safe for concurrent
 // use; it returns ErrNoAttempt for any other context, and once the
-// attempt's function has returned.
+// attempt's function has returned if that function used its context (a
+// method call, as SetResult makes). A context kept past the return of a
+// function that never used it breaks worker.Worker's rule: it may be
+// reused for a later attempt, and a late SetResult on it is not refused.
 func SetResult(ctx context.Context, v any) error {
 	c, ok := dispatch.Of(ctx)
 	if !ok {

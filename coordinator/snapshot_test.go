@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/batonhq/baton/coordinator"
 )
@@ -188,6 +189,39 @@ func TestRenderers(t *testing.T) {
 	}
 	if mm.String() != wantMermaid {
 		t.Errorf("Mermaid:\n%s\nwant:\n%s", mm.String(), wantMermaid)
+	}
+}
+
+// IDs that are not UTF-8, or hold control characters, stay distinct nodes
+// in DOT (NUL would end the file for Graphviz); a backtick does not open a
+// markdown string in Mermaid.
+func TestRenderersOddIDs(t *testing.T) {
+	g := &coordinator.Snapshot{
+		Tasks: []coordinator.SnapshotTask{
+			{ID: "\xff", Status: coordinator.Pending},
+			{ID: "\xfe", Status: coordinator.Pending},
+			{ID: "a\x00b", Status: coordinator.Pending},
+			{ID: "`tick`", Status: coordinator.Pending},
+		},
+		Edges: []coordinator.Edge{{From: "\xff", To: "\xfe"}},
+	}
+	var dot, mm strings.Builder
+	if err := g.WriteDOT(&dot); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WriteMermaid(&mm); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"\xFF" -> "\xFE";`, `"a\x00b" [label=`} {
+		if !strings.Contains(dot.String(), want) {
+			t.Errorf("DOT lacks %s:\n%s", want, dot.String())
+		}
+	}
+	if strings.ContainsRune(dot.String(), 0) || !utf8.ValidString(dot.String()) {
+		t.Errorf("DOT holds a NUL or bytes that are not UTF-8:\n%q", dot.String())
+	}
+	if strings.Contains(mm.String(), "`") || !strings.Contains(mm.String(), "#96;tick#96;") {
+		t.Errorf("Mermaid keeps a backtick:\n%s", mm.String())
 	}
 }
 

@@ -150,8 +150,8 @@ type pickyHandler struct {
 }
 
 func (h *pickyHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *pickyHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *pickyHandler) WithGroup(string) slog.Handler           { return h }
+func (h *pickyHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *pickyHandler) WithGroup(string) slog.Handler            { return h }
 func (h *pickyHandler) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == coordinator.LogMsgFailed || r.Level >= slog.LevelError {
 		panic("handler bug")

@@ -13,7 +13,7 @@ import (
 // They are what a monitoring counter wants (otelbaton exports them).
 type Totals struct {
 	Succeeded, Failed, Cancelled, Skipped uint64 // tasks that reached the status
-	Retries                               uint64 // failed attempts followed by another
+	Retries                               uint64 // failed attempts given a retry (counted when it is scheduled: a cancel during the wait does not take it back)
 }
 
 func (t *Totals) count(st Status) {
