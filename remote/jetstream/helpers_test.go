@@ -45,7 +45,7 @@ const long = 30 * time.Second
 // startServer starts an embedded JetStream server with file storage in
 // dir, on port (-1: any free port), and shuts it down at cleanup unless
 // the test did.
-func startServer(t *testing.T, dir string, port int) *server.Server {
+func startServer(t testing.TB, dir string, port int) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true})
