@@ -2,11 +2,13 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	bjs "github.com/batonhq/baton/remote/jetstream"
@@ -49,6 +51,88 @@ func benchServer(b *testing.B) (coord, work *nats.Conn) {
 	return coord, work
 }
 
+// BenchmarkRatio alternates blocks of raw and Pool round trips on one
+// server, so that both see the same machine load, and reports the Pool's
+// throughput as a fraction of the raw one (pool/raw): the figure the
+// target (at least 0.8 pipelined) is about. Each of the b.N iterations is
+// one block of each.
+//
+//	go test ./remote/jetstream -run '^$' -bench Ratio -benchtime 20x
+func BenchmarkRatio(b *testing.B) {
+	for _, mode := range []string{"sequential", "pipelined"} {
+		b.Run(mode, func(b *testing.B) {
+			pipelined := mode == "pipelined"
+			block := 200
+			if pipelined {
+				block = 4 * inFlight
+			}
+			coord, work := benchServer(b)
+			raw := rawRoundTrip(b, coord, work)
+			pool := poolRoundTrip(b, coord, work, "ratio")
+			var tRaw, tPool time.Duration
+			n := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				// Alternate which goes first.
+				first, second, tFirst, tSecond := raw, pool, &tRaw, &tPool
+				if i%2 == 1 {
+					first, second, tFirst, tSecond = pool, raw, &tPool, &tRaw
+				}
+				*tFirst += timeBlock(b, pipelined, n, block, first)
+				*tSecond += timeBlock(b, pipelined, n, block, second)
+				n += block
+			}
+			b.StopTimer()
+			rawRate := float64(n) / tRaw.Seconds()
+			poolRate := float64(n) / tPool.Seconds()
+			b.ReportMetric(rawRate, "raw-attempts/s")
+			b.ReportMetric(poolRate, "pool-attempts/s")
+			b.ReportMetric(poolRate/rawRate, "pool/raw")
+		})
+	}
+}
+
+// timeBlock runs attempts from..from+n and returns how long they took.
+func timeBlock(b *testing.B, pipelined bool, from, n int, do func(i int) error) time.Duration {
+	start := time.Now()
+	var next atomic.Int64
+	next.Store(int64(from))
+	end := int64(from + n)
+	worker := func() error {
+		for {
+			i := next.Add(1) - 1
+			if i >= end {
+				return nil
+			}
+			if err := do(int(i)); err != nil {
+				return err
+			}
+		}
+	}
+	if !pipelined {
+		if err := worker(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, inFlight)
+	for range inFlight {
+		wg.Go(func() {
+			if err := worker(); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
 // run calls do b.N times, one at a time or from inFlight goroutines.
 func run(b *testing.B, pipelined bool, do func(i int) error) {
 	var next atomic.Int64
@@ -89,22 +173,27 @@ func run(b *testing.B, pipelined bool, do func(i int) error) {
 
 func benchPool(b *testing.B, pipelined bool) {
 	coord, work := benchServer(b)
-	ctx := b.Context()
-	p, err := bjs.NewPool(ctx, coord, "bench")
+	run(b, pipelined, poolRoundTrip(b, coord, work, "bench"))
+}
+
+// poolRoundTrip sets up a Pool and a Serve (stopped at cleanup) and
+// returns one attempt's round trip.
+func poolRoundTrip(b *testing.B, coord, work *nats.Conn, name string) func(i int) error {
+	ctx := context.Background()
+	p, err := bjs.NewPool(ctx, coord, name)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.Close()
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		served <- bjs.Serve(sctx, work, "bench", map[string]bjs.Handler{"echo": echo}, bjs.WithConcurrency(inFlight))
+		served <- bjs.Serve(sctx, work, name, map[string]bjs.Handler{"echo": echo}, bjs.WithConcurrency(inFlight))
 	}()
-	defer func() { stop(); <-served }()
+	b.Cleanup(func() { stop(); <-served; p.Close() })
 	data := []byte("payload")
-	run(b, pipelined, func(i int) error {
+	return func(i int) error {
 		return p.Do(ctx, worker.Job{ID: strconv.Itoa(i), Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "echo", Data: data}})
-	})
+	}
 }
 
 // benchScheduler runs b.N independent tasks through a Scheduler whose
@@ -151,7 +240,13 @@ func benchScheduler(b *testing.B) {
 // against JetStream, with the same stream settings.
 func benchRaw(b *testing.B, pipelined bool) {
 	coord, work := benchServer(b)
-	ctx := b.Context()
+	run(b, pipelined, rawRoundTrip(b, coord, work))
+}
+
+// rawRoundTrip sets up the raw reference (torn down at cleanup) and
+// returns one round trip.
+func rawRoundTrip(b *testing.B, coord, work *nats.Conn) func(i int) error {
+	ctx := context.Background()
 	js, _ := njs.New(coord)
 	wjs, _ := njs.New(work)
 	ws, err := js.CreateStream(ctx, njs.StreamConfig{Name: "RAW_W", Subjects: []string{"raw.w"},
@@ -188,7 +283,7 @@ func benchRaw(b *testing.B, pipelined bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { wcc.Stop(); <-wcc.Closed(); inflight.Wait() }()
+	b.Cleanup(func() { wcc.Stop(); <-wcc.Closed(); inflight.Wait() })
 	var mu sync.Mutex
 	waiting := map[string]chan struct{}{}
 	rcc, err := rc.Consume(func(m njs.Msg) {
@@ -204,8 +299,8 @@ func benchRaw(b *testing.B, pipelined bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { rcc.Stop(); <-rcc.Closed() }()
-	run(b, pipelined, func(i int) error {
+	b.Cleanup(func() { rcc.Stop(); <-rcc.Closed() })
+	return func(i int) error {
 		key := strconv.Itoa(i)
 		ch := make(chan struct{})
 		mu.Lock()
@@ -220,8 +315,8 @@ func benchRaw(b *testing.B, pipelined bool) {
 		select {
 		case <-ch:
 			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-time.After(time.Minute):
+			return errors.New("raw round trip: no reply within a minute")
 		}
-	})
+	}
 }

@@ -39,8 +39,7 @@
 // baton.P.attempts) with the message ID instance/round/attempt/task, so a
 // repeated publish of the same attempt is stored once (within the
 // duplicate window, WithDedupeWindow). A Serve takes it from the stream's
-// one work consumer, tells the Pool it started (core NATS), runs the
-// handler of the Payload's Kind while it extends the lease (InProgress
+// one work consumer, runs the handler of the Payload's Kind while it extends the lease (InProgress
 // every third of WithLease), publishes the outcome (result, error text, or
 // panic value and stack) to the results stream, addressed to the Pool
 // instance, and only then acknowledges the attempt. The Pool reads its
@@ -50,9 +49,9 @@
 // Cancel, Timeout and Shutdown end Do's context. Do then publishes the
 // attempt's key on the pool's cancel subject, which every Serve watches:
 // a running handler has its context cancelled with the cause ErrStopped,
-// and a Serve that has not started it yet drops it. An attempt no worker
-// had started is deleted from the stream and Do returns at once; for one
-// that had started, Do waits up to WithStopWait for its outcome, so that
+// and a Serve that has not started it yet drops it. An attempt the work
+// consumer had not delivered yet is deleted from the stream and Do returns
+// at once; for one it had delivered, Do waits up to WithStopWait for its outcome, so that
 // the task's next attempt does not run beside it. The task's deadline
 // also travels with the attempt, as an absolute time read on the worker's
 // clock (keep the clocks in sync).
@@ -111,6 +110,6 @@
 // (AckWait = WithLease, MaxDeliver = WithMaxDeliver); the stream
 // BATON_P_RESULTS (interest retention, subjects baton.P.results.>) with a
 // durable consumer coord-I per instance, removed after WithResultsTTL of
-// inactivity; core subjects baton.P.started.I and baton.P.cancel. NewPool
+// inactivity; the core subject baton.P.cancel. NewPool
 // creates or updates them all; Serve waits for them.
 package jetstream

@@ -5,10 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +32,8 @@ type Result struct {
 	Worker   string // the name of the Serve that ran it (WithWorkerName)
 	Delivery int    // which delivery of the attempt ran it: 1, or more after a worker died or lost its lease
 }
+
+var errDelivered = errors.New("jetstream: attempt delivered to a worker")
 
 // Stats counts what a Pool has seen since NewPool.
 type Stats struct {
@@ -204,6 +205,7 @@ type Pool struct {
 	nc       *nats.Conn    // owned by the caller; the Pool never closes it
 	js       njs.JetStream // immutable
 	attempts njs.Stream    // immutable: the work-queue stream, for DeleteMsg
+	work     njs.Consumer  // immutable: its work consumer, for what it delivered
 	name     string        // immutable: the pool's name
 	cfg      poolConfig    // immutable after NewPool
 	maxData  int           // immutable: the largest Payload.Data
@@ -228,11 +230,10 @@ type Pool struct {
 // call is one Do waiting for its outcome. Its fields are guarded by
 // Pool.mu, except ch, which receives at most one delivery.
 type call struct {
-	key     string
-	seq     uint64 // the attempt message's stream sequence, once published
-	started bool   // a worker said it began the attempt
-	got     bool   // a delivery was sent on ch
-	ch      chan delivery
+	key string
+	seq uint64 // the attempt message's stream sequence, once published
+	got bool   // a delivery was sent on ch
+	ch  chan delivery
 }
 
 type delivery struct {
@@ -301,7 +302,7 @@ func (p *Pool) provision(ctx context.Context) error {
 		return fmt.Errorf("jetstream: NewPool(%q): attempts stream: %w", p.name, err)
 	}
 	p.attempts = s
-	if _, err := s.CreateOrUpdateConsumer(ctx, njs.ConsumerConfig{
+	if p.work, err = s.CreateOrUpdateConsumer(ctx, njs.ConsumerConfig{
 		Durable: workConsumer, AckPolicy: njs.AckExplicitPolicy, AckWait: c.lease,
 		MaxDeliver: c.maxDeliver, MaxAckPending: -1, DeliverPolicy: njs.DeliverAllPolicy,
 	}); err != nil {
@@ -317,7 +318,7 @@ func (p *Pool) provision(ctx context.Context) error {
 	return nil
 }
 
-// start subscribes to outcomes, started notices, max-delivery advisories
+// start subscribes to outcomes, max-delivery advisories
 // and connection events, in this order of importance.
 func (p *Pool) start(ctx context.Context) error {
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{
@@ -332,7 +333,6 @@ func (p *Pool) start(ctx context.Context) error {
 		subject string
 		f       nats.MsgHandler
 	}{
-		{startedSubject(p.name, p.cfg.instance), p.onStarted},
 		{maxDeliveriesSubject(p.name), p.onMaxDeliveries},
 	} {
 		sub, err := p.nc.Subscribe(s.subject, s.f)
@@ -463,7 +463,7 @@ func (p *Pool) Do(ctx context.Context, j worker.Job) error {
 	}
 	defer p.unregister(c)
 	deadline, _ := ctx.Deadline()
-	msg := attemptMsg(p.name, p.cfg.instance, c.key, jobID{j.ID, j.Round, j.Attempt}, pl, deadline)
+	msg := attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline)
 	if err := p.publish(ctx, c, msg, lost); err != nil {
 		if ctx.Err() != nil {
 			// It may have been stored: tell the workers, who remember it.
@@ -525,7 +525,7 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 		// Not bounded by ctx: once sent, the attempt may be stored, and
 		// only its sequence lets a cancel take it out again.
 		pctx, done := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-		ack, err := p.js.PublishMsg(pctx, msg, njs.WithExpectStream(attemptsStream(p.name)))
+		ack, err := p.js.PublishMsg(pctx, msg)
 		done()
 		if err == nil {
 			p.mu.Lock()
@@ -582,7 +582,7 @@ func (p *Pool) apply(ctx context.Context, d delivery) error {
 	}
 	p.mu.Unlock()
 	_ = d.msg.Ack()
-	id := parseKey(o.Key)
+	_, id, _ := parseKey(o.Key)
 	re := &RemoteError{Task: id.task, Round: id.round, Attempt: id.attempt, Worker: o.Worker, Delivery: o.Delivery,
 		Message: o.Error, unknownKind: o.Code == codeUnknownKind}
 	if o.Status != statusOK && ctx.Err() != nil {
@@ -611,20 +611,25 @@ func (p *Pool) cancel(ctx context.Context, c *call) error {
 	cause := context.Cause(ctx)
 	_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
 	p.mu.Lock()
-	started, seq := c.started, c.seq
+	seq := c.seq
 	p.mu.Unlock()
-	if !started {
-		// Most likely still queued: take it out of the stream. A worker
-		// that took it meanwhile sees the cancel when it starts it.
-		dctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
-		err := p.attempts.DeleteMsg(dctx, seq)
-		done()
-		if err == nil {
-			p.mu.Lock()
-			p.settled.add(c.key)
-			p.mu.Unlock()
-			return cause
-		}
+	// The one work consumer delivers in stream order (redeliveries
+	// aside): an attempt past the last delivered sequence is still
+	// queued. Take it out of the stream and return at once; a worker that
+	// took it meanwhile sees the cancel published above.
+	dctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
+	info, err := p.work.Info(dctx)
+	if err == nil && seq > info.Delivered.Stream {
+		err = p.attempts.DeleteMsg(dctx, seq)
+	} else if err == nil {
+		err = errDelivered
+	}
+	done()
+	if err == nil {
+		p.mu.Lock()
+		p.settled.add(c.key)
+		p.mu.Unlock()
+		return cause
 	}
 	t := time.NewTimer(p.cfg.stopWait)
 	defer t.Stop()
@@ -715,14 +720,6 @@ func (p *Pool) duplicate(o outcome) {
 		slog.Int("delivery", o.Delivery))
 }
 
-func (p *Pool) onStarted(m *nats.Msg) {
-	p.mu.Lock()
-	if c := p.waiting[string(m.Data)]; c != nil {
-		c.started = true
-	}
-	p.mu.Unlock()
-}
-
 // onMaxDeliveries fails the attempt the server gave up delivering.
 func (p *Pool) onMaxDeliveries(m *nats.Msg) {
 	var adv struct {
@@ -786,17 +783,4 @@ func (p *Pool) outageTooLong() {
 	default:
 		close(p.lost)
 	}
-}
-
-// parseKey is attemptKey's inverse, for error messages.
-func parseKey(key string) jobID {
-	var id jobID
-	parts := strings.SplitN(key, "/", 4)
-	if len(parts) != 4 {
-		return id
-	}
-	id.round, _ = strconv.Atoi(parts[1])
-	id.attempt, _ = strconv.Atoi(parts[2])
-	id.task = parts[3]
-	return id
 }

@@ -281,16 +281,15 @@ func (s *server) warn(ctx context.Context, msg string, err error) {
 // acknowledged; or handed back (Nak) when this worker is shutting down.
 func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 	h := m.Headers()
-	key, instance, kind := h.Get(nats.MsgIdHdr), h.Get(hdrInstance), h.Get(hdrKind)
-	if key == "" || !poolName.MatchString(instance) {
+	key, kind := h.Get(nats.MsgIdHdr), h.Get(hdrKind)
+	instance, id, ok := parseKey(key)
+	if !ok {
 		s.cfg.logger.LogAttrs(ctx, slog.LevelError, "jetstream: Serve: dropping a malformed attempt",
 			slog.String("pool", s.pool), slog.String("attempt", key))
 		_ = m.Term()
 		return
 	}
-	a := Attempt{Task: h.Get(hdrTask), Kind: kind, Worker: s.cfg.name}
-	a.Round, _ = strconv.Atoi(h.Get(hdrRound))
-	a.Attempt, _ = strconv.Atoi(h.Get(hdrAttempt))
+	a := Attempt{Task: id.task, Kind: kind, Round: id.round, Attempt: id.attempt, Worker: s.cfg.name}
 	if md, err := m.Metadata(); err == nil {
 		a.Delivery = int(md.NumDelivered)
 	}
@@ -316,7 +315,6 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		delete(s.running, key)
 		s.mu.Unlock()
 	}()
-	_ = s.nc.Publish(startedSubject(s.pool, instance), []byte(key))
 
 	// Extend the lease every third of it until the outcome is out.
 	var mu sync.Mutex
@@ -389,7 +387,7 @@ func (s *server) report(ctx context.Context, instance string, o outcome, lease t
 	defer done()
 	backoff := publishBackoffMin
 	for {
-		_, err := s.js.PublishMsg(pctx, m, njs.WithExpectStream(resultsStream(s.pool)))
+		_, err := s.js.PublishMsg(pctx, m)
 		if err == nil || pctx.Err() != nil {
 			return err
 		}

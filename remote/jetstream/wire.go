@@ -18,7 +18,6 @@ import (
 //	consumer workers           on BATON_P_ATTEMPTS         shared by every Serve of the pool
 //	stream   BATON_P_RESULTS   subjects baton.P.results.>  interest retention, one message per outcome
 //	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I
-//	subject  baton.P.started.I                             core NATS, body = attempt key: a worker began it
 //	subject  baton.P.cancel                                core NATS, body = attempt key: stop it
 const workConsumer = "workers"
 
@@ -30,9 +29,6 @@ func attemptsSubject(pool string) string { return "baton." + pool + ".attempts" 
 func resultsSubject(pool, instance string) string {
 	return "baton." + pool + ".results." + instance
 }
-func startedSubject(pool, instance string) string {
-	return "baton." + pool + ".started." + instance
-}
 func cancelSubject(pool string) string { return "baton." + pool + ".cancel" }
 func maxDeliveriesSubject(pool string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + attemptsStream(pool) + "." + workConsumer
@@ -42,19 +38,17 @@ func consumerCreatedSubject(pool string) string {
 }
 func resultsConsumer(instance string) string { return "coord-" + instance }
 
-// Headers of an attempt message. Its body is Payload.Data.
+// Headers of an attempt message, besides its Nats-Msg-Id (the attempt
+// key, which names the instance, round, attempt and task). Its body is
+// Payload.Data.
 const (
 	hdrKind     = "Baton-Kind"
-	hdrTask     = "Baton-Task"
-	hdrRound    = "Baton-Round"
-	hdrAttempt  = "Baton-Attempt"
-	hdrInstance = "Baton-Instance" // the Pool instance that waits for the outcome
 	hdrDeadline = "Baton-Deadline" // unix nanoseconds; absent without a deadline
 )
 
-// attemptKey names one attempt of one task for one Pool instance; it is
-// the attempt message's Nats-Msg-Id, so publishing it again is
-// deduplicated by the stream.
+// attemptKey names one attempt of one task for one Pool instance:
+// instance/round/attempt/task. It is the attempt message's Nats-Msg-Id, so
+// publishing it again is deduplicated by the stream.
 func attemptKey(instance string, j jobID) string {
 	return instance + "/" + strconv.Itoa(j.round) + "/" + strconv.Itoa(j.attempt) + "/" + j.task
 }
@@ -64,15 +58,24 @@ type jobID struct {
 	round, attempt int
 }
 
-func attemptMsg(pool, instance, key string, j jobID, p Payload, deadline time.Time) *nats.Msg {
+// parseKey is attemptKey's inverse; ok is false for a malformed key.
+func parseKey(key string) (instance string, id jobID, ok bool) {
+	parts := strings.SplitN(key, "/", 4)
+	if len(parts) != 4 || !poolName.MatchString(parts[0]) {
+		return "", id, false
+	}
+	var err1, err2 error
+	id.round, err1 = strconv.Atoi(parts[1])
+	id.attempt, err2 = strconv.Atoi(parts[2])
+	id.task = parts[3]
+	return parts[0], id, err1 == nil && err2 == nil
+}
+
+func attemptMsg(pool, key, kind string, data []byte, deadline time.Time) *nats.Msg {
 	m := nats.NewMsg(attemptsSubject(pool))
-	m.Data = p.Data
+	m.Data = data
 	m.Header.Set(nats.MsgIdHdr, key)
-	m.Header.Set(hdrKind, p.Kind)
-	m.Header.Set(hdrTask, j.task)
-	m.Header.Set(hdrRound, strconv.Itoa(j.round))
-	m.Header.Set(hdrAttempt, strconv.Itoa(j.attempt))
-	m.Header.Set(hdrInstance, instance)
+	m.Header.Set(hdrKind, kind)
 	if !deadline.IsZero() {
 		m.Header.Set(hdrDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
 	}
