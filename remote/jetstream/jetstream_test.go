@@ -335,7 +335,7 @@ func TestDuplicateOutcomeIgnored(t *testing.T) {
 	}
 	wait(t, s)
 	// The second outcome of attempt 1 of round 1 of x: a failure.
-	forged, _ := json.Marshal(map[string]any{"key": "coord1/1/1/x", "status": "error", "worker": "w2", "delivery": 2, "error": "late"})
+	forged := bjs.EncodeOutcome("coord1/1/1/x", "error", "w2", 2, "late")
 	js, _ := njs.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	defer cancel()
@@ -461,3 +461,25 @@ func (w *numbered) Do(ctx context.Context, j worker.Job) error {
 }
 
 func (w *numbered) Validate(j worker.Job) error { return w.p.Validate(j) }
+
+// A server that stays down longer than WithMaxOutage fails the attempt
+// waiting for its outcome, and new attempts at once, with ErrUnavailable.
+func TestOutageFailsAttempts(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "outage", bjs.WithMaxOutage(300*time.Millisecond))
+	published := subscribe(t, nc, "baton.outage.attempts")
+	done := make(chan error, 1)
+	go func() {
+		done <- pool.Do(context.Background(), worker.Job{ID: "w", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "echo"}})
+	}()
+	recv(t, published, "attempt published")
+	stopServer(srv)
+	if err := recv(t, done, "Do's return"); !errors.Is(err, bjs.ErrUnavailable) {
+		t.Fatalf("waiting Do = %v; want ErrUnavailable", err)
+	}
+	err := pool.Do(context.Background(), worker.Job{ID: "n", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "echo"}})
+	if !errors.Is(err, bjs.ErrUnavailable) {
+		t.Fatalf("Do during the outage = %v; want ErrUnavailable", err)
+	}
+}

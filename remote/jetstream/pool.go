@@ -223,6 +223,7 @@ type Pool struct {
 	settled *keyRing           // attempts whose outcome was applied
 	down    bool               // the connection is not up
 	lost    chan struct{}      // closed once an outage outlasts cfg.maxOutage; replaced when it ends
+	up      chan struct{}      // closed while connected; replaced when the connection drops
 	timer   *time.Timer        // fires lost; nil while connected
 	stats   Stats
 }
@@ -279,7 +280,8 @@ func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 	}
 	p := &Pool{nc: nc, js: js, name: name, cfg: cfg, maxData: int(nc.MaxPayload()) - payloadHeadroom,
 		closing: make(chan struct{}), waiting: make(map[string]*call), bySeq: make(map[uint64]*call),
-		early: make(map[string]njs.Msg), settled: newKeyRing(settledMemory), lost: make(chan struct{})}
+		early: make(map[string]njs.Msg), settled: newKeyRing(settledMemory), lost: make(chan struct{}),
+		up: make(chan struct{})}
 	if err := p.provision(ctx); err != nil {
 		return nil, err
 	}
@@ -342,10 +344,14 @@ func (p *Pool) start(ctx context.Context) error {
 		p.subs = append(p.subs, sub)
 	}
 	p.status = p.nc.StatusChanged()
+	p.mu.Lock()
 	p.down = !p.nc.IsConnected()
 	if p.down {
 		p.timer = time.AfterFunc(p.cfg.maxOutage, p.outageTooLong)
+	} else {
+		close(p.up)
 	}
+	p.mu.Unlock()
 	p.wg.Go(p.monitor)
 	cc, err := cons.Consume(p.onOutcome, njs.ConsumeErrHandler(func(_ njs.ConsumeContext, err error) {
 		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "jetstream: results consumer",
@@ -522,6 +528,20 @@ func (p *Pool) unregister(c *call) {
 func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan struct{}) error {
 	backoff, waited := publishBackoffMin, time.Duration(0)
 	for {
+		// While disconnected, wait for the connection rather than buffer
+		// a request that would only time out.
+		p.mu.Lock()
+		up := p.up
+		p.mu.Unlock()
+		select {
+		case <-up:
+		case <-lost:
+			return fmt.Errorf("%w: not connected for %v", ErrUnavailable, p.cfg.maxOutage)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.closing:
+			return ErrClosed
+		}
 		// Not bounded by ctx: once sent, the attempt may be stored, and
 		// only its sequence lets a cancel take it out again.
 		pctx, done := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
@@ -582,26 +602,26 @@ func (p *Pool) apply(ctx context.Context, d delivery) error {
 	}
 	p.mu.Unlock()
 	_ = d.msg.Ack()
-	_, id, _ := parseKey(o.Key)
-	re := &RemoteError{Task: id.task, Round: id.round, Attempt: id.attempt, Worker: o.Worker, Delivery: o.Delivery,
-		Message: o.Error, unknownKind: o.Code == codeUnknownKind}
-	if o.Status != statusOK && ctx.Err() != nil {
-		// The attempt's context ended (Cancel, Timeout, Shutdown): that,
-		// not how the handler reacted to it, is the attempt's end.
-		return context.Cause(ctx)
-	}
-	switch o.Status {
-	case statusOK:
+	if o.Status == statusOK {
 		// Outside a coordinator (a direct Do) there is no attempt to set
 		// a result on: ErrNoAttempt is expected then.
 		_ = coordinator.SetResult(ctx, Result{Data: o.Result, Worker: o.Worker, Delivery: o.Delivery})
 		return nil
+	}
+	if ctx.Err() != nil {
+		// The attempt's context ended (Cancel, Timeout, Shutdown): that,
+		// not how the handler reacted to it, is the attempt's end.
+		return context.Cause(ctx)
+	}
+	_, id, _ := parseKey(o.Key)
+	re := &RemoteError{Task: id.task, Round: id.round, Attempt: id.attempt, Worker: o.Worker, Delivery: o.Delivery,
+		Message: o.Error, unknownKind: o.Code == codeUnknownKind}
+	switch o.Status {
 	case statusPanic:
 		re.Panic = true
 		return &worker.PanicError{Value: re, Stack: []byte(o.Stack)}
 	case statusCancelled:
 		re.Message = "stopped by a cancel: " + o.Error
-		return re
 	}
 	return re
 }
@@ -764,8 +784,10 @@ func (p *Pool) monitor() {
 				p.lost = make(chan struct{})
 			default:
 			}
+			close(p.up)
 		case !up && !p.down:
 			p.down = true
+			p.up = make(chan struct{})
 			p.timer = time.AfterFunc(p.cfg.maxOutage, p.outageTooLong)
 		}
 		p.mu.Unlock()

@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -376,12 +375,8 @@ func (s *server) call(ctx context.Context, h Handler, data []byte, o *outcome) {
 // report publishes the outcome, retrying for up to a lease (the attempt is
 // redelivered after that anyway), even while Serve's ctx ends.
 func (s *server) report(ctx context.Context, instance string, o outcome, lease time.Duration) error {
-	body, err := json.Marshal(o)
-	if err != nil {
-		return err
-	}
 	m := nats.NewMsg(resultsSubject(s.pool, instance))
-	m.Data = body
+	m.Data = o.encode()
 	m.Header.Set(nats.MsgIdHdr, "out/"+o.Key)
 	pctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)
 	defer done()
