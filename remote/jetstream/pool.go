@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -211,30 +212,30 @@ type Pool struct {
 	maxData  int           // immutable: the largest Payload.Data
 	cc       njs.ConsumeContext
 	subs     []*nats.Subscription
-	status   chan nats.Status // connection events, read by monitor
-	closing  chan struct{}    // closed by Close
-	closeErr func() error     // Close, once
-	wg       sync.WaitGroup   // the monitor goroutine
+	status   chan nats.Status              // connection events, read by monitor
+	closing  chan struct{}                 // closed by Close
+	up       atomic.Pointer[chan struct{}] // closed while connected; replaced (under mu) when the connection drops
+	counts   struct{ published, deduplicated, outcomes, duplicates, redelivered atomic.Int64 }
+	closeErr func() error   // Close, once
+	wg       sync.WaitGroup // the monitor goroutine
 
 	mu      sync.Mutex         // guards the fields below
 	waiting map[string]*call   // by attempt key: the Do calls waiting for an outcome
-	bySeq   map[uint64]*call   // by the attempt message's stream sequence
 	early   map[string]njs.Msg // outcomes no Do waited for yet (a restart)
 	settled *keyRing           // attempts whose outcome was applied
 	down    bool               // the connection is not up
 	lost    chan struct{}      // closed once an outage outlasts cfg.maxOutage; replaced when it ends
-	up      chan struct{}      // closed while connected; replaced when the connection drops
 	timer   *time.Timer        // fires lost; nil while connected
-	stats   Stats
 }
 
 // call is one Do waiting for its outcome. Its fields are guarded by
 // Pool.mu, except ch, which receives at most one delivery.
 type call struct {
-	key string
-	seq uint64 // the attempt message's stream sequence, once published
-	got bool   // a delivery was sent on ch
-	ch  chan delivery
+	key  string
+	seq  atomic.Uint64 // the attempt message's stream sequence, once published
+	gone bool          // unregistered; owned by the Do goroutine
+	got  bool          // a delivery was sent on ch
+	ch   chan delivery
 }
 
 type delivery struct {
@@ -279,9 +280,10 @@ func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 		return nil, err
 	}
 	p := &Pool{nc: nc, js: js, name: name, cfg: cfg, maxData: int(nc.MaxPayload()) - payloadHeadroom,
-		closing: make(chan struct{}), waiting: make(map[string]*call), bySeq: make(map[uint64]*call),
-		early: make(map[string]njs.Msg), settled: newKeyRing(settledMemory), lost: make(chan struct{}),
-		up: make(chan struct{})}
+		closing: make(chan struct{}), waiting: make(map[string]*call),
+		early: make(map[string]njs.Msg), settled: newKeyRing(settledMemory), lost: make(chan struct{})}
+	up := make(chan struct{})
+	p.up.Store(&up)
 	if err := p.provision(ctx); err != nil {
 		return nil, err
 	}
@@ -349,7 +351,7 @@ func (p *Pool) start(ctx context.Context) error {
 	if p.down {
 		p.timer = time.AfterFunc(p.cfg.maxOutage, p.outageTooLong)
 	} else {
-		close(p.up)
+		close(*p.up.Load())
 	}
 	p.mu.Unlock()
 	p.wg.Go(p.monitor)
@@ -400,9 +402,9 @@ func (p *Pool) Instance() string { return p.cfg.instance }
 // Stats returns the Pool's counters. It is safe for concurrent use and
 // works after Close.
 func (p *Pool) Stats() Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
+	return Stats{Published: int(p.counts.published.Load()), Deduplicated: int(p.counts.deduplicated.Load()),
+		Outcomes: int(p.counts.outcomes.Load()), Duplicates: int(p.counts.duplicates.Load()),
+		Redelivered: int(p.counts.redelivered.Load())}
 }
 
 // Validate refuses, before anything is published, a job whose Payload is
@@ -480,7 +482,7 @@ func (p *Pool) Do(ctx context.Context, j worker.Job) error {
 	}
 	select {
 	case d := <-c.ch:
-		return p.apply(ctx, d)
+		return p.apply(ctx, c, d)
 	case <-ctx.Done():
 		return p.cancel(ctx, c)
 	case <-lost:
@@ -514,12 +516,16 @@ func (p *Pool) register(c *call) (<-chan struct{}, error) {
 	return p.lost, nil
 }
 
+// unregister ends c's wait and remembers its attempt as settled: an
+// outcome that arrives later for it is a duplicate.
 func (p *Pool) unregister(c *call) {
+	if c.gone {
+		return
+	}
+	c.gone = true
 	p.mu.Lock()
 	delete(p.waiting, c.key)
-	if c.seq != 0 {
-		delete(p.bySeq, c.seq)
-	}
+	p.settled.add(c.key)
 	p.mu.Unlock()
 }
 
@@ -530,11 +536,8 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 	for {
 		// While disconnected, wait for the connection rather than buffer
 		// a request that would only time out.
-		p.mu.Lock()
-		up := p.up
-		p.mu.Unlock()
 		select {
-		case <-up:
+		case <-*p.up.Load():
 		case <-lost:
 			return fmt.Errorf("%w: not connected for %v", ErrUnavailable, p.cfg.maxOutage)
 		case <-ctx.Done():
@@ -548,14 +551,11 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 		ack, err := p.js.PublishMsg(pctx, msg)
 		done()
 		if err == nil {
-			p.mu.Lock()
-			c.seq = ack.Sequence
-			p.bySeq[ack.Sequence] = c
-			p.stats.Published++
+			c.seq.Store(ack.Sequence)
+			p.counts.published.Add(1)
 			if ack.Duplicate {
-				p.stats.Deduplicated++
+				p.counts.deduplicated.Add(1)
 			}
-			p.mu.Unlock()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -589,18 +589,16 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 
 // apply turns an outcome into Do's result, remembers its attempt as
 // settled and acknowledges the message.
-func (p *Pool) apply(ctx context.Context, d delivery) error {
+func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
+	p.unregister(c)
 	if d.err != nil {
 		return d.err
 	}
 	o := d.o
-	p.mu.Lock()
-	p.settled.add(o.Key)
-	p.stats.Outcomes++
+	p.counts.outcomes.Add(1)
 	if o.Delivery > 1 {
-		p.stats.Redelivered++
+		p.counts.redelivered.Add(1)
 	}
-	p.mu.Unlock()
 	_ = d.msg.Ack()
 	if o.Status == statusOK {
 		// Outside a coordinator (a direct Do) there is no attempt to set
@@ -630,9 +628,7 @@ func (p *Pool) apply(ctx context.Context, d delivery) error {
 func (p *Pool) cancel(ctx context.Context, c *call) error {
 	cause := context.Cause(ctx)
 	_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
-	p.mu.Lock()
-	seq := c.seq
-	p.mu.Unlock()
+	seq := c.seq.Load()
 	// The one work consumer delivers in stream order (redeliveries
 	// aside): an attempt past the last delivered sequence is still
 	// queued. Take it out of the stream and return at once; a worker that
@@ -646,24 +642,18 @@ func (p *Pool) cancel(ctx context.Context, c *call) error {
 	}
 	done()
 	if err == nil {
-		p.mu.Lock()
-		p.settled.add(c.key)
-		p.mu.Unlock()
 		return cause
 	}
 	t := time.NewTimer(p.cfg.stopWait)
 	defer t.Stop()
 	select {
 	case d := <-c.ch:
-		if err := p.apply(ctx, d); err == nil {
+		if err := p.apply(ctx, c, d); err == nil {
 			return nil // it succeeded before the cancel reached it
 		}
 	case <-t.C:
 	case <-p.closing:
 	}
-	p.mu.Lock()
-	p.settled.add(c.key)
-	p.mu.Unlock()
 	return cause
 }
 
@@ -678,7 +668,7 @@ func (p *Pool) onOutcome(m njs.Msg) {
 	}
 	p.mu.Lock()
 	if p.settled.has(o.Key) {
-		p.stats.Duplicates++
+		p.counts.duplicates.Add(1)
 		p.mu.Unlock()
 		p.duplicate(o)
 		_ = m.Ack()
@@ -686,7 +676,7 @@ func (p *Pool) onOutcome(m njs.Msg) {
 	}
 	if c := p.waiting[o.Key]; c != nil {
 		if c.got {
-			p.stats.Duplicates++
+			p.counts.duplicates.Add(1)
 			p.mu.Unlock()
 			p.duplicate(o)
 			_ = m.Ack()
@@ -705,7 +695,7 @@ func (p *Pool) onOutcome(m njs.Msg) {
 		p.mu.Unlock()
 		return
 	} else if ok {
-		p.stats.Duplicates++
+		p.counts.duplicates.Add(1)
 		p.mu.Unlock()
 		p.duplicate(o)
 		_ = m.Ack()
@@ -749,7 +739,13 @@ func (p *Pool) onMaxDeliveries(m *nats.Msg) {
 		return
 	}
 	p.mu.Lock()
-	c := p.bySeq[adv.StreamSeq]
+	var c *call
+	for _, w := range p.waiting { // rare: a scan beats an index kept on every attempt
+		if w.seq.Load() == adv.StreamSeq {
+			c = w
+			break
+		}
+	}
 	if c == nil || c.got {
 		p.mu.Unlock()
 		return
@@ -784,10 +780,11 @@ func (p *Pool) monitor() {
 				p.lost = make(chan struct{})
 			default:
 			}
-			close(p.up)
+			close(*p.up.Load())
 		case !up && !p.down:
 			p.down = true
-			p.up = make(chan struct{})
+			ch := make(chan struct{})
+			p.up.Store(&ch)
 			p.timer = time.AfterFunc(p.cfg.maxOutage, p.outageTooLong)
 		}
 		p.mu.Unlock()

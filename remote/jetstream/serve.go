@@ -102,9 +102,14 @@ type server struct {
 	handlers map[string]Handler // immutable (Serve's copy)
 	cfg      serveConfig        // immutable
 
-	mu        sync.Mutex                         // guards the fields below
-	running   map[string]context.CancelCauseFunc // by attempt key
-	cancelled *keyRing                           // attempts cancelled before they ran here
+	mu        sync.Mutex          // guards the fields below
+	running   map[string]*running // by attempt key
+	cancelled *keyRing            // attempts cancelled before they ran here
+}
+
+// running is an attempt whose handler runs on this worker.
+type running struct {
+	cancel context.CancelCauseFunc // ends the handler's context
 }
 
 // Serve runs attempts of the pool called pool on this machine until ctx
@@ -155,7 +160,7 @@ func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]
 		return err
 	}
 	s := &server{nc: nc, js: js, pool: pool, handlers: hs, cfg: cfg,
-		running: make(map[string]context.CancelCauseFunc), cancelled: newKeyRing(4096)}
+		running: make(map[string]*running), cancelled: newKeyRing(4096)}
 	sub, err := nc.Subscribe(cancelSubject(pool), s.onCancel)
 	if err != nil {
 		return err
@@ -168,8 +173,8 @@ func (s *server) onCancel(m *nats.Msg) {
 	key := string(m.Data)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cancel := s.running[key]; cancel != nil {
-		cancel(ErrStopped)
+	if r := s.running[key]; r != nil {
+		r.cancel(ErrStopped)
 		return
 	}
 	s.cancelled.add(key)
@@ -307,11 +312,14 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		_ = m.Term() // cancelled before it ran: nobody waits for it
 		return
 	}
-	s.running[key] = cancel
+	r := &running{cancel: cancel}
+	s.running[key] = r // a second delivery of the attempt to this worker replaces the first here
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.running, key)
+		if s.running[key] == r {
+			delete(s.running, key)
+		}
 		s.mu.Unlock()
 	}()
 
@@ -319,6 +327,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 	var mu sync.Mutex
 	leaseOver := false
 	var tick *time.Timer
+	mu.Lock() // the callback reads tick
 	tick = time.AfterFunc(lease/3, func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -327,6 +336,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 			tick.Reset(lease / 3)
 		}
 	})
+	mu.Unlock()
 	defer func() {
 		mu.Lock()
 		leaseOver = true
