@@ -483,3 +483,35 @@ func TestOutageFailsAttempts(t *testing.T) {
 		t.Fatalf("Do during the outage = %v; want ErrUnavailable", err)
 	}
 }
+
+// A handler that runs three leases long keeps its attempt: Serve extends
+// the lease, so the attempt is neither delivered again nor run twice.
+func TestLeaseExtendedWhileHandlerRuns(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	const lease = 500 * time.Millisecond
+	pool := newPool(t, nc, "lease", bjs.WithLease(lease))
+	var runs atomic.Int32
+	// Two Serves, so that a redelivery would have somewhere to go.
+	for i := range 2 {
+		serve(t, nc, "lease", map[string]bjs.Handler{"long": func(ctx context.Context, _ []byte) ([]byte, error) {
+			runs.Add(1)
+			// The work itself lasts three leases.
+			select {
+			case <-time.After(3 * lease):
+				return nil, nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}}, bjs.WithWorkerName(fmt.Sprintf("w%d", i)))
+	}
+	if err := pool.Do(context.Background(), worker.Job{ID: "long", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "long"}}); err != nil {
+		t.Fatalf("Do = %v", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times; want 1", n)
+	}
+	if st := pool.Stats(); st.Redelivered != 0 || st.Duplicates != 0 {
+		t.Fatalf("Stats() = %+v; want no redelivery", st)
+	}
+}

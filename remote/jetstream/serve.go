@@ -110,6 +110,7 @@ type server struct {
 // running is an attempt whose handler runs on this worker.
 type running struct {
 	cancel context.CancelCauseFunc // ends the handler's context
+	msg    njs.Msg                 // the attempt's message, whose lease extendLeases extends
 }
 
 // Serve runs attempts of the pool called pool on this machine until ctx
@@ -184,12 +185,17 @@ func (s *server) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, s.cfg.concurrency)
+	leasing := false
 	for {
 		cons, err := s.consumer(ctx)
 		if err != nil {
 			return err
 		}
 		lease := cons.CachedInfo().Config.AckWait
+		if !leasing {
+			leasing = true
+			wg.Go(func() { s.extendLeases(ctx, lease) })
+		}
 		it, err := cons.Messages(njs.PullMaxMessages(s.cfg.concurrency), njs.WithMessagesErrOnMissingHeartbeat(false))
 		if err != nil {
 			s.warn(ctx, "jetstream: Serve: pull attempts", err)
@@ -265,6 +271,31 @@ func (s *server) consumer(ctx context.Context) (njs.Consumer, error) {
 	}
 }
 
+// extendLeases tells JetStream, every third of the lease, that the
+// attempts running here are still in progress (one timer for all of them,
+// rather than one per attempt), until ctx ends.
+func (s *server) extendLeases(ctx context.Context, lease time.Duration) {
+	t := time.NewTicker(lease / 3)
+	defer t.Stop()
+	var msgs []njs.Msg
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		msgs = msgs[:0]
+		s.mu.Lock()
+		for _, r := range s.running {
+			msgs = append(msgs, r.msg)
+		}
+		s.mu.Unlock()
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+	}
+}
+
 // pause waits d unless ctx ends first; it reports whether ctx is alive.
 func (s *server) pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -312,8 +343,8 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		_ = m.Term() // cancelled before it ran: nobody waits for it
 		return
 	}
-	r := &running{cancel: cancel}
-	s.running[key] = r // a second delivery of the attempt to this worker replaces the first here
+	r := &running{cancel: cancel, msg: m} // extendLeases sends InProgress for it until it is gone
+	s.running[key] = r                    // a second delivery of the attempt to this worker replaces the first here
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -321,27 +352,6 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 			delete(s.running, key)
 		}
 		s.mu.Unlock()
-	}()
-
-	// Extend the lease every third of it until the outcome is out.
-	var mu sync.Mutex
-	leaseOver := false
-	var tick *time.Timer
-	mu.Lock() // the callback reads tick
-	tick = time.AfterFunc(lease/3, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !leaseOver {
-			_ = m.InProgress()
-			tick.Reset(lease / 3)
-		}
-	})
-	mu.Unlock()
-	defer func() {
-		mu.Lock()
-		leaseOver = true
-		tick.Stop()
-		mu.Unlock()
 	}()
 
 	handler := s.handlers[kind]
