@@ -76,10 +76,14 @@
 // finished during the outage retries its outcome for up to a lease, after
 // which the attempt is delivered again. If the connection stays down for
 // WithMaxOutage (default one minute), or JetStream does not answer a
-// publish for that long while connected, Do returns ErrUnavailable: the
-// attempt fails, retryable under the task's RetryPolicy, and Do fails at
-// once until the connection is back. Nothing waits without bound except an
-// attempt a live worker still runs, which the task's Timeout bounds.
+// publish for that long while connected, Do returns ErrUnavailable (a
+// publish already sent when the connection dropped may add its 5s
+// timeout): the attempt fails, retryable under the task's RetryPolicy, and
+// Do fails at once until the connection is back. While disconnected, Do
+// does not publish: it waits for the connection. Nothing waits without
+// bound except an attempt a live worker still runs, which the task's
+// Timeout bounds. An attempt failed this way may still be stored and run
+// later; its outcome is then a duplicate, ignored.
 //
 // Coordinator restarts. Outcomes are addressed to a Pool instance and kept
 // in the results stream for WithResultsTTL (default a day) by the

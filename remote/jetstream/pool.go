@@ -203,21 +203,21 @@ func WithLogger(l *slog.Logger) Option {
 // A Pool is safe for concurrent use. Close it after the coordinator's
 // Shutdown.
 type Pool struct {
-	nc       *nats.Conn    // owned by the caller; the Pool never closes it
-	js       njs.JetStream // immutable
-	attempts njs.Stream    // immutable: the work-queue stream, for DeleteMsg
-	work     njs.Consumer  // immutable: its work consumer, for what it delivered
-	name     string        // immutable: the pool's name
-	cfg      poolConfig    // immutable after NewPool
-	maxData  int           // immutable: the largest Payload.Data
-	cc       njs.ConsumeContext
-	subs     []*nats.Subscription
-	status   chan nats.Status              // connection events, read by monitor
-	closing  chan struct{}                 // closed by Close
-	up       atomic.Pointer[chan struct{}] // closed while connected; replaced (under mu) when the connection drops
-	counts   struct{ published, deduplicated, outcomes, duplicates, redelivered atomic.Int64 }
-	closeErr func() error   // Close, once
-	wg       sync.WaitGroup // the monitor goroutine
+	nc       *nats.Conn                                                                        // owned by the caller; the Pool never closes it
+	js       njs.JetStream                                                                     // immutable
+	attempts njs.Stream                                                                        // immutable: the work-queue stream, for DeleteMsg
+	work     njs.Consumer                                                                      // immutable: its work consumer, for what it delivered
+	name     string                                                                            // immutable: the pool's name
+	cfg      poolConfig                                                                        // immutable after NewPool
+	maxData  int                                                                               // immutable: the largest Payload.Data
+	cc       njs.ConsumeContext                                                                // set by NewPool, stopped by Close: the results consumer
+	subs     []*nats.Subscription                                                              // set by NewPool, unsubscribed by Close: the advisory
+	status   chan nats.Status                                                                  // connection events, read by monitor
+	closing  chan struct{}                                                                     // closed by Close
+	up       atomic.Pointer[chan struct{}]                                                     // closed while connected; replaced (under mu) when the connection drops
+	counts   struct{ published, deduplicated, outcomes, duplicates, redelivered atomic.Int64 } // Stats, updated atomically
+	closeErr func() error                                                                      // Close, once
+	wg       sync.WaitGroup                                                                    // the monitor goroutine
 
 	mu      sync.Mutex         // guards the fields below
 	waiting map[string]*call   // by attempt key: the Do calls waiting for an outcome
@@ -228,14 +228,13 @@ type Pool struct {
 	timer   *time.Timer        // fires lost; nil while connected
 }
 
-// call is one Do waiting for its outcome. Its fields are guarded by
-// Pool.mu, except ch, which receives at most one delivery.
+// call is one Do waiting for its outcome.
 type call struct {
-	key  string
+	key  string        // immutable: the attempt key
 	seq  atomic.Uint64 // the attempt message's stream sequence, once published
 	gone bool          // unregistered; owned by the Do goroutine
-	got  bool          // a delivery was sent on ch
-	ch   chan delivery
+	got  bool          // a delivery was sent on ch; guarded by Pool.mu
+	ch   chan delivery // receives at most one delivery (buffer 1)
 }
 
 type delivery struct {
