@@ -113,7 +113,7 @@ func WithMaxDeliver(n int) Option {
 // is 1-64 letters, digits, '-' or '_'.
 func WithInstance(id string) Option {
 	return func(c *poolConfig) error {
-		if !poolName.MatchString(id) {
+		if !validName(id) {
 			return fmt.Errorf("%w: WithInstance(%q): need 1-64 letters, digits, '-' or '_'", ErrInvalidOption, id)
 		}
 		c.instance = id
@@ -256,7 +256,7 @@ func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 	if nc == nil {
 		return nil, fmt.Errorf("%w: NewPool: nil connection", ErrInvalidOption)
 	}
-	if !poolName.MatchString(name) {
+	if !validName(name) {
 		return nil, fmt.Errorf("%w: NewPool(%q): a pool name is 1-64 letters, digits, '-' or '_'", ErrInvalidOption, name)
 	}
 	cfg := poolConfig{lease: DefaultLease, maxDeliver: DefaultMaxDeliver, maxOutage: DefaultMaxOutage,

@@ -133,7 +133,7 @@ func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]
 	if nc == nil {
 		return fmt.Errorf("%w: Serve: nil connection", ErrInvalidOption)
 	}
-	if !poolName.MatchString(pool) {
+	if !validName(pool) {
 		return fmt.Errorf("%w: Serve(%q): a pool name is 1-64 letters, digits, '-' or '_'", ErrInvalidOption, pool)
 	}
 	if len(handlers) == 0 {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +22,21 @@ import (
 //	subject  baton.P.cancel                                core NATS, body = attempt key: stop it
 const workConsumer = "workers"
 
-var poolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// validName reports whether s names a pool or a Pool instance: 1-64
+// letters, digits, '-' or '_' (a subject token and part of a stream or
+// consumer name). By hand: it runs for every attempt.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 func attemptsStream(pool string) string  { return "BATON_" + pool + "_ATTEMPTS" }
 func resultsStream(pool string) string   { return "BATON_" + pool + "_RESULTS" }
@@ -62,15 +75,25 @@ type jobID struct {
 
 // parseKey is attemptKey's inverse; ok is false for a malformed key.
 func parseKey(key string) (instance string, id jobID, ok bool) {
-	parts := strings.SplitN(key, "/", 4)
-	if len(parts) != 4 || !poolName.MatchString(parts[0]) {
+	// By hand rather than strings.SplitN: it runs for every attempt.
+	i := strings.IndexByte(key, '/')
+	if i < 0 || !validName(key[:i]) {
 		return "", id, false
 	}
-	var err1, err2 error
-	id.round, err1 = strconv.Atoi(parts[1])
-	id.attempt, err2 = strconv.Atoi(parts[2])
-	id.task = parts[3]
-	return parts[0], id, err1 == nil && err2 == nil
+	instance, rest := key[:i], key[i+1:]
+	var err error
+	for _, n := range []*int{&id.round, &id.attempt} {
+		j := strings.IndexByte(rest, '/')
+		if j < 0 {
+			return "", id, false
+		}
+		if *n, err = strconv.Atoi(rest[:j]); err != nil {
+			return "", id, false
+		}
+		rest = rest[j+1:]
+	}
+	id.task = rest
+	return instance, id, true
 }
 
 func attemptMsg(pool, key, kind string, data []byte, deadline time.Time) *nats.Msg {
