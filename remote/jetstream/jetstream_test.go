@@ -515,3 +515,44 @@ func TestLeaseExtendedWhileHandlerRuns(t *testing.T) {
 		t.Fatalf("Stats() = %+v; want no redelivery", st)
 	}
 }
+
+// A Serve that shuts down hands back the attempts it was running (and any
+// it had prefetched): another worker runs them at once, not a lease later.
+func TestServeShutdownHandsBackAttempts(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "handback", bjs.WithLease(2*long)) // a redelivery by lease would fail the test
+	started := make(chan string, 8)
+	ctxA, stopA := context.WithCancel(context.Background())
+	servedA := make(chan error, 1)
+	go func() {
+		servedA <- bjs.Serve(ctxA, nc, "handback", map[string]bjs.Handler{"hold": func(ctx context.Context, _ []byte) ([]byte, error) {
+			a, _ := bjs.AttemptOf(ctx)
+			started <- a.Task
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}}, bjs.WithConcurrency(2), bjs.WithWorkerName("A"))
+	}()
+	const n = 6 // two run on A
+	done := make(chan error, n)
+	for i := range n {
+		go func() {
+			done <- pool.Do(context.Background(), worker.Job{ID: fmt.Sprint("t", i), Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "hold"}})
+		}()
+	}
+	recv(t, started, "an attempt started on A")
+	recv(t, started, "a second attempt started on A")
+	stopA()
+	if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Serve = %v; want context.Canceled", err)
+	}
+	serve(t, nc, "handback", map[string]bjs.Handler{"hold": echo}, bjs.WithWorkerName("B"))
+	for range n {
+		if err := recv(t, done, "Do's return"); err != nil {
+			t.Fatalf("Do = %v; want nil", err)
+		}
+	}
+	if st := pool.Stats(); st.Outcomes != n || st.Duplicates != 0 {
+		t.Fatalf("Stats() = %+v; want %d outcomes", st, n)
+	}
+}

@@ -122,8 +122,9 @@ type running struct {
 //
 // Serve waits for the pool's streams if no NewPool created them yet, and
 // rides through connection losses and server restarts (nc must reconnect:
-// nats.MaxReconnects(-1)). When ctx ends it stops taking attempts, cancels
-// the running handlers' contexts and waits for them; an attempt whose
+// nats.MaxReconnects(-1)). When ctx ends it stops taking attempts, hands
+// back those it had fetched but not started, cancels the running
+// handlers' contexts and waits for them; an attempt whose
 // handler returned an error because of that is handed back to the stream
 // (another worker runs it: it was not the task's failure), one that
 // finished anyway is reported. Serve then returns ctx.Err(). It returns
@@ -204,7 +205,6 @@ func (s *server) run(ctx context.Context) error {
 			}
 			continue
 		}
-		stop := context.AfterFunc(ctx, it.Stop)
 		for {
 			select {
 			case slots <- struct{}{}:
@@ -213,7 +213,7 @@ func (s *server) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			m, err := it.Next()
+			m, err := it.Next(njs.NextContext(ctx))
 			if err != nil {
 				<-slots
 				if ctx.Err() == nil && !errors.Is(err, njs.ErrMsgIteratorClosed) {
@@ -226,11 +226,22 @@ func (s *server) run(ctx context.Context) error {
 				s.handle(ctx, m, lease)
 			})
 		}
-		stop()
-		it.Stop()
 		if ctx.Err() != nil {
+			// Hand back what the iterator prefetched, rather than let it
+			// wait a lease to be delivered again. The drain is bounded:
+			// after a server restart it may not complete.
+			it.Drain()
+			for {
+				m, err := it.Next(njs.NextMaxWait(drainWait))
+				if err != nil {
+					break
+				}
+				_ = m.Nak()
+			}
+			it.Stop()
 			return ctx.Err()
 		}
+		it.Stop()
 		// The iterator failed (consumer deleted, stream recreated):
 		// look the consumer up again.
 		if !s.pause(ctx, 100*time.Millisecond) {
@@ -270,6 +281,10 @@ func (s *server) consumer(ctx context.Context) (njs.Consumer, error) {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// drainWait bounds the wait for each prefetched attempt Serve hands back
+// when it stops.
+const drainWait = 500 * time.Millisecond
 
 // extendLeases tells JetStream, every third of the lease, that the
 // attempts running here are still in progress (one timer for all of them,
