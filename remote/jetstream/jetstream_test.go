@@ -556,3 +556,47 @@ func TestServeShutdownHandsBackAttempts(t *testing.T) {
 		t.Fatalf("Stats() = %+v; want %d outcomes", st, n)
 	}
 }
+
+// Invalid arguments and options are refused with ErrInvalidOption.
+func TestInvalidOptions(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	ctx := context.Background()
+	for name, opts := range map[string][]bjs.Option{
+		"lease":      {bjs.WithLease(0)},
+		"maxDeliver": {bjs.WithMaxDeliver(0)},
+		"instance":   {bjs.WithInstance("a b")},
+		"outage":     {bjs.WithMaxOutage(-time.Second)},
+		"stopWait":   {bjs.WithStopWait(0)},
+		"dedupe":     {bjs.WithDedupeWindow(0)},
+		"ttl":        {bjs.WithResultsTTL(0)},
+		"replicas":   {bjs.WithReplicas(9)},
+		"no kinds":   {bjs.WithKinds()},
+		"empty kind": {bjs.WithKinds("")},
+		"logger":     {bjs.WithLogger(nil)},
+	} {
+		if _, err := bjs.NewPool(ctx, nc, "opts", opts...); !errors.Is(err, bjs.ErrInvalidOption) {
+			t.Errorf("NewPool with bad %s = %v; want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := bjs.NewPool(ctx, nil, "opts"); !errors.Is(err, bjs.ErrInvalidOption) {
+		t.Errorf("NewPool(nil conn) = %v; want ErrInvalidOption", err)
+	}
+	if _, err := bjs.NewPool(ctx, nc, "a.b"); !errors.Is(err, bjs.ErrInvalidOption) {
+		t.Errorf("NewPool(\"a.b\") = %v; want ErrInvalidOption", err)
+	}
+	hs := map[string]bjs.Handler{"echo": echo}
+	for name, call := range map[string]func() error{
+		"nil conn":    func() error { return bjs.Serve(ctx, nil, "p", hs) },
+		"bad pool":    func() error { return bjs.Serve(ctx, nc, "", hs) },
+		"no handlers": func() error { return bjs.Serve(ctx, nc, "p", nil) },
+		"nil handler": func() error { return bjs.Serve(ctx, nc, "p", map[string]bjs.Handler{"x": nil}) },
+		"concurrency": func() error { return bjs.Serve(ctx, nc, "p", hs, bjs.WithConcurrency(0)) },
+		"name":        func() error { return bjs.Serve(ctx, nc, "p", hs, bjs.WithWorkerName("")) },
+		"logger":      func() error { return bjs.Serve(ctx, nc, "p", hs, bjs.WithWorkerLogger(nil)) },
+	} {
+		if err := call(); !errors.Is(err, bjs.ErrInvalidOption) {
+			t.Errorf("Serve with %s = %v; want ErrInvalidOption", name, err)
+		}
+	}
+}
