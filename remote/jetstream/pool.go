@@ -395,7 +395,8 @@ func (p *Pool) Close() error { return p.closeErr() }
 
 // Instance returns the Pool's instance name (WithInstance, or the random
 // one NewPool chose). A coordinator that restarts passes it to WithInstance
-// to receive the outcomes published while it was down. It does not block.
+// to receive the outcomes published while it was down. It does not block,
+// is safe for concurrent use and works after Close.
 func (p *Pool) Instance() string { return p.cfg.instance }
 
 // Stats returns the Pool's counters. It is safe for concurrent use and
