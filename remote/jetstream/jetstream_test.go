@@ -375,6 +375,14 @@ func TestMaxDeliveries(t *testing.T) {
 	if err := recv(t, done, "Do's return"); !errors.Is(err, bjs.ErrMaxDeliveries) {
 		t.Fatalf("Do = %v; want ErrMaxDeliveries", err)
 	}
+	// The work queue would keep the message for ever: Do removed it.
+	st, err := js.Stream(ctx, "BATON_maxd_ATTEMPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si, err := st.Info(ctx); err != nil || si.State.Msgs != 0 {
+		t.Fatalf("attempts stream after ErrMaxDeliveries: %d messages (err %v); want 0", si.State.Msgs, err)
+	}
 }
 
 // A Pool created again with the same instance (a coordinator restart)

@@ -592,6 +592,14 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 	p.unregister(c)
 	if d.err != nil {
+		if errors.Is(d.err, ErrMaxDeliveries) {
+			// A work queue keeps a message that reached MaxDeliver:
+			// remove it, on Do's goroutine (the advisory's callback must
+			// not block, and a goroutine of its own would have no owner).
+			dctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
+			_ = p.attempts.DeleteMsg(dctx, c.seq.Load())
+			done()
+		}
 		return d.err
 	}
 	o := d.o
@@ -754,12 +762,6 @@ func (p *Pool) onMaxDeliveries(m *nats.Msg) {
 	c.ch <- delivery{err: fmt.Errorf("%w: attempt %s, %d deliveries", ErrMaxDeliveries, c.key, p.cfg.maxDeliver)}
 	p.settled.add(c.key)
 	p.mu.Unlock()
-	// A work queue keeps a message that reached MaxDeliver: remove it.
-	go func() {
-		ctx, done := context.WithTimeout(context.Background(), deleteQueuedBudget)
-		defer done()
-		_ = p.attempts.DeleteMsg(ctx, adv.StreamSeq)
-	}()
 }
 
 // monitor follows the connection: an outage that lasts longer than
