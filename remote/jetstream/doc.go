@@ -39,7 +39,8 @@
 // baton.P.attempts) with the message ID instance/round/attempt/task, so a
 // repeated publish of the same attempt is stored once (within the
 // duplicate window, WithDedupeWindow). A Serve takes it from the stream's
-// one work consumer, runs the handler of the Payload's Kind while it extends the lease (InProgress
+// one work consumer (fetching no more than it can start soon), runs the
+// handler of the Payload's Kind while it extends the lease (InProgress
 // every third of WithLease), publishes the outcome (result, error text, or
 // panic value and stack) to the results stream, addressed to the Pool
 // instance, and only then acknowledges the attempt. The Pool reads its
@@ -51,8 +52,8 @@
 // a running handler has its context cancelled with the cause ErrStopped,
 // and a Serve that has not started it yet drops it. An attempt the work
 // consumer had not delivered yet is deleted from the stream and Do returns
-// at once; for one it had delivered, Do waits up to WithStopWait for its outcome, so that
-// the task's next attempt does not run beside it. The task's deadline
+// at once; for one it had delivered, Do waits up to WithStopWait for its
+// outcome, so that the task's next attempt does not run beside it. The task's deadline
 // also travels with the attempt, as an absolute time read on the worker's
 // clock (keep the clocks in sync).
 //
