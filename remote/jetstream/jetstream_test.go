@@ -492,21 +492,21 @@ func TestOutageFailsAttempts(t *testing.T) {
 	}
 }
 
-// A handler that runs three leases long keeps its attempt: Serve extends
+// A handler that runs 2.5 leases long keeps its attempt: Serve extends
 // the lease, so the attempt is neither delivered again nor run twice.
 func TestLeaseExtendedWhileHandlerRuns(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	nc := connect(t, srv.ClientURL())
-	const lease = 500 * time.Millisecond
+	const lease = time.Second
 	pool := newPool(t, nc, "lease", bjs.WithLease(lease))
 	var runs atomic.Int32
 	// Two Serves, so that a redelivery would have somewhere to go.
 	for i := range 2 {
 		serve(t, nc, "lease", map[string]bjs.Handler{"long": func(ctx context.Context, _ []byte) ([]byte, error) {
 			runs.Add(1)
-			// The work itself lasts three leases.
+			// The work itself lasts 2.5 leases.
 			select {
-			case <-time.After(3 * lease):
+			case <-time.After(5 * lease / 2):
 				return nil, nil
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
