@@ -387,8 +387,7 @@ func TestMaxDeliveries(t *testing.T) {
 
 // A Pool created again with the same instance (a coordinator restart)
 // applies the outcome a worker published while no Pool was running; the
-// repeated Do of the same attempt is deduplicated and does not run it
-// again.
+// repeated Do of the same attempt does not run it again.
 func TestRestartedPoolAppliesOutcome(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	nc := connect(t, srv.ClientURL())
@@ -415,8 +414,10 @@ func TestRestartedPoolAppliesOutcome(t *testing.T) {
 	if err := second.Do(context.Background(), job); err != nil {
 		t.Fatalf("Do after restart = %v; want nil", err)
 	}
-	if st := second.Stats(); st.Deduplicated != 1 || st.Outcomes != 1 {
-		t.Errorf("Stats() = %+v; want the publish deduplicated and one outcome", st)
+	// The outcome reached the new Pool before its Do (which then does not
+	// publish) or after (the repeated publish is deduplicated).
+	if st := second.Stats(); st.Outcomes != 1 || st.Published != st.Deduplicated {
+		t.Errorf("Stats() = %+v; want one outcome and nothing newly stored", st)
 	}
 	select {
 	case id := <-runs:

@@ -465,20 +465,24 @@ func (p *Pool) Do(ctx context.Context, j worker.Job) error {
 		return err
 	}
 	c := &call{key: attemptKey(p.cfg.instance, jobID{j.ID, j.Round, j.Attempt}), ch: make(chan delivery, 1)}
-	lost, err := p.register(c)
+	lost, arrived, err := p.register(c)
 	if err != nil {
 		return err
 	}
 	defer p.unregister(c)
 	deadline, _ := ctx.Deadline()
 	msg := attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline)
-	if err := p.publish(ctx, c, msg, lost); err != nil {
-		if ctx.Err() != nil {
-			// It may have been stored: tell the workers, who remember it.
-			_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
-			return context.Cause(ctx)
+	// An outcome that came while no Do waited (a restart) is not published
+	// again: once the duplicate window has passed, that would run it again.
+	if !arrived {
+		if err := p.publish(ctx, c, msg, lost); err != nil {
+			if ctx.Err() != nil {
+				// It may have been stored: tell the workers, who remember it.
+				_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
+				return context.Cause(ctx)
+			}
+			return err
 		}
-		return err
 	}
 	select {
 	case d := <-c.ch:
@@ -492,18 +496,19 @@ func (p *Pool) Do(ctx context.Context, j worker.Job) error {
 	}
 }
 
-// register records c as waiting and hands it an outcome that came early.
-// It returns the channel that closes if an outage outlasts the limit.
-func (p *Pool) register(c *call) (<-chan struct{}, error) {
+// register records c as waiting and hands it an outcome that came early
+// (arrived). It returns the channel that closes if an outage outlasts the
+// limit.
+func (p *Pool) register(c *call) (lost <-chan struct{}, arrived bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
 	case <-p.closing:
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	default:
 	}
 	if _, dup := p.waiting[c.key]; dup {
-		return nil, fmt.Errorf("%w: %s", ErrInFlight, c.key)
+		return nil, false, fmt.Errorf("%w: %s", ErrInFlight, c.key)
 	}
 	p.waiting[c.key] = c
 	if m, ok := p.early[c.key]; ok {
@@ -513,7 +518,7 @@ func (p *Pool) register(c *call) (<-chan struct{}, error) {
 			c.ch <- delivery{o: o, msg: m}
 		}
 	}
-	return p.lost, nil
+	return p.lost, c.got, nil
 }
 
 // unregister ends c's wait and remembers its attempt as settled: an
