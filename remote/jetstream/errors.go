@@ -3,6 +3,8 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+
+	"github.com/batonhq/baton/worker"
 )
 
 // Errors of this package. Each comment says who returns it.
@@ -41,8 +43,9 @@ var (
 
 // RemoteError is the error of an attempt whose handler returned an error on
 // a worker machine, or that no handler there could run. Only its text
-// crosses the network: errors.Is sees ErrUnknownKind for a missing handler
-// and nothing else of the remote error's chain. A remote panic arrives as a
+// crosses the network: errors.Is sees ErrUnknownKind for a missing handler,
+// worker.ErrTimeout for a handler that failed at its deadline, and nothing
+// else of the remote error's chain. A remote panic arrives as a
 // *worker.PanicError whose Value is a *RemoteError with Panic set, and
 // whose Stack is the remote goroutine's.
 type RemoteError struct {
@@ -55,6 +58,7 @@ type RemoteError struct {
 	Panic    bool   // the handler panicked
 
 	unknownKind bool
+	timedOut    bool
 }
 
 func (e *RemoteError) Error() string {
@@ -66,7 +70,10 @@ func (e *RemoteError) Error() string {
 		e.Task, e.Round, e.Attempt, what, e.Worker, e.Message)
 }
 
-// Is reports ErrUnknownKind for an attempt no handler could run.
+// Is reports ErrUnknownKind for an attempt no handler could run, and
+// worker.ErrTimeout for a handler that failed once the task's deadline had
+// passed on the worker (a worker's clock may reach it before the
+// coordinator's).
 func (e *RemoteError) Is(target error) bool {
-	return target == ErrUnknownKind && e.unknownKind
+	return target == ErrUnknownKind && e.unknownKind || target == worker.ErrTimeout && e.timedOut
 }

@@ -231,9 +231,10 @@ func TestStopRunningAttempt(t *testing.T) {
 			t.Fatalf("Submit = %v", err)
 		}
 		recv(t, started, "handler start")
-		// The handler's own deadline or the coordinator's stop: both end it.
-		if err := recv(t, stopped, "handler stop"); !errors.Is(err, bjs.ErrStopped) && !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("handler's cause = %v; want ErrStopped or DeadlineExceeded", err)
+		// The handler's own deadline or the coordinator's stop: whichever
+		// comes first ends it.
+		if err := recv(t, stopped, "handler stop"); !errors.Is(err, bjs.ErrStopped) && !errors.Is(err, worker.ErrTimeout) {
+			t.Fatalf("handler's cause = %v; want ErrStopped or ErrTimeout", err)
 		}
 		wait(t, s)
 		if ti := info(t, s, "t"); ti.Status != coordinator.Failed || !errors.Is(ti.Err, worker.ErrTimeout) {
@@ -607,5 +608,34 @@ func TestInvalidOptions(t *testing.T) {
 		if err := call(); !errors.Is(err, bjs.ErrInvalidOption) {
 			t.Errorf("Serve with %s = %v; want ErrInvalidOption", name, err)
 		}
+	}
+}
+
+// deadlineOnly reports a deadline it never enforces, standing for a
+// coordinator whose clock reaches the deadline after the worker's does.
+type deadlineOnly struct {
+	context.Context
+	at time.Time
+}
+
+func (d deadlineOnly) Deadline() (time.Time, bool) { return d.at, true }
+
+// The task's deadline travels with the attempt: a handler still running
+// at it ends with worker.ErrTimeout as its cause, and the attempt's error
+// says it timed out even when the worker's clock got there first.
+func TestDeadlineTravels(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "deadline")
+	started, stopped := make(chan string, 1), make(chan error, 1)
+	serve(t, nc, "deadline", map[string]bjs.Handler{"block": block(started, stopped)})
+	ctx := deadlineOnly{context.Background(), time.Now().Add(200 * time.Millisecond)}
+	err := pool.Do(ctx, worker.Job{ID: "d", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "block"}})
+	var re *bjs.RemoteError
+	if !errors.Is(err, worker.ErrTimeout) || !errors.As(err, &re) {
+		t.Fatalf("Do = %v; want a RemoteError that is worker.ErrTimeout", err)
+	}
+	if cause := recv(t, stopped, "handler stop"); !errors.Is(cause, worker.ErrTimeout) {
+		t.Fatalf("handler's cause = %v; want worker.ErrTimeout", cause)
 	}
 }

@@ -626,7 +626,7 @@ func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 	}
 	_, id, _ := parseKey(o.Key)
 	re := &RemoteError{Task: id.task, Round: id.round, Attempt: id.attempt, Worker: o.Worker, Delivery: o.Delivery,
-		Message: o.Error, unknownKind: o.Code == codeUnknownKind}
+		Message: o.Error, unknownKind: o.Code == codeUnknownKind, timedOut: o.Code == codeTimeout}
 	switch o.Status {
 	case statusPanic:
 		re.Panic = true

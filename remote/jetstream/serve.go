@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/worker"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 )
@@ -20,8 +21,8 @@ import (
 // Payload.Data, and what it returns is the task's Result.Data on success.
 // ctx ends when the coordinator cancels the attempt (Cancel, Timeout,
 // Shutdown: context.Cause is ErrStopped), at the task's timeout (its
-// deadline is the coordinator's, read on this machine's clock) and when
-// Serve's context ends. AttemptOf(ctx) tells which attempt it runs.
+// deadline is the coordinator's, read on this machine's clock;
+// context.Cause is worker.ErrTimeout) and when Serve's context ends. AttemptOf(ctx) tells which attempt it runs.
 type Handler func(ctx context.Context, data []byte) ([]byte, error)
 
 // ErrStopped is the context cause of a handler whose attempt the
@@ -349,7 +350,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 	defer cancel(nil)
 	if ns, err := strconv.ParseInt(h.Get(hdrDeadline), 10, 64); err == nil {
 		var done context.CancelFunc
-		hctx, done = context.WithDeadline(hctx, time.Unix(0, ns))
+		hctx, done = context.WithDeadlineCause(hctx, time.Unix(0, ns), worker.ErrTimeout)
 		defer done()
 	}
 	s.mu.Lock()
@@ -380,8 +381,12 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		_ = m.Nak()
 		return
 	}
-	if o.Status != statusOK && errors.Is(context.Cause(hctx), ErrStopped) {
+	switch cause := context.Cause(hctx); {
+	case o.Status == statusOK:
+	case errors.Is(cause, ErrStopped):
 		o.Status = statusCancelled
+	case errors.Is(cause, worker.ErrTimeout):
+		o.Code = codeTimeout
 	}
 	if err := s.report(ctx, instance, o, lease); err != nil {
 		// Not acknowledged: the attempt is delivered again after its

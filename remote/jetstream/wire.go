@@ -134,6 +134,7 @@ type outcome struct {
 const (
 	outcomeVersion  = 1
 	codeUnknownKind = 1
+	codeTimeout     = 2 // the handler failed after its deadline passed
 )
 
 func (o *outcome) encode() []byte {
