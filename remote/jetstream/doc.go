@@ -53,9 +53,13 @@
 // and a Serve that has not started it yet drops it. An attempt the work
 // consumer had not delivered yet is deleted from the stream and Do returns
 // at once; for one it had delivered, Do waits up to WithStopWait for its
-// outcome, so that the task's next attempt does not run beside it. The task's deadline
-// also travels with the attempt, as an absolute time read on the worker's
-// clock (keep the clocks in sync).
+// outcome, so that the task's next attempt does not run beside it.
+//
+// The task's deadline also travels with the attempt, as an absolute time
+// read on the worker's clock (keep the clocks in sync): the handler's
+// context ends there with the cause worker.ErrTimeout, and the attempt's
+// error is then a *RemoteError for which errors.Is(err,
+// worker.ErrTimeout) holds, whichever clock got there first.
 //
 // # Decisions
 //
