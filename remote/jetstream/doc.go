@@ -1,0 +1,124 @@
+// Package jetstream runs a Baton pool's attempts on other machines,
+// through NATS JetStream: a Pool is the coordinator's worker.Worker for the
+// pool, and Serve runs the attempts on each worker machine.
+//
+// # Usage
+//
+// On the coordinator's machine:
+//
+//	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+//	pool, err := jetstream.NewPool(ctx, nc, "render", jetstream.WithKinds("tile"))
+//	defer pool.Close() // after s.Shutdown
+//	s, err := coordinator.New(coordinator.WithPool("remote", 64, pool))
+//	err = s.Submit(coordinator.Task{ID: "t1", Pool: "remote",
+//		Payload: jetstream.Payload{Kind: "tile", Data: input}, Timeout: time.Minute})
+//	// later: info.Result.(jetstream.Result).Data is what the handler returned
+//
+// On every worker machine:
+//
+//	err := jetstream.Serve(ctx, nc, "render", map[string]jetstream.Handler{
+//		"tile": func(ctx context.Context, data []byte) ([]byte, error) { ... },
+//	})
+//
+// The caller's duties:
+//
+//  1. Connect with a connection that reconnects (nats.MaxReconnects(-1)).
+//  2. Give remote tasks a Timeout: a handler that never returns on a live
+//     worker holds its attempt, since its lease keeps being extended.
+//  3. Make handlers honour their context and be safe to run twice: an
+//     attempt runs at least once, and more than once when a worker dies or
+//     loses its lease (see Decisions).
+//  4. Close the Pool after the Scheduler's Shutdown.
+//
+// The command in examples/distributed starts an embedded server, a
+// coordinator and three worker processes in one go.
+//
+// # How an attempt travels
+//
+// Do publishes the attempt to the pool's work-queue stream (subject
+// baton.P.attempts) with the message ID instance/round/attempt/task, so a
+// repeated publish of the same attempt is stored once (within the
+// duplicate window, WithDedupeWindow). A Serve takes it from the stream's
+// one work consumer (fetching no more than it can start soon), runs the
+// handler of the Payload's Kind while it extends the lease (InProgress
+// every third of WithLease), publishes the outcome (result, error text, or
+// panic value and stack) to the results stream, addressed to the Pool
+// instance, and only then acknowledges the attempt. The Pool reads its
+// outcomes through a durable consumer of its own and acknowledges each
+// once Do has returned it.
+//
+// Cancel, Timeout and Shutdown end Do's context. Do then publishes the
+// attempt's key on the pool's cancel subject, which every Serve watches:
+// a running handler has its context cancelled with the cause ErrStopped,
+// and a Serve that has not started it yet drops it. An attempt the work
+// consumer had not delivered yet is deleted from the stream and Do returns
+// at once; for one it had delivered, Do waits up to WithStopWait for its
+// outcome, so that the task's next attempt does not run beside it.
+//
+// The task's deadline also travels with the attempt, as an absolute time
+// read on the worker's clock (keep the clocks in sync): the handler's
+// context ends there with the cause worker.ErrTimeout, and the attempt's
+// error is then a *RemoteError for which errors.Is(err,
+// worker.ErrTimeout) holds, whichever clock got there first.
+//
+// # Decisions
+//
+// At least once, one outcome. A worker that dies mid-attempt stops
+// extending its lease; when the lease expires, JetStream delivers the
+// attempt to another worker. That redelivery is the same attempt, not a
+// new one: the task's Attempts does not grow, RetryPolicy is not consumed,
+// and Result.Delivery (RemoteError.Delivery) tells it was delivered again.
+// The Pool applies the first outcome of an attempt and ignores every later
+// one (Stats.Duplicates; an outcome published twice within the duplicate
+// window is stored once, and the Pool remembers the last 65,536 settled
+// attempts). After WithMaxDeliver deliveries without an outcome, Do
+// returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
+//
+// Connection loss and server restarts: the Pool waits, then fails. An
+// attempt already stored is not lost (file storage): Do keeps waiting for
+// its outcome while the connection is down, and a publish that did not get
+// through is retried (the message ID makes that harmless). A worker that
+// finished during the outage retries its outcome for up to a lease, after
+// which the attempt is delivered again. If the connection stays down for
+// WithMaxOutage (default one minute), or JetStream does not answer a
+// publish for that long while connected, Do returns ErrUnavailable (a
+// publish already sent when the connection dropped may add its 5s
+// timeout): the attempt fails, retryable under the task's RetryPolicy, and
+// Do fails at once until the connection is back. While disconnected, Do
+// does not publish: it waits for the connection. Nothing waits without
+// bound except an attempt a live worker still runs, which the task's
+// Timeout bounds. An attempt failed this way may still be stored and run
+// later; its outcome is then a duplicate, ignored.
+//
+// Coordinator restarts. Outcomes are addressed to a Pool instance and kept
+// in the results stream for WithResultsTTL (default a day) by the
+// instance's durable consumer, which outlives the process. A Pool created
+// again with the same WithInstance receives them, and a Do of an attempt
+// whose outcome came while no Pool ran returns that outcome without
+// running the attempt again (the repeated publish is deduplicated). What
+// remains is the coordinator's part, which needs its durable store (issue
+// #11): persist the Pool's instance name, and on restart call Do again, with
+// the same Round and Attempt, for every attempt that was Running, rather
+// than counting it failed. Until then, a restarted coordinator starts a new
+// graph under a new instance and the old outcomes expire with their TTL.
+//
+// Real time. Leases, the outage limit, the stop wait and publish backoff
+// are real durations on the wall clock: they are network time, which the
+// coordinator's injected clock (coordinator.WithClock) does not drive. This
+// is the one place in Baton where production code reads real time.
+//
+// Serve's shutdown. When Serve's context ends, running handlers have their
+// context cancelled; an attempt that then fails is handed back to the
+// stream at once (Nak), to run elsewhere as the same attempt; one that
+// succeeded anyway is reported.
+//
+// # JetStream objects
+//
+// For a pool P and a Pool instance I: the stream BATON_P_ATTEMPTS (work
+// queue, subject baton.P.attempts) with the durable consumer "workers"
+// (AckWait = WithLease, MaxDeliver = WithMaxDeliver); the stream
+// BATON_P_RESULTS (interest retention, subjects baton.P.results.>) with a
+// durable consumer coord-I per instance, removed after WithResultsTTL of
+// inactivity; the core subject baton.P.cancel. NewPool
+// creates or updates them all; Serve waits for them.
+package jetstream

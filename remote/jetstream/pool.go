@@ -1,0 +1,812 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Payload is the Payload of a task bound for a remote pool (Task.Payload,
+// as a Payload or a *Payload): which handler runs it and its input.
+type Payload struct {
+	Kind string // the key of the handler that runs it, in the Handlers given to Serve; required
+	Data []byte // the handler's input, opaque to Baton; at most the server's max payload less 8 KiB
+}
+
+// Result is what a successful remote attempt sets as its task's result
+// (coordinator.SetResult): dependents read it with
+// coordinator.Result[jetstream.Result], and TaskInfo.Result reports it.
+type Result struct {
+	Data     []byte // what the handler returned
+	Worker   string // the name of the Serve that ran it (WithWorkerName)
+	Delivery int    // which delivery of the attempt ran it: 1, or more after a worker died or lost its lease
+}
+
+var errDelivered = errors.New("jetstream: attempt delivered to a worker")
+
+// Stats counts what a Pool has seen since NewPool.
+type Stats struct {
+	Published    int // attempts published (a publish the stream deduplicated counts too)
+	Outcomes     int // outcomes applied: one per attempt at most
+	Duplicates   int // outcomes ignored because their attempt already had one
+	Redelivered  int // outcomes applied that came from a second or later delivery
+	Deduplicated int // publishes the stream found already stored (the same attempt published again, as after a restart)
+}
+
+// Defaults of the Pool's options.
+const (
+	DefaultLease       = 30 * time.Second
+	DefaultMaxDeliver  = 5
+	DefaultMaxOutage   = time.Minute
+	DefaultStopWait    = 5 * time.Second
+	DefaultDedupe      = 2 * time.Minute
+	DefaultResultsTTL  = 24 * time.Hour
+	resultsAckWait     = 5 * time.Minute
+	settledMemory      = 1 << 16 // attempts whose outcome a Pool remembers, to ignore duplicates
+	maxEarly           = 1 << 16 // outcomes kept while no Do waits for them
+	payloadHeadroom    = 8 << 10 // room for headers in a NATS message
+	publishTimeout     = 5 * time.Second
+	publishBackoffMin  = 20 * time.Millisecond
+	publishBackoffMax  = time.Second
+	deleteQueuedBudget = 2 * time.Second
+)
+
+// Option configures a Pool in NewPool.
+type Option func(*poolConfig) error
+
+type poolConfig struct {
+	lease      time.Duration
+	maxDeliver int
+	instance   string
+	maxOutage  time.Duration
+	stopWait   time.Duration
+	dedupe     time.Duration
+	resultsTTL time.Duration
+	replicas   int
+	kinds      map[string]bool // nil: any kind
+	logger     *slog.Logger
+}
+
+func positive(what string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%w: %s(%v): need a positive duration", ErrInvalidOption, what, d)
+	}
+	return nil
+}
+
+// WithLease sets how long a worker holds an attempt without a sign of
+// life (the work consumer's AckWait, default DefaultLease). Serve extends
+// the lease every third of it while a handler runs; an attempt whose
+// worker died is delivered again once its lease expires.
+func WithLease(d time.Duration) Option {
+	return func(c *poolConfig) error { c.lease = d; return positive("WithLease", d) }
+}
+
+// WithMaxDeliver sets how many times one attempt is delivered to workers
+// (default DefaultMaxDeliver); after that, Do returns ErrMaxDeliveries.
+func WithMaxDeliver(n int) Option {
+	return func(c *poolConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithMaxDeliver(%d): need at least 1", ErrInvalidOption, n)
+		}
+		c.maxDeliver = n
+		return nil
+	}
+}
+
+// WithInstance names this Pool instance (default: random). Outcomes are
+// addressed to an instance: a Pool created again with the same instance
+// name, after its process restarted, receives the outcomes published while
+// it was down. Two live Pools must never share an instance name. The name
+// is 1-64 letters, digits, '-' or '_'.
+func WithInstance(id string) Option {
+	return func(c *poolConfig) error {
+		if !validName(id) {
+			return fmt.Errorf("%w: WithInstance(%q): need 1-64 letters, digits, '-' or '_'", ErrInvalidOption, id)
+		}
+		c.instance = id
+		return nil
+	}
+}
+
+// WithMaxOutage sets how long Do waits through a lost connection, or a
+// JetStream that does not answer, before it fails the attempt with
+// ErrUnavailable (default DefaultMaxOutage). While the outage lasts
+// longer, new attempts fail at once with ErrUnavailable.
+func WithMaxOutage(d time.Duration) Option {
+	return func(c *poolConfig) error { c.maxOutage = d; return positive("WithMaxOutage", d) }
+}
+
+// WithStopWait sets how long Do waits, after its context ended, for the
+// outcome of an attempt a worker had begun (default DefaultStopWait), so
+// that the next attempt of the task does not run beside it.
+func WithStopWait(d time.Duration) Option {
+	return func(c *poolConfig) error { c.stopWait = d; return positive("WithStopWait", d) }
+}
+
+// WithDedupeWindow sets the streams' duplicate window (default
+// DefaultDedupe): an attempt or outcome published again within it is
+// stored once.
+func WithDedupeWindow(d time.Duration) Option {
+	return func(c *poolConfig) error { c.dedupe = d; return positive("WithDedupeWindow", d) }
+}
+
+// WithResultsTTL sets how long outcomes, and a Pool instance's durable
+// results consumer, are kept for a Pool that is not running (default
+// DefaultResultsTTL): the longest coordinator downtime that loses nothing.
+func WithResultsTTL(d time.Duration) Option {
+	return func(c *poolConfig) error { c.resultsTTL = d; return positive("WithResultsTTL", d) }
+}
+
+// WithReplicas sets the replicas of the pool's streams in a JetStream
+// cluster (default 1).
+func WithReplicas(n int) Option {
+	return func(c *poolConfig) error {
+		if n < 1 || n > 5 {
+			return fmt.Errorf("%w: WithReplicas(%d): need 1 to 5", ErrInvalidOption, n)
+		}
+		c.replicas = n
+		return nil
+	}
+}
+
+// WithKinds makes Validate refuse a Payload whose Kind is not one of kinds,
+// at Submit, instead of the attempt failing on a worker with
+// ErrUnknownKind.
+func WithKinds(kinds ...string) Option {
+	return func(c *poolConfig) error {
+		if len(kinds) == 0 {
+			return fmt.Errorf("%w: WithKinds(): no kind", ErrInvalidOption)
+		}
+		c.kinds = make(map[string]bool, len(kinds))
+		for _, k := range kinds {
+			if k == "" || !validHeader(k) {
+				return fmt.Errorf("%w: WithKinds(%q): a kind is non-empty text without line breaks", ErrInvalidOption, k)
+			}
+			c.kinds[k] = true
+		}
+		return nil
+	}
+}
+
+// WithLogger sets where the Pool logs (default: nowhere): duplicate
+// outcomes at Info, undecodable messages and consumer errors at Warn.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *poolConfig) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// Pool is a worker.Worker (and worker.Validator) whose attempts run on
+// other machines: give it to coordinator.WithPool, whose size is then the
+// number of attempts in flight remotely. Each attempt is published to the
+// pool's work-queue stream; a worker machine running Serve for the pool
+// takes it, runs the handler of its Payload's Kind, and publishes the
+// outcome to the results stream, where the Pool picks it up.
+//
+// A Pool is safe for concurrent use. Close it after the coordinator's
+// Shutdown.
+type Pool struct {
+	nc       *nats.Conn                                                                        // owned by the caller; the Pool never closes it
+	js       njs.JetStream                                                                     // immutable
+	attempts njs.Stream                                                                        // immutable: the work-queue stream, for DeleteMsg
+	work     njs.Consumer                                                                      // immutable: its work consumer, for what it delivered
+	name     string                                                                            // immutable: the pool's name
+	cfg      poolConfig                                                                        // immutable after NewPool
+	maxData  int                                                                               // immutable: the largest Payload.Data
+	cc       njs.ConsumeContext                                                                // set by NewPool, stopped by Close: the results consumer
+	subs     []*nats.Subscription                                                              // set by NewPool, unsubscribed by Close: the advisory
+	status   chan nats.Status                                                                  // connection events, read by monitor
+	closing  chan struct{}                                                                     // closed by Close
+	up       atomic.Pointer[chan struct{}]                                                     // closed while connected; replaced (under mu) when the connection drops
+	counts   struct{ published, deduplicated, outcomes, duplicates, redelivered atomic.Int64 } // Stats, updated atomically
+	closeErr func() error                                                                      // Close, once
+	wg       sync.WaitGroup                                                                    // the monitor goroutine
+
+	mu      sync.Mutex         // guards the fields below
+	waiting map[string]*call   // by attempt key: the Do calls waiting for an outcome
+	early   map[string]njs.Msg // outcomes no Do waited for yet (a restart)
+	settled *keyRing           // attempts whose outcome was applied
+	down    bool               // the connection is not up
+	lost    chan struct{}      // closed once an outage outlasts cfg.maxOutage; replaced when it ends
+	timer   *time.Timer        // fires lost; nil while connected
+}
+
+// call is one Do waiting for its outcome.
+type call struct {
+	key  string        // immutable: the attempt key
+	seq  atomic.Uint64 // the attempt message's stream sequence, once published
+	gone bool          // unregistered; owned by the Do goroutine
+	got  bool          // a delivery was sent on ch; guarded by Pool.mu
+	ch   chan delivery // receives at most one delivery (buffer 1)
+}
+
+type delivery struct {
+	o   outcome
+	msg njs.Msg // nil for a failure the Pool made up (err set)
+	err error
+}
+
+// NewPool provisions the JetStream objects of the pool called name (its
+// streams and consumers, created or updated, file storage) on nc and
+// returns its coordinator side. nc must be a connection that reconnects
+// (nats.MaxReconnects(-1) suits it); the Pool uses it and never closes it.
+// NewPool blocks for a few round trips to the server, bounded by ctx.
+//
+// Several coordinators may share a pool name (each Pool instance gets its
+// own outcomes), but they must agree on WithLease, WithMaxDeliver and the
+// streams' settings: the last NewPool's win.
+func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Pool, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: NewPool: nil connection", ErrInvalidOption)
+	}
+	if !validName(name) {
+		return nil, fmt.Errorf("%w: NewPool(%q): a pool name is 1-64 letters, digits, '-' or '_'", ErrInvalidOption, name)
+	}
+	cfg := poolConfig{lease: DefaultLease, maxDeliver: DefaultMaxDeliver, maxOutage: DefaultMaxOutage,
+		stopWait: DefaultStopWait, dedupe: DefaultDedupe, resultsTTL: DefaultResultsTTL, replicas: 1}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		cfg.instance = hex.EncodeToString(b[:])
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{nc: nc, js: js, name: name, cfg: cfg, maxData: int(nc.MaxPayload()) - payloadHeadroom,
+		closing: make(chan struct{}), waiting: make(map[string]*call),
+		early: make(map[string]njs.Msg), settled: newKeyRing(settledMemory), lost: make(chan struct{})}
+	up := make(chan struct{})
+	p.up.Store(&up)
+	if err := p.provision(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.start(ctx); err != nil {
+		p.stop()
+		return nil, err
+	}
+	p.closeErr = sync.OnceValue(func() error { p.stop(); return nil })
+	return p, nil
+}
+
+func (p *Pool) provision(ctx context.Context) error {
+	c := p.cfg
+	s, err := p.js.CreateOrUpdateStream(ctx, njs.StreamConfig{
+		Name: attemptsStream(p.name), Subjects: []string{attemptsSubject(p.name)},
+		Retention: njs.WorkQueuePolicy, Storage: njs.FileStorage, Replicas: c.replicas, Duplicates: c.dedupe,
+		Description: "Baton attempts of pool " + p.name,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: NewPool(%q): attempts stream: %w", p.name, err)
+	}
+	p.attempts = s
+	if p.work, err = s.CreateOrUpdateConsumer(ctx, njs.ConsumerConfig{
+		Durable: workConsumer, AckPolicy: njs.AckExplicitPolicy, AckWait: c.lease,
+		MaxDeliver: c.maxDeliver, MaxAckPending: -1, DeliverPolicy: njs.DeliverAllPolicy,
+	}); err != nil {
+		return fmt.Errorf("jetstream: NewPool(%q): work consumer: %w", p.name, err)
+	}
+	if _, err := p.js.CreateOrUpdateStream(ctx, njs.StreamConfig{
+		Name: resultsStream(p.name), Subjects: []string{resultsSubject(p.name, ">")},
+		Retention: njs.InterestPolicy, Storage: njs.FileStorage, Replicas: c.replicas, Duplicates: c.dedupe,
+		MaxAge: c.resultsTTL, Description: "Baton outcomes of pool " + p.name,
+	}); err != nil {
+		return fmt.Errorf("jetstream: NewPool(%q): results stream: %w", p.name, err)
+	}
+	return nil
+}
+
+// start subscribes to outcomes, max-delivery advisories
+// and connection events, in this order of importance.
+func (p *Pool) start(ctx context.Context) error {
+	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{
+		Durable: resultsConsumer(p.cfg.instance), FilterSubject: resultsSubject(p.name, p.cfg.instance),
+		AckPolicy: njs.AckExplicitPolicy, AckWait: resultsAckWait, MaxAckPending: -1,
+		DeliverPolicy: njs.DeliverAllPolicy, InactiveThreshold: p.cfg.resultsTTL,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
+	}
+	for _, s := range []struct {
+		subject string
+		f       nats.MsgHandler
+	}{
+		{maxDeliveriesSubject(p.name), p.onMaxDeliveries},
+	} {
+		sub, err := p.nc.Subscribe(s.subject, s.f)
+		if err != nil {
+			return fmt.Errorf("jetstream: NewPool(%q): %w", p.name, err)
+		}
+		p.subs = append(p.subs, sub)
+	}
+	p.status = p.nc.StatusChanged()
+	p.mu.Lock()
+	p.down = !p.nc.IsConnected()
+	if p.down {
+		p.timer = time.AfterFunc(p.cfg.maxOutage, p.outageTooLong)
+	} else {
+		close(*p.up.Load())
+	}
+	p.mu.Unlock()
+	p.wg.Go(p.monitor)
+	cc, err := cons.Consume(p.onOutcome, njs.ConsumeErrHandler(func(_ njs.ConsumeContext, err error) {
+		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "jetstream: results consumer",
+			slog.String("pool", p.name), slog.Any("err", err))
+	}))
+	if err != nil {
+		return fmt.Errorf("jetstream: NewPool(%q): consume results: %w", p.name, err)
+	}
+	p.cc = cc
+	return nil
+}
+
+func (p *Pool) stop() {
+	close(p.closing)
+	if p.cc != nil {
+		p.cc.Stop()
+		<-p.cc.Closed()
+	}
+	for _, s := range p.subs {
+		_ = s.Unsubscribe()
+	}
+	if p.status != nil {
+		p.nc.RemoveStatusListener(p.status) // closes p.status: monitor returns
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
+}
+
+// Close stops the Pool: Do calls waiting for an outcome return ErrClosed,
+// and so do later ones. It does not cancel attempts on the workers and
+// does not delete the Pool's durable consumer: a Pool created again with
+// the same WithInstance receives the outcomes published meanwhile. Close
+// blocks until the Pool's goroutines and subscriptions are gone; it is
+// idempotent and safe for concurrent use. It does not close the connection.
+func (p *Pool) Close() error { return p.closeErr() }
+
+// Instance returns the Pool's instance name (WithInstance, or the random
+// one NewPool chose). A coordinator that restarts passes it to WithInstance
+// to receive the outcomes published while it was down. It does not block,
+// is safe for concurrent use and works after Close.
+func (p *Pool) Instance() string { return p.cfg.instance }
+
+// Stats returns the Pool's counters. It is safe for concurrent use and
+// works after Close.
+func (p *Pool) Stats() Stats {
+	return Stats{Published: int(p.counts.published.Load()), Deduplicated: int(p.counts.deduplicated.Load()),
+		Outcomes: int(p.counts.outcomes.Load()), Duplicates: int(p.counts.duplicates.Load()),
+		Redelivered: int(p.counts.redelivered.Load())}
+}
+
+// Validate refuses, before anything is published, a job whose Payload is
+// not a Payload or *Payload with a Kind (one of WithKinds' if given), whose
+// Data does not fit in one message, or whose ID contains a line break or
+// NUL: ErrBadPayload or ErrUnknownKind, wrapped with the reason. It does
+// not block, is safe for concurrent use, and works after Close.
+func (p *Pool) Validate(j worker.Job) error {
+	_, err := p.payload(j)
+	return err
+}
+
+func (p *Pool) payload(j worker.Job) (Payload, error) {
+	var pl Payload
+	switch v := j.Payload.(type) {
+	case Payload:
+		pl = v
+	case *Payload:
+		if v == nil {
+			return pl, fmt.Errorf("%w: task %q: nil *Payload", ErrBadPayload, j.ID)
+		}
+		pl = *v
+	default:
+		return pl, fmt.Errorf("%w: task %q: Payload is a %T, not a jetstream.Payload", ErrBadPayload, j.ID, j.Payload)
+	}
+	switch {
+	case pl.Kind == "":
+		return pl, fmt.Errorf("%w: task %q: Payload without a Kind", ErrBadPayload, j.ID)
+	case !validHeader(pl.Kind) || !validHeader(j.ID):
+		return pl, fmt.Errorf("%w: task %q: line break or NUL in the ID or Kind", ErrBadPayload, j.ID)
+	case len(pl.Data) > p.maxData:
+		return pl, fmt.Errorf("%w: task %q: %d bytes of Data, more than the %d a message holds", ErrBadPayload, j.ID, len(pl.Data), p.maxData)
+	case p.cfg.kinds != nil && !p.cfg.kinds[pl.Kind]:
+		return pl, fmt.Errorf("%w: task %q: kind %q", ErrUnknownKind, j.ID, pl.Kind)
+	}
+	return pl, nil
+}
+
+// Do runs one attempt remotely: it publishes the attempt (deduplicated by
+// its ID, instance/round/attempt/task, so a repeated Do of the same
+// attempt does not queue it twice) and blocks until its outcome arrives,
+// ctx ends, the outage limit passes or the Pool is closed.
+//
+// A success sets a Result with coordinator.SetResult and returns nil; a
+// handler error returns a *RemoteError; a remote panic a
+// *worker.PanicError holding a *RemoteError. When ctx ends (Cancel,
+// Timeout, Shutdown), Do tells the workers to stop the attempt: a queued
+// attempt is deleted from the stream and Do returns context.Cause(ctx) at
+// once; a running one has its handler's context cancelled, and Do waits up
+// to WithStopWait for its outcome before it returns. Do returns
+// ErrUnavailable when JetStream stayed out of reach for WithMaxOutage,
+// ErrMaxDeliveries when workers kept dying, ErrClosed after Close, and
+// ErrInFlight while another Do runs the same attempt. It is
+// safe for concurrent use.
+func (p *Pool) Do(ctx context.Context, j worker.Job) error {
+	pl, err := p.payload(j)
+	if err != nil {
+		return err
+	}
+	c := &call{key: attemptKey(p.cfg.instance, jobID{j.ID, j.Round, j.Attempt}), ch: make(chan delivery, 1)}
+	lost, arrived, err := p.register(c)
+	if err != nil {
+		return err
+	}
+	defer p.unregister(c)
+	deadline, _ := ctx.Deadline()
+	msg := attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline)
+	// An outcome that came while no Do waited (a restart) is not published
+	// again: once the duplicate window has passed, that would run it again.
+	if !arrived {
+		if err := p.publish(ctx, c, msg, lost); err != nil {
+			if ctx.Err() != nil {
+				// It may have been stored: tell the workers, who remember it.
+				_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
+				return context.Cause(ctx)
+			}
+			return err
+		}
+	}
+	select {
+	case d := <-c.ch:
+		return p.apply(ctx, c, d)
+	case <-ctx.Done():
+		return p.cancel(ctx, c)
+	case <-lost:
+		return fmt.Errorf("%w: no outcome for task %q after an outage of %v", ErrUnavailable, j.ID, p.cfg.maxOutage)
+	case <-p.closing:
+		return ErrClosed
+	}
+}
+
+// register records c as waiting and hands it an outcome that came early
+// (arrived). It returns the channel that closes if an outage outlasts the
+// limit.
+func (p *Pool) register(c *call) (lost <-chan struct{}, arrived bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.closing:
+		return nil, false, ErrClosed
+	default:
+	}
+	if _, dup := p.waiting[c.key]; dup {
+		return nil, false, fmt.Errorf("%w: %s", ErrInFlight, c.key)
+	}
+	p.waiting[c.key] = c
+	if m, ok := p.early[c.key]; ok {
+		delete(p.early, c.key)
+		if o, err := decodeOutcome(m.Data()); err == nil {
+			c.got = true
+			c.ch <- delivery{o: o, msg: m}
+		}
+	}
+	return p.lost, c.got, nil
+}
+
+// unregister ends c's wait and remembers its attempt as settled: an
+// outcome that arrives later for it is a duplicate.
+func (p *Pool) unregister(c *call) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	p.mu.Lock()
+	delete(p.waiting, c.key)
+	p.settled.add(c.key)
+	p.mu.Unlock()
+}
+
+// publish stores the attempt, retrying through outages until ctx ends or
+// the outage outlasts the limit; the message ID makes retries harmless.
+func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan struct{}) error {
+	backoff, waited := publishBackoffMin, time.Duration(0)
+	for {
+		// While disconnected, wait for the connection rather than buffer
+		// a request that would only time out.
+		select {
+		case <-*p.up.Load():
+		case <-lost:
+			return fmt.Errorf("%w: not connected for %v", ErrUnavailable, p.cfg.maxOutage)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.closing:
+			return ErrClosed
+		}
+		// Not bounded by ctx: once sent, the attempt may be stored, and
+		// only its sequence lets a cancel take it out again.
+		pctx, done := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		ack, err := p.js.PublishMsg(pctx, msg)
+		done()
+		if err == nil {
+			c.seq.Store(ack.Sequence)
+			p.counts.published.Add(1)
+			if ack.Duplicate {
+				p.counts.deduplicated.Add(1)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "jetstream: publish failed, retrying",
+			slog.String("pool", p.name), slog.String("attempt", c.key), slog.Any("err", err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-lost:
+			t.Stop()
+			return fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
+		case <-p.closing:
+			t.Stop()
+			return ErrClosed
+		}
+		// Connected, but JetStream does not answer (it is recovering its
+		// streams after a restart, or lost its quorum): after waiting as
+		// long as the outage limit, give up.
+		waited += backoff
+		if waited >= p.cfg.maxOutage {
+			return fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
+		}
+		backoff = min(2*backoff, publishBackoffMax)
+	}
+}
+
+// apply turns an outcome into Do's result, remembers its attempt as
+// settled and acknowledges the message.
+func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
+	p.unregister(c)
+	if d.err != nil {
+		if errors.Is(d.err, ErrMaxDeliveries) {
+			// A work queue keeps a message that reached MaxDeliver:
+			// remove it, on Do's goroutine (the advisory's callback must
+			// not block, and a goroutine of its own would have no owner).
+			dctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
+			_ = p.attempts.DeleteMsg(dctx, c.seq.Load())
+			done()
+		}
+		return d.err
+	}
+	o := d.o
+	p.counts.outcomes.Add(1)
+	if o.Delivery > 1 {
+		p.counts.redelivered.Add(1)
+	}
+	_ = d.msg.Ack()
+	if o.Status == statusOK {
+		// Outside a coordinator (a direct Do) there is no attempt to set
+		// a result on: ErrNoAttempt is expected then.
+		_ = coordinator.SetResult(ctx, Result{Data: o.Result, Worker: o.Worker, Delivery: o.Delivery})
+		return nil
+	}
+	if ctx.Err() != nil {
+		// The attempt's context ended (Cancel, Timeout, Shutdown): that,
+		// not how the handler reacted to it, is the attempt's end.
+		return context.Cause(ctx)
+	}
+	_, id, _ := parseKey(o.Key)
+	re := &RemoteError{Task: id.task, Round: id.round, Attempt: id.attempt, Worker: o.Worker, Delivery: o.Delivery,
+		Message: o.Error, unknownKind: o.Code == codeUnknownKind, timedOut: o.Code == codeTimeout}
+	switch o.Status {
+	case statusPanic:
+		re.Panic = true
+		return &worker.PanicError{Value: re, Stack: []byte(o.Stack)}
+	case statusCancelled:
+		re.Message = "stopped by a cancel: " + o.Error
+	}
+	return re
+}
+
+// cancel stops an attempt whose Do's context ended.
+func (p *Pool) cancel(ctx context.Context, c *call) error {
+	cause := context.Cause(ctx)
+	_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
+	seq := c.seq.Load()
+	// The one work consumer delivers in stream order (redeliveries
+	// aside): an attempt past the last delivered sequence is still
+	// queued. Take it out of the stream and return at once; a worker that
+	// took it meanwhile sees the cancel published above.
+	dctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
+	info, err := p.work.Info(dctx)
+	if err == nil && seq > info.Delivered.Stream {
+		err = p.attempts.DeleteMsg(dctx, seq)
+	} else if err == nil {
+		err = errDelivered
+	}
+	done()
+	if err == nil {
+		return cause
+	}
+	t := time.NewTimer(p.cfg.stopWait)
+	defer t.Stop()
+	select {
+	case d := <-c.ch:
+		if err := p.apply(ctx, c, d); err == nil {
+			return nil // it succeeded before the cancel reached it
+		}
+	case <-t.C:
+	case <-p.closing:
+	}
+	return cause
+}
+
+// onOutcome receives every outcome addressed to this instance.
+func (p *Pool) onOutcome(m njs.Msg) {
+	o, err := decodeOutcome(m.Data())
+	if err != nil {
+		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "jetstream: dropping a bad outcome",
+			slog.String("pool", p.name), slog.Any("err", err))
+		_ = m.Term()
+		return
+	}
+	p.mu.Lock()
+	if p.settled.has(o.Key) {
+		p.counts.duplicates.Add(1)
+		p.mu.Unlock()
+		p.duplicate(o)
+		_ = m.Ack()
+		return
+	}
+	if c := p.waiting[o.Key]; c != nil {
+		if c.got {
+			p.counts.duplicates.Add(1)
+			p.mu.Unlock()
+			p.duplicate(o)
+			_ = m.Ack()
+			return
+		}
+		c.got = true
+		c.ch <- delivery{o: o, msg: m}
+		p.mu.Unlock()
+		return
+	}
+	// No Do waits for it: it was published while this instance was
+	// down, or before a Do that is about to ask. Keep it unacknowledged
+	// (a crash before it is applied gets it delivered again).
+	if old, ok := p.early[o.Key]; ok && sameMsg(old, m) {
+		p.early[o.Key] = m // a redelivery of the message already kept
+		p.mu.Unlock()
+		return
+	} else if ok {
+		p.counts.duplicates.Add(1)
+		p.mu.Unlock()
+		p.duplicate(o)
+		_ = m.Ack()
+		return
+	}
+	var dropped njs.Msg
+	if len(p.early) >= maxEarly {
+		for k, v := range p.early {
+			delete(p.early, k)
+			dropped = v
+			break
+		}
+	}
+	p.early[o.Key] = m
+	p.mu.Unlock()
+	if dropped != nil {
+		// Not acknowledged: delivered again after resultsAckWait.
+		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "jetstream: too many outcomes waiting for their Do; one set aside",
+			slog.String("pool", p.name))
+	}
+}
+
+func sameMsg(a, b njs.Msg) bool {
+	ma, err1 := a.Metadata()
+	mb, err2 := b.Metadata()
+	return err1 == nil && err2 == nil && ma.Sequence.Stream == mb.Sequence.Stream
+}
+
+func (p *Pool) duplicate(o outcome) {
+	p.cfg.logger.LogAttrs(context.Background(), slog.LevelInfo, "jetstream: duplicate outcome ignored",
+		slog.String("pool", p.name), slog.String("attempt", o.Key), slog.String("worker", o.Worker),
+		slog.Int("delivery", o.Delivery))
+}
+
+// onMaxDeliveries fails the attempt the server gave up delivering.
+func (p *Pool) onMaxDeliveries(m *nats.Msg) {
+	var adv struct {
+		StreamSeq uint64 `json:"stream_seq"`
+	}
+	if err := json.Unmarshal(m.Data, &adv); err != nil {
+		return
+	}
+	p.mu.Lock()
+	var c *call
+	for _, w := range p.waiting { // rare: a scan beats an index kept on every attempt
+		if w.seq.Load() == adv.StreamSeq {
+			c = w
+			break
+		}
+	}
+	if c == nil || c.got {
+		p.mu.Unlock()
+		return
+	}
+	c.got = true
+	c.ch <- delivery{err: fmt.Errorf("%w: attempt %s, %d deliveries", ErrMaxDeliveries, c.key, p.cfg.maxDeliver)}
+	p.settled.add(c.key)
+	p.mu.Unlock()
+}
+
+// monitor follows the connection: an outage that lasts longer than
+// maxOutage closes lost, failing the Do calls that wait.
+func (p *Pool) monitor() {
+	for range p.status {
+		up := p.nc.IsConnected()
+		p.mu.Lock()
+		switch {
+		case up && p.down:
+			p.down = false
+			if p.timer != nil {
+				p.timer.Stop()
+				p.timer = nil
+			}
+			select {
+			case <-p.lost:
+				p.lost = make(chan struct{})
+			default:
+			}
+			close(*p.up.Load())
+		case !up && !p.down:
+			p.down = true
+			ch := make(chan struct{})
+			p.up.Store(&ch)
+			p.timer = time.AfterFunc(p.cfg.maxOutage, p.outageTooLong)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Pool) outageTooLong() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.down {
+		return
+	}
+	select {
+	case <-p.lost:
+	default:
+		close(p.lost)
+	}
+}

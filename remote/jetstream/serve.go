@@ -1,0 +1,438 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/worker"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Handler runs one attempt on a worker machine: data is the task's
+// Payload.Data, and what it returns is the task's Result.Data on success.
+// ctx ends when the coordinator cancels the attempt (Cancel, Timeout,
+// Shutdown: context.Cause is ErrStopped), at the task's timeout (its
+// deadline is the coordinator's, read on this machine's clock;
+// context.Cause is worker.ErrTimeout) and when Serve's context ends. AttemptOf(ctx) tells which attempt it runs.
+type Handler func(ctx context.Context, data []byte) ([]byte, error)
+
+// ErrStopped is the context cause of a handler whose attempt the
+// coordinator stopped: the task was cancelled, timed out or the scheduler
+// shut down.
+var ErrStopped = errors.New("jetstream: attempt stopped by the coordinator")
+
+// Attempt describes the attempt a handler runs.
+type Attempt struct {
+	Task     string // the task's ID
+	Kind     string // Payload.Kind
+	Round    int    // the run number (worker.Job.Round)
+	Attempt  int    // the attempt number (worker.Job.Attempt)
+	Delivery int    // 1, or more when a worker died or lost its lease while running it
+	Worker   string // this Serve's name
+}
+
+type attemptKeyT struct{}
+
+// AttemptOf returns the attempt that a handler's ctx belongs to. It does
+// not block and is safe for concurrent use.
+func AttemptOf(ctx context.Context) (Attempt, bool) {
+	a, ok := ctx.Value(attemptKeyT{}).(Attempt)
+	return a, ok
+}
+
+// ServeOption configures Serve.
+type ServeOption func(*serveConfig) error
+
+type serveConfig struct {
+	name        string
+	concurrency int
+	logger      *slog.Logger
+}
+
+// WithWorkerName names this worker in outcomes, Result.Worker and
+// RemoteError.Worker (default: host name and process ID).
+func WithWorkerName(name string) ServeOption {
+	return func(c *serveConfig) error {
+		if name == "" || !validHeader(name) {
+			return fmt.Errorf("%w: WithWorkerName(%q)", ErrInvalidOption, name)
+		}
+		c.name = name
+		return nil
+	}
+}
+
+// WithConcurrency sets how many handlers Serve runs at once (default
+// runtime.GOMAXPROCS(0)). Serve takes no more attempts from the stream
+// than it can start soon: at most n beyond those running.
+func WithConcurrency(n int) ServeOption {
+	return func(c *serveConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithConcurrency(%d): need at least 1", ErrInvalidOption, n)
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithWorkerLogger sets where Serve logs (default: nowhere): transient
+// JetStream errors at Warn, malformed attempts at Error.
+func WithWorkerLogger(l *slog.Logger) ServeOption {
+	return func(c *serveConfig) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithWorkerLogger(nil)", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// server is one Serve call.
+type server struct {
+	nc       *nats.Conn         // owned by Serve's caller
+	js       njs.JetStream      // immutable
+	pool     string             // immutable
+	handlers map[string]Handler // immutable (Serve's copy)
+	cfg      serveConfig        // immutable
+
+	mu        sync.Mutex          // guards the fields below
+	running   map[string]*running // by attempt key
+	cancelled *keyRing            // attempts cancelled before they ran here
+}
+
+// running is an attempt whose handler runs on this worker.
+type running struct {
+	cancel context.CancelCauseFunc // ends the handler's context
+	msg    njs.Msg                 // the attempt's message, whose lease extendLeases extends
+}
+
+// Serve runs attempts of the pool called pool on this machine until ctx
+// ends: it takes them from the pool's work-queue stream, runs the handler
+// registered for their Payload.Kind, extends their lease while the handler
+// runs, publishes the outcome (result, error text or panic and stack) and
+// only then acknowledges the attempt. An attempt whose kind has no handler
+// fails with ErrUnknownKind.
+//
+// Serve waits for the pool's streams if no NewPool created them yet, and
+// rides through connection losses and server restarts (nc must reconnect:
+// nats.MaxReconnects(-1)). When ctx ends it stops taking attempts, hands
+// back those it had fetched but not started, cancels the running
+// handlers' contexts and waits for them; an attempt whose
+// handler returned an error because of that is handed back to the stream
+// (another worker runs it: it was not the task's failure), one that
+// finished anyway is reported. Serve then returns ctx.Err(). It returns
+// early with an error for invalid arguments. Several Serve calls, in one
+// process or many, share the pool's attempts.
+func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]Handler, opts ...ServeOption) error {
+	if nc == nil {
+		return fmt.Errorf("%w: Serve: nil connection", ErrInvalidOption)
+	}
+	if !validName(pool) {
+		return fmt.Errorf("%w: Serve(%q): a pool name is 1-64 letters, digits, '-' or '_'", ErrInvalidOption, pool)
+	}
+	if len(handlers) == 0 {
+		return fmt.Errorf("%w: Serve(%q): no handlers", ErrInvalidOption, pool)
+	}
+	hs := make(map[string]Handler, len(handlers))
+	for k, h := range handlers {
+		if k == "" || h == nil {
+			return fmt.Errorf("%w: Serve(%q): empty kind or nil handler (%q)", ErrInvalidOption, pool, k)
+		}
+		hs[k] = h
+	}
+	host, _ := os.Hostname()
+	cfg := serveConfig{name: host + ":" + strconv.Itoa(os.Getpid()), concurrency: runtime.GOMAXPROCS(0)}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	s := &server{nc: nc, js: js, pool: pool, handlers: hs, cfg: cfg,
+		running: make(map[string]*running), cancelled: newKeyRing(4096)}
+	sub, err := nc.Subscribe(cancelSubject(pool), s.onCancel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	return s.run(ctx)
+}
+
+func (s *server) onCancel(m *nats.Msg) {
+	key := string(m.Data)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.running[key]; r != nil {
+		r.cancel(ErrStopped)
+		return
+	}
+	s.cancelled.add(key)
+}
+
+func (s *server) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, s.cfg.concurrency)
+	leasing := false
+	for {
+		cons, err := s.consumer(ctx)
+		if err != nil {
+			return err
+		}
+		lease := cons.CachedInfo().Config.AckWait
+		if !leasing {
+			leasing = true
+			wg.Go(func() { s.extendLeases(ctx, lease) })
+		}
+		it, err := cons.Messages(njs.PullMaxMessages(s.cfg.concurrency), njs.WithMessagesErrOnMissingHeartbeat(false))
+		if err != nil {
+			s.warn(ctx, "jetstream: Serve: pull attempts", err)
+			if !s.pause(ctx, time.Second) {
+				return ctx.Err()
+			}
+			continue
+		}
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			m, err := it.Next(njs.NextContext(ctx))
+			if err != nil {
+				<-slots
+				if ctx.Err() == nil && !errors.Is(err, njs.ErrMsgIteratorClosed) {
+					s.warn(ctx, "jetstream: Serve: next attempt", err)
+				}
+				break
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				s.handle(ctx, m, lease)
+			})
+		}
+		if ctx.Err() != nil {
+			// Hand back what the iterator prefetched, rather than let it
+			// wait a lease to be delivered again. The drain is bounded:
+			// after a server restart it may not complete.
+			it.Drain()
+			for {
+				m, err := it.Next(njs.NextMaxWait(drainWait))
+				if err != nil {
+					break
+				}
+				_ = m.Nak()
+			}
+			it.Stop()
+			return ctx.Err()
+		}
+		it.Stop()
+		// The iterator failed (consumer deleted, stream recreated):
+		// look the consumer up again.
+		if !s.pause(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// consumer finds the pool's work consumer, waiting for a NewPool to create
+// it and for JetStream to answer.
+func (s *server) consumer(ctx context.Context) (njs.Consumer, error) {
+	created := make(chan *nats.Msg, 1)
+	sub, err := s.nc.ChanSubscribe(consumerCreatedSubject(s.pool), created)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	backoff := 50 * time.Millisecond
+	for {
+		c, err := s.js.Consumer(ctx, attemptsStream(s.pool), workConsumer)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, njs.ErrStreamNotFound) && !errors.Is(err, njs.ErrConsumerNotFound) {
+			s.warn(ctx, "jetstream: Serve: looking up the pool", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-created:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// drainWait bounds the wait for each prefetched attempt Serve hands back
+// when it stops.
+const drainWait = 500 * time.Millisecond
+
+// extendLeases tells JetStream, every third of the lease, that the
+// attempts running here are still in progress (one timer for all of them,
+// rather than one per attempt), until ctx ends.
+func (s *server) extendLeases(ctx context.Context, lease time.Duration) {
+	t := time.NewTicker(lease / 3)
+	defer t.Stop()
+	var msgs []njs.Msg
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		msgs = msgs[:0]
+		s.mu.Lock()
+		for _, r := range s.running {
+			msgs = append(msgs, r.msg)
+		}
+		s.mu.Unlock()
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+	}
+}
+
+// pause waits d unless ctx ends first; it reports whether ctx is alive.
+func (s *server) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *server) warn(ctx context.Context, msg string, err error) {
+	s.cfg.logger.LogAttrs(ctx, slog.LevelWarn, msg, slog.String("pool", s.pool), slog.String("worker", s.cfg.name), slog.Any("err", err))
+}
+
+// handle runs one attempt message to its end: outcome published, then
+// acknowledged; or handed back (Nak) when this worker is shutting down.
+func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
+	h := m.Headers()
+	key, kind := h.Get(nats.MsgIdHdr), h.Get(hdrKind)
+	instance, id, ok := parseKey(key)
+	if !ok {
+		s.cfg.logger.LogAttrs(ctx, slog.LevelError, "jetstream: Serve: dropping a malformed attempt",
+			slog.String("pool", s.pool), slog.String("attempt", key))
+		_ = m.Term()
+		return
+	}
+	a := Attempt{Task: id.task, Kind: kind, Round: id.round, Attempt: id.attempt, Worker: s.cfg.name}
+	if md, err := m.Metadata(); err == nil {
+		a.Delivery = int(md.NumDelivered)
+	}
+	o := outcome{Key: key, Worker: s.cfg.name, Delivery: a.Delivery}
+
+	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKeyT{}, a))
+	defer cancel(nil)
+	if ns, err := strconv.ParseInt(h.Get(hdrDeadline), 10, 64); err == nil {
+		var done context.CancelFunc
+		hctx, done = context.WithDeadlineCause(hctx, time.Unix(0, ns), worker.ErrTimeout)
+		defer done()
+	}
+	s.mu.Lock()
+	if s.cancelled.has(key) {
+		s.mu.Unlock()
+		_ = m.Term() // cancelled before it ran: nobody waits for it
+		return
+	}
+	r := &running{cancel: cancel, msg: m} // extendLeases sends InProgress for it until it is gone
+	s.running[key] = r                    // a second delivery of the attempt to this worker replaces the first here
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.running[key] == r {
+			delete(s.running, key)
+		}
+		s.mu.Unlock()
+	}()
+
+	handler := s.handlers[kind]
+	if handler == nil {
+		o.Status, o.Code, o.Error = statusError, codeUnknownKind, fmt.Sprintf("no handler for kind %q on this worker", kind)
+	} else {
+		s.call(hctx, handler, m.Data(), &o)
+	}
+	if o.Status != statusOK && ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
+		// This worker is shutting down: hand the attempt back at once.
+		_ = m.Nak()
+		return
+	}
+	switch cause := context.Cause(hctx); {
+	case o.Status == statusOK:
+	case errors.Is(cause, ErrStopped):
+		o.Status = statusCancelled
+	case errors.Is(cause, worker.ErrTimeout):
+		o.Code = codeTimeout
+	}
+	if err := s.report(ctx, instance, o, lease); err != nil {
+		// Not acknowledged: the attempt is delivered again after its
+		// lease, and run again (at least once).
+		s.warn(ctx, "jetstream: Serve: outcome not published", err)
+		return
+	}
+	_ = m.Ack()
+}
+
+// call runs the handler, recovering a panic into the outcome.
+func (s *server) call(ctx context.Context, h Handler, data []byte, o *outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			o.Status, o.Error, o.Stack = statusPanic, fmt.Sprint(v), string(debug.Stack())
+		}
+	}()
+	res, err := h(ctx, data)
+	if err != nil {
+		o.Status, o.Error = statusError, err.Error()
+		return
+	}
+	o.Status, o.Result = statusOK, res
+}
+
+// report publishes the outcome, retrying for up to a lease (the attempt is
+// redelivered after that anyway), even while Serve's ctx ends.
+func (s *server) report(ctx context.Context, instance string, o outcome, lease time.Duration) error {
+	m := nats.NewMsg(resultsSubject(s.pool, instance))
+	m.Data = o.encode()
+	m.Header.Set(nats.MsgIdHdr, "out/"+o.Key)
+	pctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	defer done()
+	backoff := publishBackoffMin
+	for {
+		_, err := s.js.PublishMsg(pctx, m)
+		if err == nil || pctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-pctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, publishBackoffMax)
+	}
+}

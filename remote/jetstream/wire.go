@@ -1,0 +1,212 @@
+package jetstream
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Names of the JetStream objects of a pool called P (P is checked by
+// validPool):
+//
+//	stream   BATON_P_ATTEMPTS  subject baton.P.attempts    work queue, one message per attempt
+//	consumer workers           on BATON_P_ATTEMPTS         shared by every Serve of the pool
+//	stream   BATON_P_RESULTS   subjects baton.P.results.>  interest retention, one message per outcome
+//	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I
+//	subject  baton.P.cancel                                core NATS, body = attempt key: stop it
+const workConsumer = "workers"
+
+// validName reports whether s names a pool or a Pool instance: 1-64
+// letters, digits, '-' or '_' (a subject token and part of a stream or
+// consumer name). By hand: it runs for every attempt.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func attemptsStream(pool string) string  { return "BATON_" + pool + "_ATTEMPTS" }
+func resultsStream(pool string) string   { return "BATON_" + pool + "_RESULTS" }
+func attemptsSubject(pool string) string { return "baton." + pool + ".attempts" }
+func resultsSubject(pool, instance string) string {
+	return "baton." + pool + ".results." + instance
+}
+func cancelSubject(pool string) string { return "baton." + pool + ".cancel" }
+func maxDeliveriesSubject(pool string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + attemptsStream(pool) + "." + workConsumer
+}
+func consumerCreatedSubject(pool string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + attemptsStream(pool) + "." + workConsumer
+}
+func resultsConsumer(instance string) string { return "coord-" + instance }
+
+// Headers of an attempt message, besides its Nats-Msg-Id (the attempt
+// key, which names the instance, round, attempt and task). Its body is
+// Payload.Data.
+const (
+	hdrKind     = "Baton-Kind"
+	hdrDeadline = "Baton-Deadline" // unix nanoseconds; absent without a deadline
+)
+
+// attemptKey names one attempt of one task for one Pool instance:
+// instance/round/attempt/task. It is the attempt message's Nats-Msg-Id, so
+// publishing it again is deduplicated by the stream.
+func attemptKey(instance string, j jobID) string {
+	return instance + "/" + strconv.Itoa(j.round) + "/" + strconv.Itoa(j.attempt) + "/" + j.task
+}
+
+type jobID struct {
+	task           string
+	round, attempt int
+}
+
+// parseKey is attemptKey's inverse; ok is false for a malformed key.
+func parseKey(key string) (instance string, id jobID, ok bool) {
+	// By hand rather than strings.SplitN: it runs for every attempt.
+	i := strings.IndexByte(key, '/')
+	if i < 0 || !validName(key[:i]) {
+		return "", id, false
+	}
+	instance, rest := key[:i], key[i+1:]
+	var err error
+	for _, n := range []*int{&id.round, &id.attempt} {
+		j := strings.IndexByte(rest, '/')
+		if j < 0 {
+			return "", id, false
+		}
+		if *n, err = strconv.Atoi(rest[:j]); err != nil {
+			return "", id, false
+		}
+		rest = rest[j+1:]
+	}
+	id.task = rest
+	return instance, id, true
+}
+
+func attemptMsg(pool, key, kind string, data []byte, deadline time.Time) *nats.Msg {
+	m := nats.NewMsg(attemptsSubject(pool))
+	m.Data = data
+	m.Header.Set(nats.MsgIdHdr, key)
+	m.Header.Set(hdrKind, kind)
+	if !deadline.IsZero() {
+		m.Header.Set(hdrDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
+	}
+	return m
+}
+
+// status of an outcome.
+const (
+	statusOK        byte = iota + 1
+	statusError          // the handler returned an error
+	statusPanic          // the handler panicked
+	statusCancelled      // the handler stopped because the coordinator cancelled the attempt
+)
+
+// outcome is the body of a results message. On the wire (encode): a
+// version byte (1), the status, the code, then the delivery as a uvarint,
+// the key, worker, error text and stack each as a uvarint length and its
+// bytes, and the result as the rest. Hand-written because the outcome is
+// on every attempt's path and JSON cost a tenth of an attempt's CPU.
+type outcome struct {
+	Key      string
+	Status   byte
+	Code     byte // codeUnknownKind, or 0
+	Worker   string
+	Delivery int
+	Result   []byte
+	Error    string
+	Stack    string
+}
+
+const (
+	outcomeVersion  = 1
+	codeUnknownKind = 1
+	codeTimeout     = 2 // the handler failed after its deadline passed
+)
+
+func (o *outcome) encode() []byte {
+	b := make([]byte, 0, 3+4*binary.MaxVarintLen32+len(o.Key)+len(o.Worker)+len(o.Error)+len(o.Stack)+len(o.Result))
+	b = append(b, outcomeVersion, o.Status, o.Code)
+	b = binary.AppendUvarint(b, uint64(o.Delivery))
+	for _, s := range []string{o.Key, o.Worker, o.Error, o.Stack} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return append(b, o.Result...)
+}
+
+var errBadOutcome = errors.New("jetstream: undecodable outcome")
+
+func decodeOutcome(b []byte) (outcome, error) {
+	var o outcome
+	if len(b) < 3 || b[0] != outcomeVersion {
+		return o, errBadOutcome
+	}
+	o.Status, o.Code, b = b[1], b[2], b[3:]
+	if o.Status < statusOK || o.Status > statusCancelled {
+		return o, fmt.Errorf("%w: status %d", errBadOutcome, o.Status)
+	}
+	d, n := binary.Uvarint(b)
+	if n <= 0 || d > 1<<31 {
+		return o, errBadOutcome
+	}
+	o.Delivery, b = int(d), b[n:]
+	for _, f := range []*string{&o.Key, &o.Worker, &o.Error, &o.Stack} {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return o, errBadOutcome
+		}
+		*f, b = string(b[n:n+int(l)]), b[n+int(l):]
+	}
+	if o.Key == "" {
+		return o, fmt.Errorf("%w: no key", errBadOutcome)
+	}
+	if len(b) > 0 {
+		o.Result = bytes.Clone(b)
+	}
+	return o, nil
+}
+
+// keyRing is a set of the last n keys added: a bounded memory of attempts
+// already settled or cancelled. Not safe for concurrent use.
+type keyRing struct {
+	m    map[string]struct{}
+	ring []string
+	next int
+}
+
+func newKeyRing(n int) *keyRing {
+	return &keyRing{m: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+func (r *keyRing) has(k string) bool { _, ok := r.m[k]; return ok }
+
+func (r *keyRing) add(k string) {
+	if r.has(k) {
+		return
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.m, old)
+	}
+	r.ring[r.next] = k
+	r.m[k] = struct{}{}
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+// validKey reports whether s can travel in a NATS header value.
+func validHeader(s string) bool {
+	return !strings.ContainsAny(s, "\r\n\x00")
+}
