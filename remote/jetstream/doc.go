@@ -95,12 +95,19 @@
 // instance's durable consumer, which outlives the process. A Pool created
 // again with the same WithInstance receives them, and a Do of an attempt
 // whose outcome came while no Pool ran returns that outcome without
-// running the attempt again (the repeated publish is deduplicated). What
-// remains is the coordinator's part, which needs its durable store (issue
-// #11): persist the Pool's instance name, and on restart call Do again, with
-// the same Round and Attempt, for every attempt that was Running, rather
-// than counting it failed. Until then, a restarted coordinator starts a new
-// graph under a new instance and the old outcomes expire with their TTL.
+// running the attempt again (the repeated publish is deduplicated).
+//
+// With a durable scheduler (coordinator.WithStore), nothing is lost end to
+// end: give tasks their Payload as Payload.Encode's bytes (a durable
+// scheduler keeps []byte payloads only; a success's result is then the
+// handler's bytes, not a Result) and give the Pool a fixed WithInstance.
+// An attempt the coordinator had handed out when it died is handed out
+// again by the restarted one: with the same Round and Attempt if its start
+// had not been written yet, and then a Do finds the outcome published
+// meanwhile (or the attempt still queued or running) and nothing runs
+// twice; as the next attempt, under the task's retry policy, if its start
+// had been written (at least once). TestDurableCoordinatorRestart kills a
+// coordinator with SIGKILL while a remote attempt runs and checks this.
 //
 // Real time. Leases, the outage limit, the stop wait and publish backoff
 // are real durations on the wall clock: they are network time, which the

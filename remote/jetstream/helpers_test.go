@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(envWorker); name != "" {
 		os.Exit(workerProcess(name, os.Getenv(envURL), os.Getenv(envPool)))
 	}
+	if path := os.Getenv(envCoord); path != "" {
+		os.Exit(coordinatorProcess(path, os.Getenv(envURL)))
+	}
 	goleak.VerifyTestMain(m)
 }
 

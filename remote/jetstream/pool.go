@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,15 +20,36 @@ import (
 )
 
 // Payload is the Payload of a task bound for a remote pool (Task.Payload,
-// as a Payload or a *Payload): which handler runs it and its input.
+// as a Payload, a *Payload, or the []byte of its Encode): which handler
+// runs it and its input.
 type Payload struct {
 	Kind string // the key of the handler that runs it, in the Handlers given to Serve; required
 	Data []byte // the handler's input, opaque to Baton; at most the server's max payload less 8 KiB
 }
 
+// Encode returns p as bytes, for a durable scheduler (coordinator.WithStore
+// keeps only []byte payloads): a Task.Payload of these bytes is the same
+// as p. The layout is the Kind's length as a uvarint, the Kind, then Data.
+func (p Payload) Encode() []byte {
+	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(p.Kind)+len(p.Data)), uint64(len(p.Kind)))
+	return append(append(b, p.Kind...), p.Data...)
+}
+
+// DecodePayload reverses Payload.Encode; ErrBadPayload for bytes that are
+// not its layout.
+func DecodePayload(b []byte) (Payload, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return Payload{}, fmt.Errorf("%w: %d bytes that are not an encoded Payload", ErrBadPayload, len(b))
+	}
+	return Payload{Kind: string(b[k : k+int(n)]), Data: b[k+int(n):]}, nil
+}
+
 // Result is what a successful remote attempt sets as its task's result
 // (coordinator.SetResult): dependents read it with
 // coordinator.Result[jetstream.Result], and TaskInfo.Result reports it.
+// On a durable scheduler, which keeps []byte results only, the result is
+// Data alone (coordinator.Result[[]byte]).
 type Result struct {
 	Data     []byte // what the handler returned
 	Worker   string // the name of the Serve that ran it (WithWorkerName)
@@ -427,6 +449,11 @@ func (p *Pool) payload(j worker.Job) (Payload, error) {
 			return pl, fmt.Errorf("%w: task %q: nil *Payload", ErrBadPayload, j.ID)
 		}
 		pl = *v
+	case []byte:
+		var err error
+		if pl, err = DecodePayload(v); err != nil {
+			return pl, fmt.Errorf("task %q: %w", j.ID, err)
+		}
 	default:
 		return pl, fmt.Errorf("%w: task %q: Payload is a %T, not a jetstream.Payload", ErrBadPayload, j.ID, j.Payload)
 	}
@@ -616,7 +643,9 @@ func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 	if o.Status == statusOK {
 		// Outside a coordinator (a direct Do) there is no attempt to set
 		// a result on: ErrNoAttempt is expected then.
-		_ = coordinator.SetResult(ctx, Result{Data: o.Result, Worker: o.Worker, Delivery: o.Delivery})
+		if err := coordinator.SetResult(ctx, Result{Data: o.Result, Worker: o.Worker, Delivery: o.Delivery}); errors.Is(err, coordinator.ErrResultType) {
+			_ = coordinator.SetResult(ctx, o.Result) // a durable scheduler keeps []byte results only: the handler's bytes
+		}
 		return nil
 	}
 	if ctx.Err() != nil {

@@ -1,0 +1,165 @@
+package jetstream_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/boltstore"
+	"github.com/batonhq/baton/coordinator"
+	bjs "github.com/batonhq/baton/remote/jetstream"
+	"github.com/nats-io/nats.go"
+)
+
+// Environment of a coordinator process started by TestDurableCoordinatorRestart.
+const (
+	envCoord = "BATON_JS_TEST_COORD" // the store's path
+)
+
+// durableGraph is a -> slow -> c, all remote, described by data alone.
+func durableGraph() []coordinator.Task {
+	task := func(id string, deps ...string) coordinator.Task {
+		return coordinator.Task{ID: id, Pool: "remote", Deps: deps, Timeout: long,
+			Retry:   coordinator.RetryPolicy{MaxAttempts: 3},
+			Payload: bjs.Payload{Kind: "step", Data: []byte(id)}.Encode()}
+	}
+	return []coordinator.Task{task("a"), task("slow", "a"), task("c", "slow")}
+}
+
+// coordinatorProcess runs a durable scheduler with a remote pool on the
+// store at path: it submits durableGraph on an empty store, then waits for
+// c and prints each task's status and result. It is killed mid-graph by
+// the test, and started again on the same store.
+func coordinatorProcess(path, url string) int {
+	fail := func(what string, err error) int { fmt.Println("error:", what, err); return 1 }
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	if err != nil {
+		return fail("connect", err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	pool, err := bjs.NewPool(ctx, nc, "render", bjs.WithInstance("coord-1"))
+	if err != nil {
+		return fail("NewPool", err)
+	}
+	defer pool.Close()
+	s, err := coordinator.New(coordinator.WithStore(boltstore.New(path)), coordinator.WithPool("remote", 4, pool))
+	if err != nil {
+		return fail("coordinator.New", err)
+	}
+	defer s.Shutdown(ctx)
+	if _, restored := s.Info("a"); !restored {
+		if err := s.Submit(durableGraph()...); err != nil {
+			return fail("Submit", err)
+		}
+	}
+	fmt.Println("ready")
+	if err := s.WaitTasks(ctx, "c"); err != nil {
+		return fail("WaitTasks", err)
+	}
+	for _, id := range []string{"a", "slow", "c"} {
+		ti, _ := s.Info(id)
+		out, _ := ti.Result.([]byte)
+		fmt.Printf("%s %v %d %s\n", id, ti.Status, ti.Attempts, out)
+	}
+	return 0
+}
+
+// A coordinator killed with SIGKILL while a remote attempt runs, started
+// again on its durable store: the graph finishes, what had succeeded does
+// not run again, and the attempt that was out either has its outcome
+// applied or runs again (at least once, end to end).
+func TestDurableCoordinatorRestart(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	url := srv.ClientURL()
+	nc := connect(t, url)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	slowStarted, release := make(chan struct{}, 4), make(chan struct{})
+	serve(t, nc, "render", map[string]bjs.Handler{"step": func(ctx context.Context, data []byte) ([]byte, error) {
+		id := string(data)
+		mu.Lock()
+		runs[id]++
+		mu.Unlock()
+		if id == "slow" {
+			slowStarted <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		return []byte("out-" + id), nil
+	}})
+	path := filepath.Join(t.TempDir(), "baton.db")
+	start := func() (*exec.Cmd, *bufio.Scanner) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envCoord+"="+path, envURL+"="+url)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, bufio.NewScanner(out)
+	}
+
+	first, _ := start()
+	recv(t, slowStarted, "start of slow's remote attempt")
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("first coordinator: %v; want killed", err)
+	}
+	close(release) // slow's outcome is published while no coordinator runs
+
+	second, lines := start()
+	done := make(chan error, 1)
+	var got []string
+	go func() {
+		for lines.Scan() {
+			got = append(got, lines.Text())
+		}
+		done <- second.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second coordinator: %v; printed %q", err, got)
+		}
+	case <-time.After(long):
+		second.Process.Kill()
+		<-done
+		t.Fatalf("second coordinator did not finish the graph; printed %q", got)
+	}
+	want := map[string]string{"a": "a succeeded 1 out-a", "c": "c succeeded 1 out-c"}
+	for _, line := range got {
+		id, _, _ := strings.Cut(line, " ")
+		if w, ok := want[id]; ok && line != w {
+			t.Errorf("%q; want %q", line, w)
+		}
+		if id == "slow" && !strings.HasPrefix(line, "slow succeeded ") || id == "slow" && !strings.HasSuffix(line, " out-slow") {
+			t.Errorf("%q; want slow succeeded with out-slow", line)
+		}
+	}
+	if len(got) != 4 { // ready, a, slow, c
+		t.Errorf("second coordinator printed %q; want ready and three tasks", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("handler runs %v; the restarted coordinator printed %q", runs, got)
+	if runs["a"] != 1 || runs["c"] != 1 || runs["slow"] < 1 || runs["slow"] > 2 {
+		t.Errorf("handler runs %v; want a and c once, slow once or twice", runs)
+	}
+}
