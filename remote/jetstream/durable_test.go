@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/batonhq/baton/boltstore"
 	"github.com/batonhq/baton/coordinator"
 	bjs "github.com/batonhq/baton/remote/jetstream"
+	"github.com/batonhq/baton/worker"
 	"github.com/nats-io/nats.go"
 )
 
@@ -161,5 +163,28 @@ func TestDurableCoordinatorRestart(t *testing.T) {
 	t.Logf("handler runs %v; the restarted coordinator printed %q", runs, got)
 	if runs["a"] != 1 || runs["c"] != 1 || runs["slow"] < 1 || runs["slow"] > 2 {
 		t.Errorf("handler runs %v; want a and c once, slow once or twice", runs)
+	}
+}
+
+// Payload.Encode's bytes are a payload like the Payload itself; bytes of
+// another layout are refused by Validate before anything is published.
+func TestEncodedPayload(t *testing.T) {
+	p := bjs.Payload{Kind: "tile", Data: []byte{0, 1, 2, '\n'}}
+	got, err := bjs.DecodePayload(p.Encode())
+	if err != nil || got.Kind != p.Kind || string(got.Data) != string(p.Data) {
+		t.Fatalf("DecodePayload(Encode(%+v)) = %+v, %v", p, got, err)
+	}
+	for _, bad := range [][]byte{nil, {}, {0x80}, {5, 'a'}} {
+		if _, err := bjs.DecodePayload(bad); !errors.Is(err, bjs.ErrBadPayload) {
+			t.Errorf("DecodePayload(%v) = %v; want ErrBadPayload", bad, err)
+		}
+	}
+	srv := startServer(t, t.TempDir(), -1)
+	pool := newPool(t, connect(t, srv.ClientURL()), "render")
+	if err := pool.Validate(worker.Job{ID: "x", Payload: p.Encode()}); err != nil {
+		t.Errorf("Validate(encoded) = %v", err)
+	}
+	if err := pool.Validate(worker.Job{ID: "x", Payload: []byte{9}}); !errors.Is(err, bjs.ErrBadPayload) {
+		t.Errorf("Validate(bad bytes) = %v; want ErrBadPayload", err)
 	}
 }
