@@ -621,3 +621,120 @@ func TestConformance(t *testing.T) {
 		return boltstore.New(filepath.Join(dir, "baton.db"), boltstore.WithLockTimeout(50*time.Millisecond))
 	})
 }
+
+// Retention forgets nothing once Shutdown has begun: the tasks Shutdown
+// stops keep their records, and the next scheduler on the file runs them.
+func TestShutdownWithRetentionKeepsStoppedTasks(t *testing.T) {
+	path := dbPath(t)
+	started := make(chan struct{})
+	block := func(ctx context.Context, _ []byte) error { close(started); <-ctx.Done(); return ctx.Err() }
+	s := open(t, path, coordinator.WithRetention(0), coordinator.WithWorkers(3),
+		coordinator.WithFunc("f", noop), coordinator.WithFunc("block", block))
+	if err := s.Submit(
+		coordinator.Task{ID: "done", Func: "f"},
+		coordinator.Task{ID: "slow", Func: "block"},
+		coordinator.Task{ID: "after", Func: "f", Deps: []string{"slow"}},
+		coordinator.Task{ID: "later", Func: "f", Delay: time.Hour},
+	); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := s.WaitTasks(context.Background(), "done"); err != nil && !errors.Is(err, coordinator.ErrUnknownTask) {
+		t.Fatalf("WaitTasks(done) = %v", err)
+	}
+	shutdown(t, s)
+
+	var ran counter
+	count := func(_ context.Context, p []byte) error { ran.add([]byte("x")); return nil }
+	s = open(t, path, coordinator.WithFunc("f", count), coordinator.WithFunc("block", count))
+	defer shutdown(t, s)
+	for _, id := range []string{"slow", "after", "later"} {
+		if _, ok := s.Info(id); !ok {
+			t.Errorf("%s: lost after a Shutdown with retention on", id)
+		}
+	}
+	if ti, ok := s.Info("later"); ok && ti.Status != coordinator.Pending {
+		t.Errorf("later = %v; want pending (due in an hour)", ti.Status)
+	}
+	if err := s.WaitTasks(context.Background(), "slow", "after"); err != nil {
+		t.Fatalf("WaitTasks after restart = %v", err)
+	}
+	if got := ran.get("x"); got != 2 {
+		t.Errorf("%d functions ran after the restart; want 2 (slow, after)", got)
+	}
+}
+
+// WaitTasks after Shutdown answers at once on a durable scheduler too,
+// from several goroutines.
+func TestWaitTasksAfterShutdown(t *testing.T) {
+	s := open(t, dbPath(t), coordinator.WithFunc("f", noop), coordinator.WithFunc("fail", func(context.Context, []byte) error {
+		return errors.New("boom")
+	}))
+	if err := s.Submit(coordinator.Task{ID: "ok", Func: "f"}, coordinator.Task{ID: "bad", Func: "fail"},
+		coordinator.Task{ID: "later", Func: "f", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitTasks(context.Background(), "ok", "bad"); err == nil {
+		t.Fatal("WaitTasks(ok, bad) = nil; want bad's failure")
+	}
+	shutdown(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.WaitTasks(ctx, "ok"); err != nil {
+				t.Errorf("WaitTasks(ok) after Shutdown = %v; want nil", err)
+			}
+			var te *coordinator.TasksError
+			if err := s.WaitTasks(ctx, "ok", "bad", "later"); !errors.As(err, &te) || len(te.Tasks) != 2 {
+				t.Errorf("WaitTasks(ok, bad, later) after Shutdown = %v; want bad and later", err)
+			}
+			if err := s.WaitTasks(ctx, "nope"); !errors.Is(err, coordinator.ErrUnknownTask) {
+				t.Errorf("WaitTasks(nope) after Shutdown = %v; want ErrUnknownTask", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// What is decided in an iteration whose commit fails is not reported as
+// done: WaitTasks gets ErrStoreFailed and subscribers hear nothing more.
+func TestCommitFailureReportsNothing(t *testing.T) {
+	path := dbPath(t)
+	st := &frozenStore{Store: boltstore.New(path)}
+	release := make(chan struct{})
+	gate := func(context.Context, []byte) error { <-release; return nil }
+	s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithFunc("gate", gate),
+		coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var heard []coordinator.EventKind
+	s.Subscribe(func(e coordinator.Event) {
+		mu.Lock()
+		heard = append(heard, e.Kind)
+		mu.Unlock()
+	})
+	started := startedTasks(s)
+	if err := s.Submit(coordinator.Task{ID: "g", Func: "gate"}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	waited := make(chan error, 1)
+	go func() { waited <- s.WaitTasks(context.Background(), "g") }()
+	st.failing.Store(true)
+	close(release)
+	if err := <-waited; !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Errorf("WaitTasks(g) = %v; want ErrStoreFailed (g's success was not committed)", err)
+	}
+	shutdown(t, s)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 1 || heard[0] != coordinator.EventStarted {
+		t.Errorf("subscriber heard %v; want only g's start (committed)", heard)
+	}
+}

@@ -206,13 +206,18 @@ func (s *state) submitted(b *batch, reply chan<- error) {
 }
 
 // answer sends a WaitTasks call its result: on a durable scheduler, once
-// the ends it reports are committed.
+// the ends it reports are committed, or the commit's error if it failed.
 func (s *state) answer(reply chan<- error, err error) {
 	if s.dur == nil {
 		reply <- err
 		return
 	}
-	s.afterCommit(func(error) { reply <- err })
+	s.afterCommit(func(cerr error) {
+		if cerr != nil {
+			err = cerr
+		}
+		reply <- err
+	})
 }
 
 // afterCommit has answer called with this iteration's commit error.

@@ -95,6 +95,9 @@ func WithPool(name string, size int, w worker.Worker) Option {
 // for months needs it. A forgotten task is unknown: Info returns false,
 // Cancel false, a Submit that depends on it fails with ErrUnknownDependency,
 // and its ID may be submitted again. d may be 0: forget as soon as possible.
+// On a durable scheduler (WithStore) forgetting a task deletes its records,
+// and nothing is forgotten once Shutdown has begun, so that the tasks
+// Shutdown ends are resumed by the next scheduler on the store.
 func WithRetention(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

@@ -13,6 +13,14 @@ func (s *state) settle(now time.Time) {
 	if !s.retain {
 		return
 	}
+	if s.closing && s.dur != nil {
+		// A durable scheduler forgets nothing once Shutdown has begun: the
+		// tasks Shutdown ends keep their last records so that a restart
+		// resumes them, and a task that ended just now must have its end
+		// written. The next scheduler on the store forgets them in its turn.
+		s.finalized = s.finalized[:0]
+		return
+	}
 	for _, t := range s.finalized {
 		r := &s.tasks[t]
 		s.eachSucc(r, func(c int32) {

@@ -210,7 +210,12 @@ func (s *Scheduler) run(st *state) error {
 				s.storeFailed(err)
 			}
 		}
-		l.publish(rd.Events)
+		if st.dur == nil || st.dur.failed == nil {
+			// Once a commit failed, what the scheduler decides is not
+			// stored, and subscribers do not hear of it either: the next
+			// scheduler on the store resumes from the last commit.
+			l.publish(rd.Events)
+		}
 		l.logTasks(rd.Events)
 		if rd.Settled {
 			for id, w := range l.waiters {

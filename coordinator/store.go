@@ -64,12 +64,15 @@ var (
 	// ErrStoreFailed: a commit failed. The scheduler stops as if the
 	// process had died (a Shutdown whose cancellations are not written),
 	// so that a scheduler created on the store later resumes from the last
-	// commit. Submit calls waiting for that commit return it, wrapped.
+	// commit. Submit, Cancel and WaitTasks calls waiting for that commit
+	// return it, wrapped (Cancel returns false), and subscribers hear of
+	// nothing decided from then on.
 	ErrStoreFailed = errors.New("coordinator: store commit failed")
 	// ErrNotDurable (wrapped in a *TaskError): Submit on a durable
 	// scheduler refused a task that could not be rebuilt after a restart:
-	// a Run closure without Func, a Payload that is not []byte, a
-	// Retry.RetryIf or a Schedule (both functions).
+	// a Run closure without Func, a custom pool's Payload that is not
+	// []byte, a Retry.RetryIf or a Schedule (both functions). (A Func
+	// task's Payload must be []byte on any scheduler: ErrInvalidTask.)
 	ErrNotDurable = errors.New("coordinator: task cannot be made durable")
 	// ErrInterrupted is the error of an attempt that was running when the
 	// process died: a durable scheduler counts it as a failed attempt and

@@ -91,19 +91,29 @@ type unwatchReq struct{ id uint64 }
 
 func (r unwatchReq) apply(l *loop, now time.Time) { l.st.unwatch(r.id) }
 
-// watch registers a WaitTasks call, or answers it at once.
-func (s *state) watch(id uint64, ids []string, reply chan<- error) {
-	w := &watch{id: id, reply: reply}
+// resolve finds the distinct tasks of a WaitTasks call, in the order given.
+func (s *state) resolve(ids []string) ([]int32, error) {
+	var tasks []int32
 	for _, name := range ids {
 		t, ok := s.find(name)
 		if !ok {
-			reply <- &TaskError{ID: name, Err: ErrUnknownTask}
-			return
+			return nil, &TaskError{ID: name, Err: ErrUnknownTask}
 		}
-		if !containsTask(w.tasks, t) {
-			w.tasks = append(w.tasks, t)
+		if !containsTask(tasks, t) {
+			tasks = append(tasks, t)
 		}
 	}
+	return tasks, nil
+}
+
+// watch registers a WaitTasks call, or answers it at once.
+func (s *state) watch(id uint64, ids []string, reply chan<- error) {
+	tasks, err := s.resolve(ids)
+	if err != nil {
+		reply <- err
+		return
+	}
+	w := &watch{id: id, reply: reply, tasks: tasks}
 	w.infos = make([]TaskInfo, len(w.tasks))
 	for i, t := range w.tasks {
 		if s.hot[t].status.Final() {
@@ -122,11 +132,22 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 	}
 }
 
-// watchNow answers a WaitTasks call on a state whose tasks are all final.
+// watchNow answers a WaitTasks call on the state a stopped loop left, whose
+// tasks are all final and whose ends are committed. It only reads the
+// state: calls after Shutdown may run it concurrently.
 func (s *state) watchNow(ids []string) error {
-	reply := make(chan error, 1)
-	s.watch(0, ids, reply)
-	return <-reply
+	tasks, err := s.resolve(ids)
+	if err != nil {
+		return err
+	}
+	if s.dur != nil && s.dur.failed != nil {
+		return s.dur.failed // the ends in memory were not all committed
+	}
+	w := watch{tasks: tasks, infos: make([]TaskInfo, len(tasks))}
+	for i, t := range tasks {
+		w.infos[i], _ = s.infoOf(t)
+	}
+	return w.result()
 }
 
 func (s *state) unwatch(id uint64) {
