@@ -18,8 +18,11 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"os"
 	"slices"
 	"time"
@@ -92,15 +95,30 @@ func (s *Store) Path() string { return s.path }
 
 // Load opens and locks the file and calls fn with every record in key
 // order. Its errors wrap coordinator.ErrStoreLocked when another process
-// holds the file past the lock timeout, coordinator.ErrStoreCorrupt when
-// the file is not a readable bbolt file, and coordinator.ErrStoreVersion
+// holds the file past the lock timeout (or this Store value is open
+// already), coordinator.ErrStoreCorrupt when the file is not a readable
+// bbolt file or is shorter than its pages, and coordinator.ErrStoreVersion
 // when bbolt's own format is another version. It blocks for the file's
 // reading. On an error the file is closed again.
 func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 	if s.db != nil {
-		return fmt.Errorf("boltstore: %s: Load called twice", s.path)
+		return fmt.Errorf("%w: %s: this Store is already open (a Store serves one scheduler)", coordinator.ErrStoreLocked, s.path)
 	}
-	db, err := bolt.Open(s.path, s.mode, &bolt.Options{
+	if err := checkSize(s.path); err != nil {
+		return err
+	}
+	var db *bolt.DB
+	defer func() {
+		// bbolt panics on some damaged pages, in Open (which scans the
+		// file's pages) or later: that is a corrupt file too.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreCorrupt, s.path, p)
+		}
+		if err != nil && db != nil {
+			db.Close()
+		}
+	}()
+	db, err = bolt.Open(s.path, s.mode, &bolt.Options{
 		Timeout:         s.timeout,
 		FreelistType:    bolt.FreelistMapType,
 		NoFreelistSync:  true,
@@ -116,15 +134,6 @@ func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 	case err != nil:
 		return fmt.Errorf("boltstore: %s: %w", s.path, err)
 	}
-	defer func() {
-		// bbolt panics on some damaged pages: that is a corrupt file too.
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreCorrupt, s.path, p)
-		}
-		if err != nil {
-			db.Close()
-		}
-	}()
 	if err := db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucket)
 		return err
@@ -185,4 +194,80 @@ func (s *Store) Size() (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), nil
+}
+
+// checkSize refuses a file shorter than its own meta page says: bbolt maps
+// the pages the meta names without checking that the file holds them, and
+// reading past the end of a mapped file is a SIGBUS, which no recover
+// catches (bbolt reads them on a goroutine of its own). A truncated file
+// (a disk full, a copy cut short) is a corrupt store. A missing or empty
+// file, or one whose meta pages are not valid, is left to bbolt, which
+// creates the first or reports the second.
+func checkSize(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // missing (bbolt creates it) or unreadable (bbolt says why)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return nil
+	}
+	best, ok := meta{}, false
+	var buf [metaEnd]byte
+	for _, off := range []int64{0, -1} {
+		if off < 0 { // the second meta page follows the first
+			if !ok {
+				break
+			}
+			off = int64(best.pageSize)
+		}
+		if _, err := f.ReadAt(buf[:], off); err != nil && err != io.EOF {
+			return nil
+		}
+		if m, valid := readMeta(buf[:]); valid && (!ok || m.txid > best.txid) {
+			best, ok = m, true
+		}
+	}
+	if !ok {
+		return nil
+	}
+	if need := int64(best.pgid) * int64(best.pageSize); best.pgid > 1<<40 || fi.Size() < need {
+		return fmt.Errorf("%w: %s: truncated: %d bytes, its pages need %d", coordinator.ErrStoreCorrupt, path, fi.Size(), need)
+	}
+	return nil
+}
+
+// The layout of a bbolt meta page (go.etcd.io/bbolt/internal/common, format
+// version 2): a 16-byte page header, then the meta fields in native byte
+// order, the last one a FNV-64a checksum of those before it.
+const (
+	metaStart    = 16
+	metaChecksum = metaStart + 56
+	metaEnd      = metaChecksum + 8
+	boltMagic    = 0xED0CDAED
+	boltVersion  = 2
+)
+
+type meta struct {
+	pageSize   uint32
+	pgid, txid uint64 // the high-water mark of pages; the transaction
+}
+
+func readMeta(b []byte) (meta, bool) {
+	e := binary.NativeEndian
+	m := b[metaStart:metaEnd]
+	if e.Uint32(m[0:]) != boltMagic || e.Uint32(m[4:]) != boltVersion {
+		return meta{}, false
+	}
+	h := fnv.New64a()
+	h.Write(b[metaStart:metaChecksum])
+	if h.Sum64() != e.Uint64(b[metaChecksum:]) {
+		return meta{}, false
+	}
+	ps := e.Uint32(m[8:])
+	if ps < 512 || ps > 1<<20 {
+		return meta{}, false
+	}
+	return meta{pageSize: ps, pgid: e.Uint64(m[40:]), txid: e.Uint64(m[48:])}, true
 }

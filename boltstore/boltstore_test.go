@@ -377,6 +377,50 @@ func TestNewRefusesBadStores(t *testing.T) {
 			t.Errorf("New on a locked file = %v; want ErrStoreLocked", err)
 		}
 	})
+	t.Run("one Store value twice", func(t *testing.T) {
+		st := boltstore.New(dbPath(t))
+		s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithFunc("f", noop))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shutdown(t, s)
+		if _, err := coordinator.New(coordinator.WithStore(st), coordinator.WithFunc("f", noop)); !errors.Is(err, coordinator.ErrStoreLocked) {
+			t.Errorf("New on a Store in use = %v; want ErrStoreLocked", err)
+		}
+		// The failed New left the first scheduler's store open.
+		if err := s.Submit(coordinator.Task{ID: "t", Func: "f"}); err != nil {
+			t.Errorf("Submit on the first scheduler = %v", err)
+		}
+	})
+	t.Run("truncated", func(t *testing.T) {
+		for _, keep := range []float64{0.5, 0.1, 0.02} {
+			path := dbPath(t)
+			s := open(t, path, coordinator.WithFunc("f", noop))
+			var batch []coordinator.Task
+			for i := range 5000 {
+				batch = append(batch, coordinator.Task{ID: fmt.Sprint(i), Func: "f", Delay: time.Hour, Payload: make([]byte, 100)})
+			}
+			if err := s.Submit(batch...); err != nil {
+				t.Fatal(err)
+			}
+			shutdown(t, s)
+			st := boltstore.New(path)
+			used := int64(0) // the pages bbolt uses, not the space it reserved
+			if err := st.Load(func(k, v []byte) error { used += int64(len(k) + len(v)); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			if err := os.Truncate(path, int64(float64(used)*keep)); err != nil {
+				t.Fatal(err)
+			}
+			// Reading past the end of a mapped file is a SIGBUS: the test
+			// process would die rather than fail.
+			_, err := coordinator.New(coordinator.WithStore(boltstore.New(path)), coordinator.WithFunc("f", noop))
+			if !errors.Is(err, coordinator.ErrStoreCorrupt) {
+				t.Errorf("New on a file cut to %.0f%% of its records = %v; want ErrStoreCorrupt", keep*100, err)
+			}
+		}
+	})
 	t.Run("not a bbolt file", func(t *testing.T) {
 		path := dbPath(t)
 		if err := os.WriteFile(path, []byte("this is not a database, but it is long enough to look like a header of one........"), 0o600); err != nil {

@@ -60,7 +60,8 @@ type request interface {
 // decided is committed. It returns an error wrapping ErrStoreLocked,
 // ErrStoreCorrupt or ErrStoreVersion for a store it cannot use, and one
 // wrapping ErrInvalidOption when the store names a pool or function that
-// New was not given; then it has closed the store.
+// New was not given; then it has closed the store (except after
+// ErrStoreLocked: a store held elsewhere is left to its holder).
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -105,7 +106,9 @@ func New(opts ...Option) (*Scheduler, error) {
 	st.stamps = len(cfg.middleware) > 0
 	if cfg.dur != nil && cfg.dur.store != nil {
 		if err := st.openDurable(cfg.dur, s.clk.Now()); err != nil {
-			cfg.dur.store.Close()
+			if !errors.Is(err, ErrStoreLocked) { // locked: the store is another's to close
+				cfg.dur.store.Close()
+			}
 			return nil, err
 		}
 	}
