@@ -308,6 +308,8 @@ func TestValidateRefusesBadPayloads(t *testing.T) {
 		{"unknown kind", coordinator.Task{ID: "e", Pool: "remote", Payload: bjs.Payload{Kind: "nope"}}, bjs.ErrUnknownKind},
 		{"too big", coordinator.Task{ID: "f", Pool: "remote", Payload: bjs.Payload{Kind: "echo", Data: big}}, bjs.ErrBadPayload},
 		{"line break in ID", coordinator.Task{ID: "g\nh", Pool: "remote", Payload: bjs.Payload{Kind: "echo"}}, bjs.ErrBadPayload},
+		{"space after ID", coordinator.Task{ID: "i ", Pool: "remote", Payload: bjs.Payload{Kind: "echo"}}, bjs.ErrBadPayload}, // NATS trims header values
+		{"tab before kind", coordinator.Task{ID: "j", Pool: "remote", Payload: bjs.Payload{Kind: "\techo"}}, bjs.ErrBadPayload},
 	} {
 		err := s.Submit(tc.t)
 		if !errors.Is(err, coordinator.ErrInvalidTask) || !errors.Is(err, tc.want) {
@@ -494,6 +496,35 @@ func TestOutageFailsAttempts(t *testing.T) {
 	}
 }
 
+// Connected, but JetStream does not answer a publish (its stream is gone
+// and something else listens on the subject): the time each publish waits
+// counts toward WithMaxOutage, so Do fails with ErrUnavailable well
+// before one publish's own timeout (5 s).
+func TestUnansweredPublishCountsTowardOutage(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "mute", bjs.WithMaxOutage(200*time.Millisecond))
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(context.Background(), "BATON_mute_ATTEMPTS"); err != nil {
+		t.Fatal(err)
+	}
+	subscribe(t, nc, "baton.mute.attempts") // hears the publish, never answers
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- pool.Do(context.Background(), worker.Job{ID: "m", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "echo"}})
+	}()
+	if err := recv(t, done, "Do's return"); !errors.Is(err, bjs.ErrUnavailable) {
+		t.Fatalf("Do = %v; want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took >= 4*time.Second {
+		t.Errorf("Do failed after %v with an outage limit of 200ms; a publish's wait did not count", took)
+	}
+}
+
 // A handler that runs 2.5 leases long keeps its attempt: Serve extends
 // the lease, so the attempt is neither delivered again nor run twice.
 func TestLeaseExtendedWhileHandlerRuns(t *testing.T) {
@@ -573,17 +604,18 @@ func TestInvalidOptions(t *testing.T) {
 	nc := connect(t, srv.ClientURL())
 	ctx := context.Background()
 	for name, opts := range map[string][]bjs.Option{
-		"lease":      {bjs.WithLease(0)},
-		"maxDeliver": {bjs.WithMaxDeliver(0)},
-		"instance":   {bjs.WithInstance("a b")},
-		"outage":     {bjs.WithMaxOutage(-time.Second)},
-		"stopWait":   {bjs.WithStopWait(0)},
-		"dedupe":     {bjs.WithDedupeWindow(0)},
-		"ttl":        {bjs.WithResultsTTL(0)},
-		"replicas":   {bjs.WithReplicas(9)},
-		"no kinds":   {bjs.WithKinds()},
-		"empty kind": {bjs.WithKinds("")},
-		"logger":     {bjs.WithLogger(nil)},
+		"lease":       {bjs.WithLease(0)},
+		"short lease": {bjs.WithLease(bjs.MinLease - 1)},
+		"maxDeliver":  {bjs.WithMaxDeliver(0)},
+		"instance":    {bjs.WithInstance("a b")},
+		"outage":      {bjs.WithMaxOutage(-time.Second)},
+		"stopWait":    {bjs.WithStopWait(0)},
+		"dedupe":      {bjs.WithDedupeWindow(0)},
+		"ttl":         {bjs.WithResultsTTL(0)},
+		"replicas":    {bjs.WithReplicas(9)},
+		"no kinds":    {bjs.WithKinds()},
+		"empty kind":  {bjs.WithKinds("")},
+		"logger":      {bjs.WithLogger(nil)},
 	} {
 		if _, err := bjs.NewPool(ctx, nc, "opts", opts...); !errors.Is(err, bjs.ErrInvalidOption) {
 			t.Errorf("NewPool with bad %s = %v; want ErrInvalidOption", name, err)

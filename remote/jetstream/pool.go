@@ -111,10 +111,20 @@ func positive(what string, d time.Duration) error {
 // WithLease sets how long a worker holds an attempt without a sign of
 // life (the work consumer's AckWait, default DefaultLease). Serve extends
 // the lease every third of it while a handler runs; an attempt whose
-// worker died is delivered again once its lease expires.
+// worker died is delivered again once its lease expires. d is at least
+// MinLease: a shorter lease could not be extended in time.
 func WithLease(d time.Duration) Option {
-	return func(c *poolConfig) error { c.lease = d; return positive("WithLease", d) }
+	return func(c *poolConfig) error {
+		if d < MinLease {
+			return fmt.Errorf("%w: WithLease(%v): need at least %v", ErrInvalidOption, d, MinLease)
+		}
+		c.lease = d
+		return nil
+	}
 }
+
+// MinLease is the shortest lease WithLease accepts.
+const MinLease = 10 * time.Millisecond
 
 // WithMaxDeliver sets how many times one attempt is delivered to workers
 // (default DefaultMaxDeliver); after that, Do returns ErrMaxDeliveries.
@@ -431,8 +441,9 @@ func (p *Pool) Stats() Stats {
 
 // Validate refuses, before anything is published, a job whose Payload is
 // not a Payload or *Payload with a Kind (one of WithKinds' if given), whose
-// Data does not fit in one message, or whose ID contains a line break or
-// NUL: ErrBadPayload or ErrUnknownKind, wrapped with the reason. It does
+// Data does not fit in one message, or whose ID or Kind contains a line
+// break or NUL or begins or ends with white space (NATS trims header values):
+// ErrBadPayload or ErrUnknownKind, wrapped with the reason. It does
 // not block, is safe for concurrent use, and works after Close.
 func (p *Pool) Validate(j worker.Job) error {
 	_, err := p.payload(j)
@@ -461,7 +472,7 @@ func (p *Pool) payload(j worker.Job) (Payload, error) {
 	case pl.Kind == "":
 		return pl, fmt.Errorf("%w: task %q: Payload without a Kind", ErrBadPayload, j.ID)
 	case !validHeader(pl.Kind) || !validHeader(j.ID):
-		return pl, fmt.Errorf("%w: task %q: line break or NUL in the ID or Kind", ErrBadPayload, j.ID)
+		return pl, fmt.Errorf("%w: task %q: line break, NUL, or white space at an end of the ID or Kind", ErrBadPayload, j.ID)
 	case len(pl.Data) > p.maxData:
 		return pl, fmt.Errorf("%w: task %q: %d bytes of Data, more than the %d a message holds", ErrBadPayload, j.ID, len(pl.Data), p.maxData)
 	case p.cfg.kinds != nil && !p.cfg.kinds[pl.Kind]:
@@ -564,7 +575,8 @@ func (p *Pool) unregister(c *call) {
 // publish stores the attempt, retrying through outages until ctx ends or
 // the outage outlasts the limit; the message ID makes retries harmless.
 func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan struct{}) error {
-	backoff, waited := publishBackoffMin, time.Duration(0)
+	backoff := publishBackoffMin
+	var failing time.Time // when the first failed publish began (zero: none failed)
 	for {
 		// While disconnected, wait for the connection rather than buffer
 		// a request that would only time out.
@@ -579,7 +591,10 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 		}
 		// Not bounded by ctx: once sent, the attempt may be stored, and
 		// only its sequence lets a cancel take it out again.
-		pctx, done := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		// A publish waits no longer than the outage limit: time spent
+		// waiting for an answer counts toward it too.
+		began := time.Now()
+		pctx, done := context.WithTimeout(context.WithoutCancel(ctx), min(publishTimeout, p.cfg.maxOutage))
 		ack, err := p.js.PublishMsg(pctx, msg)
 		done()
 		if err == nil {
@@ -592,6 +607,12 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if failing.IsZero() {
+			failing = began
+		}
+		if time.Since(failing) >= p.cfg.maxOutage {
+			return fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
 		}
 		p.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "jetstream: publish failed, retrying",
 			slog.String("pool", p.name), slog.String("attempt", c.key), slog.Any("err", err))
@@ -609,10 +630,9 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 			return ErrClosed
 		}
 		// Connected, but JetStream does not answer (it is recovering its
-		// streams after a restart, or lost its quorum): after waiting as
-		// long as the outage limit, give up.
-		waited += backoff
-		if waited >= p.cfg.maxOutage {
+		// streams after a restart, or lost its quorum): once that has
+		// lasted as long as the outage limit, give up.
+		if time.Since(failing) >= p.cfg.maxOutage {
 			return fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
 		}
 		backoff = min(2*backoff, publishBackoffMax)

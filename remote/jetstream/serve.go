@@ -291,7 +291,7 @@ const drainWait = 500 * time.Millisecond
 // attempts running here are still in progress (one timer for all of them,
 // rather than one per attempt), until ctx ends.
 func (s *server) extendLeases(ctx context.Context, lease time.Duration) {
-	t := time.NewTicker(lease / 3)
+	t := time.NewTicker(max(lease/3, time.Millisecond)) // a consumer made elsewhere may have any AckWait
 	defer t.Stop()
 	var msgs []njs.Msg
 	for {

@@ -206,7 +206,9 @@ func (r *keyRing) add(k string) {
 	r.next = (r.next + 1) % len(r.ring)
 }
 
-// validKey reports whether s can travel in a NATS header value.
+// validHeader reports whether s travels unchanged in a NATS header value:
+// no line break or NUL, and no white space at either end, which the
+// client trims when it reads the header.
 func validHeader(s string) bool {
-	return !strings.ContainsAny(s, "\r\n\x00")
+	return !strings.ContainsAny(s, "\r\n\x00") && strings.TrimSpace(s) == s
 }
