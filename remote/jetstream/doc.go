@@ -81,9 +81,8 @@
 // finished during the outage retries its outcome for up to a lease, after
 // which the attempt is delivered again. If the connection stays down for
 // WithMaxOutage (default one minute), or JetStream does not answer a
-// publish for that long while connected, Do returns ErrUnavailable (a
-// publish already sent when the connection dropped may add its 5s
-// timeout): the attempt fails, retryable under the task's RetryPolicy, and
+// publish for that long while connected (the time a publish waits for
+// its answer counts), Do returns ErrUnavailable: the attempt fails, retryable under the task's RetryPolicy, and
 // Do fails at once until the connection is back. While disconnected, Do
 // does not publish: it waits for the connection. Nothing waits without
 // bound except an attempt a live worker still runs, which the task's
@@ -109,6 +108,17 @@
 // had been written (at least once). TestDurableCoordinatorRestart kills a
 // coordinator with SIGKILL while a remote attempt runs and checks this.
 //
+// A Shutdown is not a crash: it cancels the attempts in flight (Do
+// withdraws a queued one and stops a running one), and the restarted
+// durable coordinator hands them out again with the same Round and
+// Attempt. When Do finds such an attempt's ID already stored (within the
+// duplicate window) it looks at what became of that publication: still
+// queued or running, or with an outcome on its way, it waits for it; gone
+// without an outcome, or stopped by the cancel, it publishes the attempt
+// again under a fresh message ID (the instance name followed by +N), so
+// the attempt runs. TestCancelledAttemptRunsAgainAfterRestart checks the
+// three ways a publication dies.
+//
 // Real time. Leases, the outage limit, the stop wait and publish backoff
 // are real durations on the wall clock: they are network time, which the
 // coordinator's injected clock (coordinator.WithClock) does not drive. This
@@ -124,8 +134,9 @@
 // For a pool P and a Pool instance I: the stream BATON_P_ATTEMPTS (work
 // queue, subject baton.P.attempts) with the durable consumer "workers"
 // (AckWait = WithLease, MaxDeliver = WithMaxDeliver); the stream
-// BATON_P_RESULTS (interest retention, subjects baton.P.results.>) with a
-// durable consumer coord-I per instance, removed after WithResultsTTL of
-// inactivity; the core subject baton.P.cancel. NewPool
+// BATON_P_RESULTS (interest retention, subjects baton.P.results.>; the
+// outcome of attempt key K on baton.P.results.I.H, H a hash of K) with a
+// durable consumer coord-I per instance (filter baton.P.results.I.>),
+// removed after WithResultsTTL of inactivity; the core subject baton.P.cancel. NewPool
 // creates or updates them all; Serve waits for them.
 package jetstream

@@ -342,7 +342,7 @@ func TestDuplicateOutcomeIgnored(t *testing.T) {
 	js, _ := njs.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	defer cancel()
-	if _, err := js.Publish(ctx, "baton.dup.results.coord1", forged); err != nil {
+	if _, err := js.Publish(ctx, "baton.dup.results.coord1.forged", forged); err != nil {
 		t.Fatal(err)
 	}
 	waitLog(t, logs, "jetstream: duplicate outcome ignored")
@@ -405,7 +405,7 @@ func TestRestartedPoolAppliesOutcome(t *testing.T) {
 		t.Fatalf("Do after Close = %v; want ErrClosed", err)
 	}
 	runs := make(chan string, 4)
-	outcomes := subscribe(t, nc, "baton.again.results.coord")
+	outcomes := subscribe(t, nc, "baton.again.results.coord.>")
 	serve(t, nc, "again", map[string]bjs.Handler{"count": func(ctx context.Context, data []byte) ([]byte, error) {
 		a, _ := bjs.AttemptOf(ctx)
 		runs <- a.Task
@@ -669,5 +669,69 @@ func TestDeadlineTravels(t *testing.T) {
 	}
 	if cause := recv(t, stopped, "handler stop"); !errors.Is(cause, worker.ErrTimeout) {
 		t.Fatalf("handler's cause = %v; want worker.ErrTimeout", cause)
+	}
+}
+
+// An attempt whose Do was cancelled (a Shutdown) and that a restarted
+// coordinator hands out again with the same Round and Attempt (a durable
+// scheduler does, for the attempt Shutdown stopped) runs again, within the
+// duplicate window too: whether the first publication was withdrawn from
+// the queue, stopped while it ran, or its stop was reported only after the
+// first Pool had gone.
+func TestCancelledAttemptRunsAgainAfterRestart(t *testing.T) {
+	for _, how := range []string{"withdrawn", "stopped", "stop reported late"} {
+		t.Run(how, func(t *testing.T) {
+			srv := startServer(t, t.TempDir(), -1)
+			nc := connect(t, srv.ClientURL())
+			first := newPool(t, nc, "again", bjs.WithInstance("coord"), bjs.WithStopWait(time.Millisecond))
+			job := worker.Job{ID: "job", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "work"}}
+			var calls atomic.Int32
+			started := make(chan struct{}, 4)
+			release := make(chan struct{})
+			handler := func(ctx context.Context, data []byte) ([]byte, error) {
+				started <- struct{}{}
+				if calls.Add(1) > 1 || how == "withdrawn" {
+					return []byte("done"), nil
+				}
+				<-ctx.Done()
+				if how == "stop reported late" {
+					<-release // the first Pool is gone before the stop is reported
+				}
+				return nil, ctx.Err()
+			}
+			if how != "withdrawn" {
+				serve(t, nc, "again", map[string]bjs.Handler{"work": handler})
+			}
+			published := subscribe(t, nc, "baton.again.attempts")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- first.Do(ctx, job) }()
+			recv(t, published, "attempt published")
+			if how != "withdrawn" {
+				recv(t, started, "the first run")
+			}
+			cancel() // Shutdown
+			if err := recv(t, done, "Do's return"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled Do = %v; want context.Canceled", err)
+			}
+			first.Close()
+			close(release)
+			if how == "withdrawn" {
+				serve(t, nc, "again", map[string]bjs.Handler{"work": handler})
+			}
+			second := newPool(t, nc, "again", bjs.WithInstance("coord"))
+			dctx, dcancel := context.WithTimeout(context.Background(), long)
+			defer dcancel()
+			if err := second.Do(dctx, job); err != nil {
+				t.Fatalf("Do after restart = %v; want nil (run again)", err)
+			}
+			want := int32(2)
+			if how == "withdrawn" {
+				want = 1
+			}
+			if got := calls.Load(); got != want {
+				t.Errorf("handler ran %d times; want %d", got, want)
+			}
+		})
 	}
 }

@@ -238,6 +238,7 @@ type Pool struct {
 	nc       *nats.Conn                                                                        // owned by the caller; the Pool never closes it
 	js       njs.JetStream                                                                     // immutable
 	attempts njs.Stream                                                                        // immutable: the work-queue stream, for DeleteMsg
+	results  njs.Stream                                                                        // immutable: the results stream, to look up an outcome (dead)
 	work     njs.Consumer                                                                      // immutable: its work consumer, for what it delivered
 	name     string                                                                            // immutable: the pool's name
 	cfg      poolConfig                                                                        // immutable after NewPool
@@ -264,6 +265,7 @@ type Pool struct {
 type call struct {
 	key  string        // immutable: the attempt key
 	seq  atomic.Uint64 // the attempt message's stream sequence, once published
+	dup  bool          // the publish was a duplicate of an earlier Do's; owned by the Do goroutine
 	gone bool          // unregistered; owned by the Do goroutine
 	got  bool          // a delivery was sent on ch; guarded by Pool.mu
 	ch   chan delivery // receives at most one delivery (buffer 1)
@@ -343,7 +345,7 @@ func (p *Pool) provision(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("jetstream: NewPool(%q): work consumer: %w", p.name, err)
 	}
-	if _, err := p.js.CreateOrUpdateStream(ctx, njs.StreamConfig{
+	if p.results, err = p.js.CreateOrUpdateStream(ctx, njs.StreamConfig{
 		Name: resultsStream(p.name), Subjects: []string{resultsSubject(p.name, ">")},
 		Retention: njs.InterestPolicy, Storage: njs.FileStorage, Replicas: c.replicas, Duplicates: c.dedupe,
 		MaxAge: c.resultsTTL, Description: "Baton outcomes of pool " + p.name,
@@ -357,7 +359,7 @@ func (p *Pool) provision(ctx context.Context) error {
 // and connection events, in this order of importance.
 func (p *Pool) start(ctx context.Context) error {
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{
-		Durable: resultsConsumer(p.cfg.instance), FilterSubject: resultsSubject(p.name, p.cfg.instance),
+		Durable: resultsConsumer(p.cfg.instance), FilterSubject: resultsSubject(p.name, p.cfg.instance) + ".>",
 		AckPolicy: njs.AckExplicitPolicy, AckWait: resultsAckWait, MaxAckPending: -1,
 		DeliverPolicy: njs.DeliverAllPolicy, InactiveThreshold: p.cfg.resultsTTL,
 	})
@@ -502,42 +504,104 @@ func (p *Pool) Do(ctx context.Context, j worker.Job) error {
 	if err != nil {
 		return err
 	}
-	c := &call{key: attemptKey(p.cfg.instance, jobID{j.ID, j.Round, j.Attempt}), ch: make(chan delivery, 1)}
+	key := attemptKey(p.cfg.instance, jobID{j.ID, j.Round, j.Attempt})
+	for range maxRekeys {
+		next, err := p.do(ctx, j, pl, key)
+		if next == "" {
+			return err
+		}
+		key = next
+	}
+	return fmt.Errorf("%w: task %q: attempt %s withdrawn %d times", ErrUnavailable, j.ID, key, maxRekeys)
+}
+
+// maxRekeys bounds how many times one Do publishes an attempt again under
+// a new key (rekey): once per Shutdown it outlived, in practice.
+const maxRekeys = 16
+
+// do publishes the attempt under key and waits for its outcome. A next key
+// other than "" says that the publication under key is dead, withdrawn or
+// stopped by an earlier Do's cancel (a Shutdown, before a durable
+// coordinator restarted and handed the attempt out again): publish it
+// again under next.
+func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (next string, err error) {
+	c := &call{key: key, ch: make(chan delivery, 1)}
 	lost, arrived, err := p.register(c)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer p.unregister(c)
-	deadline, _ := ctx.Deadline()
-	msg := attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline)
 	// An outcome that came while no Do waited (a restart) is not published
 	// again: once the duplicate window has passed, that would run it again.
 	if !arrived {
-		if err := p.publish(ctx, c, msg, lost); err != nil {
+		deadline, _ := ctx.Deadline()
+		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline), lost); err != nil {
 			if ctx.Err() != nil {
 				// It may have been stored: tell the workers, who remember it.
 				_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
-				return context.Cause(ctx)
+				return "", context.Cause(ctx)
 			}
-			return err
+			return "", err
+		}
+		if c.dup && p.dead(ctx, c) {
+			return rekey(c.key, c.seq.Load()), nil
 		}
 	}
 	select {
 	case d := <-c.ch:
-		return p.apply(ctx, c, d)
+		if d.err == nil && d.o.Status == statusCancelled && ctx.Err() == nil && c.seq.Load() != 0 {
+			// Stopped by the cancel of an earlier Do of this attempt,
+			// yet this one's context is alive: run it again.
+			_ = d.msg.Ack()
+			return rekey(c.key, c.seq.Load()), nil
+		}
+		return "", p.apply(ctx, c, d)
 	case <-ctx.Done():
-		return p.cancel(ctx, c)
+		return "", p.cancel(ctx, c)
 	case <-lost:
-		return fmt.Errorf("%w: no outcome for task %q after an outage of %v", ErrUnavailable, j.ID, p.cfg.maxOutage)
+		return "", fmt.Errorf("%w: no outcome for task %q after an outage of %v", ErrUnavailable, j.ID, p.cfg.maxOutage)
 	case <-p.closing:
-		return ErrClosed
+		return "", ErrClosed
 	}
+}
+
+// dead reports whether the publication c's publish found (a duplicate of
+// an earlier Do's) can no longer bring an outcome: its message is gone
+// from the work queue (run, stopped or withdrawn), and the outcome stored
+// for it, if any, was applied already or is a stop. A worker publishes
+// the outcome before it acknowledges the message, so a message that is
+// gone has its outcome stored, unless it was withdrawn. When it cannot
+// tell (JetStream does not answer), it says alive: Do waits as before.
+func (p *Pool) dead(ctx context.Context, c *call) bool {
+	qctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
+	defer done()
+	if _, err := p.attempts.GetMsg(qctx, c.seq.Load()); !errors.Is(err, njs.ErrMsgNotFound) {
+		return false // queued or running (or unknown)
+	}
+	m, err := p.results.GetLastMsgForSubject(qctx, outcomeSubject(p.name, p.cfg.instance, c.key))
+	switch {
+	case errors.Is(err, njs.ErrMsgNotFound):
+		return true // withdrawn, or its outcome was applied and acknowledged
+	case err != nil:
+		return false
+	}
+	o, err := decodeOutcome(m.Data)
+	return err == nil && o.Status == statusCancelled // else: it is on its way to this Do
 }
 
 // register records c as waiting and hands it an outcome that came early
 // (arrived). It returns the channel that closes if an outage outlasts the
 // limit.
+//
+// An early outcome that says the attempt was stopped (by the cancel of an
+// earlier Do, before a restart) is dropped: this Do runs it again.
 func (p *Pool) register(c *call) (lost <-chan struct{}, arrived bool, err error) {
+	var stopped njs.Msg
+	defer func() {
+		if stopped != nil {
+			_ = stopped.Ack()
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
@@ -551,7 +615,9 @@ func (p *Pool) register(c *call) (lost <-chan struct{}, arrived bool, err error)
 	p.waiting[c.key] = c
 	if m, ok := p.early[c.key]; ok {
 		delete(p.early, c.key)
-		if o, err := decodeOutcome(m.Data()); err == nil {
+		if o, err := decodeOutcome(m.Data()); err == nil && o.Status == statusCancelled {
+			stopped = m
+		} else if err == nil {
 			c.got = true
 			c.ch <- delivery{o: o, msg: m}
 		}
@@ -601,6 +667,7 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 			c.seq.Store(ack.Sequence)
 			p.counts.published.Add(1)
 			if ack.Duplicate {
+				c.dup = true
 				p.counts.deduplicated.Add(1)
 			}
 			return nil

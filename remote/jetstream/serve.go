@@ -415,7 +415,7 @@ func (s *server) call(ctx context.Context, h Handler, data []byte, o *outcome) {
 // report publishes the outcome, retrying for up to a lease (the attempt is
 // redelivered after that anyway), even while Serve's ctx ends.
 func (s *server) report(ctx context.Context, instance string, o outcome, lease time.Duration) error {
-	m := nats.NewMsg(resultsSubject(s.pool, instance))
+	m := nats.NewMsg(outcomeSubject(s.pool, instance, o.Key))
 	m.Data = o.encode()
 	m.Header.Set(nats.MsgIdHdr, "out/"+o.Key)
 	pctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)

@@ -3,8 +3,10 @@ package jetstream
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +19,9 @@ import (
 //
 //	stream   BATON_P_ATTEMPTS  subject baton.P.attempts    work queue, one message per attempt
 //	consumer workers           on BATON_P_ATTEMPTS         shared by every Serve of the pool
-//	stream   BATON_P_RESULTS   subjects baton.P.results.>  interest retention, one message per outcome
-//	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I
+//	stream   BATON_P_RESULTS   subjects baton.P.results.>  interest retention, one message per outcome,
+//	                                                       on baton.P.results.I.H (H: a hash of its attempt key)
+//	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I.>
 //	subject  baton.P.cancel                                core NATS, body = attempt key: stop it
 const workConsumer = "workers"
 
@@ -44,6 +47,16 @@ func attemptsSubject(pool string) string { return "baton." + pool + ".attempts" 
 func resultsSubject(pool, instance string) string {
 	return "baton." + pool + ".results." + instance
 }
+
+// outcomeSubject is where the outcome of the attempt key goes: a subject
+// per attempt, so that a Pool can look up one attempt's outcome
+// (Pool.dead).
+func outcomeSubject(pool, instance, key string) string {
+	h := fnv.New128a()
+	h.Write([]byte(key))
+	var sum [16]byte
+	return resultsSubject(pool, instance) + "." + hex.EncodeToString(h.Sum(sum[:0]))
+}
 func cancelSubject(pool string) string { return "baton." + pool + ".cancel" }
 func maxDeliveriesSubject(pool string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + attemptsStream(pool) + "." + workConsumer
@@ -64,8 +77,25 @@ const (
 // attemptKey names one attempt of one task for one Pool instance:
 // instance/round/attempt/task. It is the attempt message's Nats-Msg-Id, so
 // publishing it again is deduplicated by the stream.
+//
+// An attempt published under its key and then withdrawn or stopped (its
+// Do's context ended: a Shutdown, before a durable coordinator restarts
+// and runs it again) is published again under instance+G/round/attempt/task
+// (rekey), G being the stream sequence of the publication that died: a
+// fresh message ID, yet the same one for every Do that finds the same
+// dead publication.
 func attemptKey(instance string, j jobID) string {
 	return instance + "/" + strconv.Itoa(j.round) + "/" + strconv.Itoa(j.attempt) + "/" + j.task
+}
+
+// rekey gives key the generation gen (replacing the one it had).
+func rekey(key string, gen uint64) string {
+	i := strings.IndexByte(key, '/')
+	head := key[:i]
+	if j := strings.IndexByte(head, '+'); j >= 0 {
+		head = head[:j]
+	}
+	return head + "+" + strconv.FormatUint(gen, 10) + key[i:]
 }
 
 type jobID struct {
@@ -77,10 +107,19 @@ type jobID struct {
 func parseKey(key string) (instance string, id jobID, ok bool) {
 	// By hand rather than strings.SplitN: it runs for every attempt.
 	i := strings.IndexByte(key, '/')
-	if i < 0 || !validName(key[:i]) {
+	if i < 0 {
 		return "", id, false
 	}
 	instance, rest := key[:i], key[i+1:]
+	if j := strings.IndexByte(instance, '+'); j >= 0 { // a generation (rekey)
+		if _, err := strconv.ParseUint(instance[j+1:], 10, 64); err != nil {
+			return "", id, false
+		}
+		instance = instance[:j]
+	}
+	if !validName(instance) {
+		return "", id, false
+	}
 	var err error
 	for _, n := range []*int{&id.round, &id.attempt} {
 		j := strings.IndexByte(rest, '/')

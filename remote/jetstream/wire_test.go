@@ -29,7 +29,18 @@ func TestParseKey(t *testing.T) {
 	if !ok || inst != "coord-1" || id != (jobID{task: "a/b c", round: 3, attempt: 7}) {
 		t.Fatalf("parseKey = %q, %+v, %v", inst, id, ok)
 	}
-	for _, k := range []string{"", "a/1/2", "bad inst/1/1/t", "i/x/1/t", "i/1/y/t"} {
+	key := attemptKey("coord-1", jobID{task: "t+1/x", round: 3, attempt: 7})
+	k1 := rekey(key, 42)
+	if k2 := rekey(k1, 43); k1 == key || k2 == k1 || k2 != "coord-1+43/3/7/t+1/x" {
+		t.Errorf("rekey: %q, then %q", k1, k2)
+	}
+	if inst, id, ok := parseKey(k1); !ok || inst != "coord-1" || id != (jobID{task: "t+1/x", round: 3, attempt: 7}) {
+		t.Errorf("parseKey(%q) = %q, %+v, %v", k1, inst, id, ok)
+	}
+	if outcomeSubject("p", "i", key) == outcomeSubject("p", "i", k1) {
+		t.Error("a rekeyed attempt shares its outcome subject")
+	}
+	for _, k := range []string{"", "a/1/2", "bad inst/1/1/t", "i/x/1/t", "i/1/y/t", "i+/1/1/t", "i+x/1/1/t", "+1/1/1/t"} {
 		if _, _, ok := parseKey(k); ok {
 			t.Errorf("parseKey(%q) ok; want malformed", k)
 		}
