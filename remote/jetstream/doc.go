@@ -53,7 +53,14 @@
 // and a Serve that has not started it yet drops it. An attempt the work
 // consumer had not delivered yet is deleted from the stream and Do returns
 // at once; for one it had delivered, Do waits up to WithStopWait for its
-// outcome, so that the task's next attempt does not run beside it.
+// outcome, so that the task's next attempt does not run beside it, and
+// without one deletes it from the stream too: the worker that took it may
+// have died, and the cancel with it, and the attempt must not run
+// elsewhere once that worker's lease expires.
+//
+// An outcome too large for a message (a result or error text past the
+// server's max_payload) is reported as a failure that says so, not
+// retried by delivering the attempt again.
 //
 // The task's deadline also travels with the attempt, as an absolute time
 // read on the worker's clock (keep the clocks in sync): the handler's

@@ -308,6 +308,7 @@ func TestValidateRefusesBadPayloads(t *testing.T) {
 		{"unknown kind", coordinator.Task{ID: "e", Pool: "remote", Payload: bjs.Payload{Kind: "nope"}}, bjs.ErrUnknownKind},
 		{"too big", coordinator.Task{ID: "f", Pool: "remote", Payload: bjs.Payload{Kind: "echo", Data: big}}, bjs.ErrBadPayload},
 		{"line break in ID", coordinator.Task{ID: "g\nh", Pool: "remote", Payload: bjs.Payload{Kind: "echo"}}, bjs.ErrBadPayload},
+		{"huge ID", coordinator.Task{ID: strings.Repeat("i", 5000), Pool: "remote", Payload: bjs.Payload{Kind: "echo"}}, bjs.ErrBadPayload},
 		{"space after ID", coordinator.Task{ID: "i ", Pool: "remote", Payload: bjs.Payload{Kind: "echo"}}, bjs.ErrBadPayload}, // NATS trims header values
 		{"tab before kind", coordinator.Task{ID: "j", Pool: "remote", Payload: bjs.Payload{Kind: "\techo"}}, bjs.ErrBadPayload},
 	} {
@@ -733,5 +734,61 @@ func TestCancelledAttemptRunsAgainAfterRestart(t *testing.T) {
 				t.Errorf("handler ran %d times; want %d", got, want)
 			}
 		})
+	}
+}
+
+// A cancel that reaches no worker (the one that took the attempt died
+// with it) does not leave the attempt for another worker to run once the
+// lease expires: Do takes it out of the stream.
+func TestCancelOfAttemptOnDeadWorker(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "deadw", bjs.WithStopWait(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pool.Do(ctx, worker.Job{ID: "x", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "echo"}})
+	}()
+	js, _ := njs.New(nc)
+	lctx, lcancel := context.WithTimeout(context.Background(), long)
+	defer lcancel()
+	cons, err := js.Consumer(lctx, "BATON_deadw_ATTEMPTS", "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Next(njs.FetchMaxWait(long)); err != nil { // a worker takes it and dies
+		t.Fatalf("Next = %v", err)
+	}
+	cancel()
+	if err := recv(t, done, "Do's return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v; want context.Canceled", err)
+	}
+	st, err := js.Stream(lctx, "BATON_deadw_ATTEMPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si, err := st.Info(lctx); err != nil || si.State.Msgs != 0 {
+		t.Fatalf("attempts stream after the cancelled Do: %d messages (err %v); want 0: another worker would run it", si.State.Msgs, err)
+	}
+}
+
+// A result too large for a message fails the attempt at once, saying so,
+// rather than running it again until WithMaxDeliver.
+func TestResultTooLarge(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "big")
+	var calls atomic.Int32
+	serve(t, nc, "big", map[string]bjs.Handler{"big": func(context.Context, []byte) ([]byte, error) {
+		calls.Add(1)
+		return make([]byte, nc.MaxPayload()+1), nil
+	}})
+	err := pool.Do(context.Background(), worker.Job{ID: "b", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "big"}})
+	var re *bjs.RemoteError
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "more than a message holds") {
+		t.Fatalf("Do = %v; want a *RemoteError saying the result is too large", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler ran %d times; want 1", n)
 	}
 }

@@ -79,6 +79,7 @@ const (
 	settledMemory      = 1 << 16 // attempts whose outcome a Pool remembers, to ignore duplicates
 	maxEarly           = 1 << 16 // outcomes kept while no Do waits for them
 	payloadHeadroom    = 8 << 10 // room for headers in a NATS message
+	maxHeaders         = 4 << 10 // the most bytes of task ID and Kind an attempt carries (in its headers, within payloadHeadroom)
 	publishTimeout     = 5 * time.Second
 	publishBackoffMin  = 20 * time.Millisecond
 	publishBackoffMax  = time.Second
@@ -443,10 +444,11 @@ func (p *Pool) Stats() Stats {
 
 // Validate refuses, before anything is published, a job whose Payload is
 // not a Payload or *Payload with a Kind (one of WithKinds' if given), whose
-// Data does not fit in one message, or whose ID or Kind contains a line
-// break or NUL or begins or ends with white space (NATS trims header values):
-// ErrBadPayload or ErrUnknownKind, wrapped with the reason. It does
-// not block, is safe for concurrent use, and works after Close.
+// Data does not fit in one message, whose ID and Kind together pass 4 KiB,
+// or whose ID or Kind contains a line break or NUL or begins or ends with
+// white space (NATS trims header values): ErrBadPayload or ErrUnknownKind,
+// wrapped with the reason. It does not block, is safe for concurrent use,
+// and works after Close.
 func (p *Pool) Validate(j worker.Job) error {
 	_, err := p.payload(j)
 	return err
@@ -475,6 +477,8 @@ func (p *Pool) payload(j worker.Job) (Payload, error) {
 		return pl, fmt.Errorf("%w: task %q: Payload without a Kind", ErrBadPayload, j.ID)
 	case !validHeader(pl.Kind) || !validHeader(j.ID):
 		return pl, fmt.Errorf("%w: task %q: line break, NUL, or white space at an end of the ID or Kind", ErrBadPayload, j.ID)
+	case len(j.ID)+len(pl.Kind) > maxHeaders:
+		return pl, fmt.Errorf("%w: task %q (cut): ID and Kind of %d bytes, more than the %d a message's headers hold", ErrBadPayload, j.ID[:min(len(j.ID), 32)], len(j.ID)+len(pl.Kind), maxHeaders)
 	case len(pl.Data) > p.maxData:
 		return pl, fmt.Errorf("%w: task %q: %d bytes of Data, more than the %d a message holds", ErrBadPayload, j.ID, len(pl.Data), p.maxData)
 	case p.cfg.kinds != nil && !p.cfg.kinds[pl.Kind]:
@@ -781,6 +785,13 @@ func (p *Pool) cancel(ctx context.Context, c *call) error {
 			return nil // it succeeded before the cancel reached it
 		}
 	case <-t.C:
+		// No outcome: the worker that took it may have died, and the
+		// cancel with it; once its lease expired another worker would run
+		// it. Take it out of the stream (a live worker's ack then fails,
+		// and its outcome comes as a duplicate, ignored).
+		dctx, done := context.WithTimeout(context.WithoutCancel(ctx), deleteQueuedBudget)
+		_ = p.attempts.DeleteMsg(dctx, seq)
+		done()
 	case <-p.closing:
 	}
 	return cause

@@ -388,6 +388,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 	case errors.Is(cause, worker.ErrTimeout):
 		o.Code = codeTimeout
 	}
+	fit(&o, int(s.nc.MaxPayload())-payloadHeadroom)
 	if err := s.report(ctx, instance, o, lease); err != nil {
 		// Not acknowledged: the attempt is delivered again after its
 		// lease, and run again (at least once).
@@ -395,6 +396,23 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		return
 	}
 	_ = m.Ack()
+}
+
+// fit makes an outcome that a message cannot hold (a handler's result, or
+// an error text or stack, past the server's max_payload) a failure that
+// says so: published as it is, it would fail every time, and the attempt
+// would run again until WithMaxDeliver.
+func fit(o *outcome, max int) {
+	n := len(o.Result) + len(o.Error) + len(o.Stack) + len(o.Key) + len(o.Worker)
+	if n <= max {
+		return
+	}
+	what := "result"
+	if o.Status != statusOK {
+		what = "error text and stack"
+	}
+	o.Status, o.Result, o.Stack = statusError, nil, ""
+	o.Error = fmt.Sprintf("jetstream: the handler's %s came to %d bytes, more than a message holds (%d)", what, n, max)
 }
 
 // call runs the handler, recovering a panic into the outcome.
