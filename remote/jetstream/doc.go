@@ -136,6 +136,18 @@
 // stream at once (Nak), to run elsewhere as the same attempt; one that
 // succeeded anyway is reported.
 //
+// # Limits
+//
+// What this package does not handle, as of this version:
+//   - The max-deliveries advisory is core NATS: a Pool that is down (a
+//     coordinator restart) when an attempt reaches WithMaxDeliver misses
+//     it, and the restarted Do of that attempt waits until the task's
+//     Timeout (give remote tasks one).
+//   - Two live Pools with the same WithInstance are not detected: they
+//     would take each other's outcomes.
+//   - Stream settings the server refuses (WithReplicas above the cluster's
+//     size) fail NewPool with the server's error.
+//
 // # JetStream objects
 //
 // For a pool P and a Pool instance I: the stream BATON_P_ATTEMPTS (work

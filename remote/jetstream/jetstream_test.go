@@ -605,18 +605,19 @@ func TestInvalidOptions(t *testing.T) {
 	nc := connect(t, srv.ClientURL())
 	ctx := context.Background()
 	for name, opts := range map[string][]bjs.Option{
-		"lease":       {bjs.WithLease(0)},
-		"short lease": {bjs.WithLease(bjs.MinLease - 1)},
-		"maxDeliver":  {bjs.WithMaxDeliver(0)},
-		"instance":    {bjs.WithInstance("a b")},
-		"outage":      {bjs.WithMaxOutage(-time.Second)},
-		"stopWait":    {bjs.WithStopWait(0)},
-		"dedupe":      {bjs.WithDedupeWindow(0)},
-		"ttl":         {bjs.WithResultsTTL(0)},
-		"replicas":    {bjs.WithReplicas(9)},
-		"no kinds":    {bjs.WithKinds()},
-		"empty kind":  {bjs.WithKinds("")},
-		"logger":      {bjs.WithLogger(nil)},
+		"lease":        {bjs.WithLease(0)},
+		"short lease":  {bjs.WithLease(bjs.MinLease - 1)},
+		"maxDeliver":   {bjs.WithMaxDeliver(0)},
+		"instance":     {bjs.WithInstance("a b")},
+		"outage":       {bjs.WithMaxOutage(-time.Second)},
+		"stopWait":     {bjs.WithStopWait(0)},
+		"dedupe":       {bjs.WithDedupeWindow(0)},
+		"ttl":          {bjs.WithResultsTTL(0)},
+		"ttl < dedupe": {bjs.WithResultsTTL(time.Minute), bjs.WithDedupeWindow(2 * time.Minute)},
+		"replicas":     {bjs.WithReplicas(9)},
+		"no kinds":     {bjs.WithKinds()},
+		"empty kind":   {bjs.WithKinds("")},
+		"logger":       {bjs.WithLogger(nil)},
 	} {
 		if _, err := bjs.NewPool(ctx, nc, "opts", opts...); !errors.Is(err, bjs.ErrInvalidOption) {
 			t.Errorf("NewPool with bad %s = %v; want ErrInvalidOption", name, err)

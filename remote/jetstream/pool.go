@@ -179,6 +179,7 @@ func WithDedupeWindow(d time.Duration) Option {
 // WithResultsTTL sets how long outcomes, and a Pool instance's durable
 // results consumer, are kept for a Pool that is not running (default
 // DefaultResultsTTL): the longest coordinator downtime that loses nothing.
+// It may not be shorter than the duplicate window (WithDedupeWindow).
 func WithResultsTTL(d time.Duration) Option {
 	return func(c *poolConfig) error { c.resultsTTL = d; return positive("WithResultsTTL", d) }
 }
@@ -300,6 +301,10 @@ func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.resultsTTL < cfg.dedupe {
+		// JetStream refuses a duplicate window longer than a stream's MaxAge.
+		return nil, fmt.Errorf("%w: NewPool(%q): WithResultsTTL(%v) shorter than the duplicate window (%v)", ErrInvalidOption, name, cfg.resultsTTL, cfg.dedupe)
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
