@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -780,5 +781,91 @@ func TestCommitFailureReportsNothing(t *testing.T) {
 	defer mu.Unlock()
 	if len(heard) != 1 || heard[0] != coordinator.EventStarted {
 		t.Errorf("subscriber heard %v; want only g's start (committed)", heard)
+	}
+}
+
+// A task's function is called only once the ends that released it are
+// committed: a crash never undoes a dependency whose dependent already ran
+// (it would run again after it). The process "dies" (its store freezes)
+// inside the function of the k-th task to run; nothing run after the
+// freeze counts. After the restart, no task that runs again may have a
+// dependent that ran before the crash.
+func TestDependentsRunOnCommittedEnds(t *testing.T) {
+	const chains, length = 3, 12
+	var tasks []coordinator.Task
+	deps := map[string][]string{}
+	for c := range chains {
+		for i := range length {
+			id := fmt.Sprintf("c%d-%d", c, i)
+			task := coordinator.Task{ID: id, Func: "f", Payload: []byte(id)}
+			if i > 0 {
+				task.Deps = []string{fmt.Sprintf("c%d-%d", c, i-1)}
+			}
+			if i == length/2 && c > 0 { // a join across chains
+				task.Deps = append(task.Deps, fmt.Sprintf("c%d-%d", c-1, i-1))
+			}
+			deps[id] = task.Deps
+			tasks = append(tasks, task)
+		}
+	}
+	for _, k := range []int{1, 2, 5, 9, 17, 30} {
+		t.Run(fmt.Sprintf("crash at run %d", k), func(t *testing.T) {
+			path := dbPath(t)
+			st := &frozenStore{Store: boltstore.New(path)}
+			var mu sync.Mutex
+			before := map[string]bool{} // ran before the crash
+			died := make(chan struct{})
+			f := func(ctx context.Context, p []byte) error {
+				mu.Lock()
+				if st.frozen.Load() {
+					mu.Unlock()
+					<-ctx.Done() // the process is dead: nothing runs any more
+					return ctx.Err()
+				}
+				before[string(p)] = true
+				if len(before) == k {
+					st.frozen.Store(true)
+					close(died)
+				}
+				mu.Unlock()
+				return nil
+			}
+			s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithWorkers(2), coordinator.WithFunc("f", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Submit(tasks...); err != nil {
+				t.Fatal(err)
+			}
+			ended := make(chan error, 1)
+			go func() { ended <- s.Wait(context.Background()) }()
+			select {
+			case <-died:
+			case err := <-ended:
+				t.Fatalf("Wait = %v before the crash at run %d", err, k)
+			}
+			shutdown(t, s)
+			<-ended
+
+			var again []string
+			rerun := func(_ context.Context, p []byte) error {
+				mu.Lock()
+				again = append(again, string(p))
+				mu.Unlock()
+				return nil
+			}
+			s = open(t, path, coordinator.WithWorkers(2), coordinator.WithFunc("f", rerun))
+			defer shutdown(t, s)
+			wait(t, s)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range again {
+				for dependent, ds := range deps {
+					if before[dependent] && slices.Contains(ds, id) {
+						t.Errorf("%s ran again after the crash, but %s, which depends on it, ran before", id, dependent)
+					}
+				}
+			}
+		})
 	}
 }

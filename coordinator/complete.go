@@ -34,6 +34,9 @@ func (s *state) report(r dispatch.Report, now time.Time) {
 // reported or not: an item's claim word turns final only after its outcome
 // is written, so the word alone says it may be read.
 func (s *state) harvest(ls *laneState, now time.Time) {
+	was := s.harvesting
+	s.harvesting = true
+	defer func() { s.harvesting = was }()
 	for ls.applied != ls.n {
 		st := ls.l.State(ls.applied)
 		if st == dispatch.Free || dispatch.Running(st) {

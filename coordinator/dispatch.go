@@ -18,7 +18,7 @@ func (s *state) dispatch(now time.Time) {
 	hungry := false
 	for pi := range s.pools {
 		p := &s.pools[pi]
-		if s.closing {
+		if s.closing || s.dur != nil && s.dur.failed != nil { // a failed commit: Shutdown is on its way
 			p.revokeAt, p.stuckAt = time.Time{}, time.Time{} // nothing starts any more: nothing to plan
 			continue
 		}
@@ -164,6 +164,11 @@ func (s *state) bestReady(p *poolState) (int32, bool) {
 // sooner). A better task that their successes release takes worse work
 // back (checkPriority).
 func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
+	if s.dur != nil {
+		if s.commitFirst(now); s.dur.failed != nil {
+			return // nothing starts on a scheduler whose store failed
+		}
+	}
 	if take > 0 && p.minPrio < p.maxPrio && (!ls.open || ls.live == 0) {
 		s.pull(ls, p) // for a worker with nothing left to run, not for a top-up
 	}
@@ -225,12 +230,15 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 	}
 	placed := 0
 	best, waiting := s.bestReady(p)
-	if waiting && best <= p.minPrio {
+	if s.dur != nil || (waiting && best <= p.minPrio) {
 		// No task of the pool is better than what waits: nothing may be
 		// fused (wide graphs), so do not look. With several levels, an
 		// item's success may still release a task better than work handed
-		// out since: have it reported at once.
-		if p.minPrio < p.maxPrio {
+		// out since: have it reported at once. A durable scheduler fuses
+		// nothing: a worker would run the follower on an end the store
+		// has not committed, which a crash would undo (its dependency
+		// would run again after the follower).
+		if p.minPrio < p.maxPrio || s.dur != nil {
 			for seq := ls.fuseAt; seq != ls.n; seq++ {
 				if r := &s.tasks[ls.l.Task(seq)]; r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0) {
 					ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
@@ -762,6 +770,17 @@ func (s *state) peek(ls *laneState, now time.Time, report bool) {
 			return
 		}
 		if report && dispatch.Ran(st) {
+			if int32(ls.peek-ls.applied) > 0 && !s.harvesting {
+				// The worker runs its items in order: those before this
+				// one have ended. Their ends are told before this start
+				// (not after, as a report still on its way would).
+				at := ls.applied
+				s.harvest(ls, now)
+				if ls.applied != at {
+					s.caughtUp = true
+					continue // the harvest may have moved peek
+				}
+			}
 			s.started(ls.l.Task(ls.peek), loc(ls.l.ID, ls.peek), now)
 		}
 		ls.peek++

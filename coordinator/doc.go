@@ -89,7 +89,10 @@
 // nothing is fused while a ready task of the same or a better priority
 // waits, and nothing worse than the lane's work is fused into it. A task
 // fused behind a dependency that has not succeeded is Pending; it cancels
-// at once, and what waits on it is skipped.
+// at once, and what waits on it is skipped. A durable scheduler (WithStore)
+// fuses nothing and commits before it hands work out: a task's function is
+// called only once the ends that released it are committed, so a crash
+// never makes a dependency run again after its dependent.
 //
 // What the states and events mean, precisely:
 //
@@ -105,7 +108,9 @@
 //     worker that had nothing to do, with its worker's next report
 //     otherwise (about a lane's worth of work later at most, unless the
 //     attempt before it on the same worker runs long), and never before the
-//     events of the dependencies it waited for.
+//     events of the dependencies it waited for, nor before the ends of the
+//     attempts its worker ran before it: the events never show more
+//     attempts of a pool running than it has workers.
 //
 // Workers report a failure, and any attempt of a task with retries, a
 // delay, a series or a timeout, as soon as it ends, so that retry waits and

@@ -704,3 +704,81 @@ func TestOutcomesDoNotWaitForTheNextAttempt(t *testing.T) {
 		})
 	}
 }
+
+// 4, as events tell it: the events never show more attempts of a pool
+// running at once than it has workers, nor a task started twice without an
+// end between. A worker runs its lane in order, so an attempt it claimed
+// means the ones before it have ended: their ends are told first, even
+// when their reports are still on their way. Real time, uneven durations
+// (a slow attempt among tiny ones), fused chains, failures with retries,
+// two pools.
+func TestConcurrentEventsShowNoMoreRunningThanWorkers(t *testing.T) {
+	sizes := map[string]int{"": 2, "gpu": 1}
+	s := newScheduler(t, coordinator.WithWorkers(sizes[""]), coordinator.WithPool("gpu", sizes["gpu"], worker.Func{}))
+	rec := record(s)
+	spin := func(n int) func(context.Context) error {
+		return func(context.Context) error {
+			x := 0
+			for i := range n {
+				x += i
+			}
+			_ = x
+			return nil
+		}
+	}
+	var failures sync.Map
+	var tasks []coordinator.Task
+	for i := range 3000 {
+		task := coordinator.Task{ID: fmt.Sprint("t", i), Run: spin(0)}
+		switch {
+		case i%97 == 0:
+			task.Run = spin(50_000) // a slow one among tiny ones
+		case i%13 == 0:
+			id := task.ID
+			task.Retry = coordinator.RetryPolicy{MaxAttempts: 2}
+			task.Run = func(context.Context) error {
+				if _, again := failures.LoadOrStore(id, true); !again {
+					return fmt.Errorf("first attempt of %s", id)
+				}
+				return nil
+			}
+		}
+		if i%3 == 0 {
+			task.Pool = "gpu"
+		}
+		if i%5 != 0 && i > 0 {
+			task.Deps = []string{fmt.Sprint("t", i-1)} // chains, fused where they can be
+		}
+		tasks = append(tasks, task)
+	}
+	if err := s.Submit(tasks...); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	running := map[string]int{}
+	on := map[string]bool{}
+	for _, e := range rec.all() {
+		switch e.Kind {
+		case coordinator.EventStarted:
+			if on[e.TaskID] {
+				t.Fatalf("%s started again (attempt %d) before its attempt ended", e.TaskID, e.Attempt)
+			}
+			on[e.TaskID] = true
+			if running[e.Pool]++; running[e.Pool] > sizes[e.Pool] {
+				t.Fatalf("events show %d attempts of pool %q running at once (at %s's start); it has %d workers",
+					running[e.Pool], e.Pool, e.TaskID, sizes[e.Pool])
+			}
+		case coordinator.EventSucceeded, coordinator.EventFailed, coordinator.EventRetrying,
+			coordinator.EventCancelled, coordinator.EventRecurred:
+			if on[e.TaskID] {
+				on[e.TaskID] = false
+				running[e.Pool]--
+			}
+		}
+	}
+}

@@ -22,12 +22,20 @@ type actions struct {
 func (s *state) ready(now time.Time) actions {
 	s.settle(now)
 	s.dispatch(now)
-	if s.observe || s.dur != nil { // durable: starts are written
+	for s.observe || s.dur != nil { // durable: starts are written
+		s.caughtUp = false
 		for i := range s.lanes {
 			if ls := &s.lanes[i]; ls.open {
 				s.peek(ls, now, true)
 			}
 		}
+		if !s.caughtUp {
+			break
+		}
+		// peek applied ends to tell starts in order: what they released
+		// is dispatched now, not at the next message, which may not come.
+		s.settle(now)
+		s.dispatch(now)
 	}
 	due, ok := s.nextDue()
 	return actions{Wake: s.wake, Events: s.events, Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
@@ -38,4 +46,17 @@ func (s *state) ready(now time.Time) actions {
 func (s *state) acknowledge() {
 	s.wake = s.wake[:0]
 	s.events = nil
+}
+
+// commitFirst, on a durable scheduler, commits what the iteration decided
+// so far before fill hands out work: a worker may claim an item the moment
+// it is published, and its function must not run on an end that a crash
+// would undo (its dependency would run again after it). The loop commits
+// the rest (the starts that peek sees) after ready. A failed commit is
+// kept in dur.failed, which the loop reports; nothing is published after
+// it.
+func (s *state) commitFirst(now time.Time) {
+	if s.dur != nil && s.dur.failed == nil {
+		_ = s.flush(now)
+	}
 }

@@ -162,7 +162,8 @@ func (s *Scheduler) run(st *state) error {
 	stopc := s.stopc
 	var armed bool // the timer goroutine was sent armedAt and it has not fired
 	var armedAt time.Time
-	told := false // the timer goroutine was told that every task is final, since it last changed
+	told := false   // the timer goroutine was told that every task is final, since it last changed
+	failed := false // a commit failed and storeFailed was called
 	for {
 		var now time.Time
 		select {
@@ -207,10 +208,13 @@ func (s *Scheduler) run(st *state) error {
 			armed, told = false, rd.Settled
 		}
 		if st.dur != nil {
-			// One commit for the iteration, before Submit is answered and
+			// The iteration's last commit (ready made one before it
+			// dispatched, commitFirst), before Submit is answered and
 			// before anybody hears of it.
-			if err := st.flush(now); err != nil {
-				s.storeFailed(err)
+			st.flush(now)
+			if st.dur.failed != nil && !failed {
+				failed = true
+				s.storeFailed(st.dur.failed)
 			}
 		}
 		if st.dur == nil || st.dur.failed == nil {
