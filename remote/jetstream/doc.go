@@ -81,6 +81,19 @@
 // attempts). After WithMaxDeliver deliveries without an outcome, Do
 // returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
 //
+// Keys and publications. An attempt key names an attempt (instance,
+// round, attempt, task) and comes back: a durable coordinator hands the
+// same attempt out again after a restart, and a task ID may be used again
+// once retention forgot the first task. Within the duplicate window a
+// repeated publish of a key is stored once (see Coordinator restarts);
+// past it, it is a new publication, a new message with its own stream
+// sequence. Everything remembered of an attempt names the publication,
+// not the key alone: the outcome (it carries the sequence of the message
+// it answers, and its message ID is made of both), the Pool's memory of
+// settled attempts, a worker's memory of cancelled ones, and the cancel
+// itself. So nothing that happened to one publication of a key (its
+// outcome, a stop, a cancel while it was queued) reaches a later one.
+//
 // Connection loss and server restarts: the Pool waits, then fails. An
 // attempt already stored is not lost (file storage): Do keeps waiting for
 // its outcome while the connection is down, and a publish that did not get
@@ -131,6 +144,12 @@
 // coordinator's injected clock (coordinator.WithClock) does not drive. This
 // is the one place in Baton where production code reads real time.
 //
+// Leases. Serve extends a running attempt's lease every third of the work
+// consumer's AckWait (WithLease), which it reads when it starts, again
+// when a NewPool announces that it set the consumers, and every ten
+// seconds: workers that keep running while a coordinator restarts with
+// another lease follow it.
+//
 // Serve's shutdown. When Serve's context ends, running handlers have their
 // context cancelled; an attempt that then fails is handed back to the
 // stream at once (Nak), to run elsewhere as the same attempt; one that
@@ -156,6 +175,7 @@
 // BATON_P_RESULTS (interest retention, subjects baton.P.results.>; the
 // outcome of attempt key K on baton.P.results.I.H, H a hash of K) with a
 // durable consumer coord-I per instance (filter baton.P.results.I.>),
-// removed after WithResultsTTL of inactivity; the core subject baton.P.cancel. NewPool
+// removed after WithResultsTTL of inactivity; the core subjects baton.P.cancel
+// and baton.P.config (NewPool set the consumers). NewPool
 // creates or updates them all; Serve waits for them.
 package jetstream

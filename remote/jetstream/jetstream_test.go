@@ -612,7 +612,9 @@ func TestInvalidOptions(t *testing.T) {
 		"outage":       {bjs.WithMaxOutage(-time.Second)},
 		"stopWait":     {bjs.WithStopWait(0)},
 		"dedupe":       {bjs.WithDedupeWindow(0)},
+		"short dedupe": {bjs.WithDedupeWindow(bjs.MinDedupe - 1)},
 		"ttl":          {bjs.WithResultsTTL(0)},
+		"short ttl":    {bjs.WithResultsTTL(bjs.MinDedupe - 1)},
 		"ttl < dedupe": {bjs.WithResultsTTL(time.Minute), bjs.WithDedupeWindow(2 * time.Minute)},
 		"replicas":     {bjs.WithReplicas(9)},
 		"no kinds":     {bjs.WithKinds()},
@@ -635,6 +637,10 @@ func TestInvalidOptions(t *testing.T) {
 		"bad pool":    func() error { return bjs.Serve(ctx, nc, "", hs) },
 		"no handlers": func() error { return bjs.Serve(ctx, nc, "p", nil) },
 		"nil handler": func() error { return bjs.Serve(ctx, nc, "p", map[string]bjs.Handler{"x": nil}) },
+		"spaced kind": func() error { return bjs.Serve(ctx, nc, "p", map[string]bjs.Handler{" x": echo}) },
+		"kind with a line break": func() error {
+			return bjs.Serve(ctx, nc, "p", map[string]bjs.Handler{"x\ny": echo})
+		},
 		"concurrency": func() error { return bjs.Serve(ctx, nc, "p", hs, bjs.WithConcurrency(0)) },
 		"name":        func() error { return bjs.Serve(ctx, nc, "p", hs, bjs.WithWorkerName("")) },
 		"logger":      func() error { return bjs.Serve(ctx, nc, "p", hs, bjs.WithWorkerLogger(nil)) },

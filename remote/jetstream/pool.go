@@ -76,7 +76,7 @@ const (
 	DefaultDedupe      = 2 * time.Minute
 	DefaultResultsTTL  = 24 * time.Hour
 	resultsAckWait     = 5 * time.Minute
-	settledMemory      = 1 << 16 // attempts whose outcome a Pool remembers, to ignore duplicates
+	settledMemory      = 1 << 17 // entries of the Pool's memory of settled attempts: two per attempt (settle)
 	maxEarly           = 1 << 16 // outcomes kept while no Do waits for them
 	payloadHeadroom    = 8 << 10 // room for headers in a NATS message
 	maxHeaders         = 4 << 10 // the most bytes of task ID and Kind an attempt carries (in its headers, within payloadHeadroom)
@@ -171,17 +171,33 @@ func WithStopWait(d time.Duration) Option {
 
 // WithDedupeWindow sets the streams' duplicate window (default
 // DefaultDedupe): an attempt or outcome published again within it is
-// stored once.
+// stored once. d is at least MinDedupe, JetStream's own minimum.
 func WithDedupeWindow(d time.Duration) Option {
-	return func(c *poolConfig) error { c.dedupe = d; return positive("WithDedupeWindow", d) }
+	return func(c *poolConfig) error {
+		if d < MinDedupe {
+			return fmt.Errorf("%w: WithDedupeWindow(%v): need at least %v", ErrInvalidOption, d, MinDedupe)
+		}
+		c.dedupe = d
+		return nil
+	}
 }
+
+// MinDedupe is the shortest duplicate window WithDedupeWindow accepts (and
+// JetStream stores); WithResultsTTL is at least as long.
+const MinDedupe = 100 * time.Millisecond
 
 // WithResultsTTL sets how long outcomes, and a Pool instance's durable
 // results consumer, are kept for a Pool that is not running (default
 // DefaultResultsTTL): the longest coordinator downtime that loses nothing.
 // It may not be shorter than the duplicate window (WithDedupeWindow).
 func WithResultsTTL(d time.Duration) Option {
-	return func(c *poolConfig) error { c.resultsTTL = d; return positive("WithResultsTTL", d) }
+	return func(c *poolConfig) error {
+		if d < MinDedupe {
+			return fmt.Errorf("%w: WithResultsTTL(%v): need at least %v", ErrInvalidOption, d, MinDedupe)
+		}
+		c.resultsTTL = d
+		return nil
+	}
 }
 
 // WithReplicas sets the replicas of the pool's streams in a JetStream
@@ -273,6 +289,15 @@ type call struct {
 	ch   chan delivery // receives at most one delivery (buffer 1)
 }
 
+// seqOrZero returns c's publication sequence, 0 for a nil c or one not
+// published yet.
+func (c *call) seqOrZero() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.seq.Load()
+}
+
 type delivery struct {
 	o   outcome
 	msg njs.Msg // nil for a failure the Pool made up (err set)
@@ -287,7 +312,8 @@ type delivery struct {
 //
 // Several coordinators may share a pool name (each Pool instance gets its
 // own outcomes), but they must agree on WithLease, WithMaxDeliver and the
-// streams' settings: the last NewPool's win.
+// streams' settings: the last NewPool's win. Running Serves follow a
+// changed lease (NewPool tells them; they also check every ten seconds).
 func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Pool, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: NewPool: nil connection", ErrInvalidOption)
@@ -351,6 +377,9 @@ func (p *Pool) provision(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("jetstream: NewPool(%q): work consumer: %w", p.name, err)
 	}
+	// Running Serves pace their lease extensions by the consumer's
+	// AckWait: tell them it may have changed.
+	_ = p.nc.Publish(configSubject(p.name), nil)
 	if p.results, err = p.js.CreateOrUpdateStream(ctx, njs.StreamConfig{
 		Name: resultsStream(p.name), Subjects: []string{resultsSubject(p.name, ">")},
 		Retention: njs.InterestPolicy, Storage: njs.FileStorage, Replicas: c.replicas, Duplicates: c.dedupe,
@@ -547,7 +576,7 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline), lost); err != nil {
 			if ctx.Err() != nil {
 				// It may have been stored: tell the workers, who remember it.
-				_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
+				_ = p.nc.Publish(cancelSubject(p.name), cancelBody(c.key, c.seq.Load()))
 				return "", context.Cause(ctx)
 			}
 			return "", err
@@ -595,6 +624,9 @@ func (p *Pool) dead(ctx context.Context, c *call) bool {
 		return false
 	}
 	o, err := decodeOutcome(m.Data)
+	if err == nil && o.Seq != 0 && o.Seq != c.seq.Load() {
+		return true // the last outcome of this key answers another publication: none for this one
+	}
 	return err == nil && o.Status == statusCancelled // else: it is on its way to this Do
 }
 
@@ -643,8 +675,18 @@ func (p *Pool) unregister(c *call) {
 	c.gone = true
 	p.mu.Lock()
 	delete(p.waiting, c.key)
-	p.settled.add(c.key)
+	p.settle(c)
 	p.mu.Unlock()
+}
+
+// settle remembers c's publication as settled: a later outcome for it is
+// a duplicate. The key alone is remembered too (sequence 0), for an
+// outcome that names no publication (an older Serve's). Guarded by mu.
+func (p *Pool) settle(c *call) {
+	if seq := c.seq.Load(); seq != 0 {
+		p.settled.add(pubID(c.key, seq))
+	}
+	p.settled.add(pubID(c.key, 0))
 }
 
 // publish stores the attempt, retrying through outages until ctx ends or
@@ -765,8 +807,8 @@ func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 // cancel stops an attempt whose Do's context ended.
 func (p *Pool) cancel(ctx context.Context, c *call) error {
 	cause := context.Cause(ctx)
-	_ = p.nc.Publish(cancelSubject(p.name), []byte(c.key))
 	seq := c.seq.Load()
+	_ = p.nc.Publish(cancelSubject(p.name), cancelBody(c.key, seq))
 	// The one work consumer delivers in stream order (redeliveries
 	// aside): an attempt past the last delivered sequence is still
 	// queued. Take it out of the stream and return at once; a worker that
@@ -812,14 +854,29 @@ func (p *Pool) onOutcome(m njs.Msg) {
 		return
 	}
 	p.mu.Lock()
-	if p.settled.has(o.Key) {
+	c := p.waiting[o.Key]
+	if seq := c.seqOrZero(); c != nil && o.Seq != 0 && seq != 0 && o.Seq != seq {
+		// The outcome of another publication of this key (an earlier
+		// one: the key was handed out again after a restart, or the
+		// task ID used again), not of the one this Do waits for.
+		c = nil
+		if !p.settled.has(pubID(o.Key, o.Seq)) {
+			p.settled.add(pubID(o.Key, o.Seq))
+		}
 		p.counts.duplicates.Add(1)
 		p.mu.Unlock()
 		p.duplicate(o)
 		_ = m.Ack()
 		return
 	}
-	if c := p.waiting[o.Key]; c != nil {
+	if c == nil && p.settled.has(pubID(o.Key, o.Seq)) {
+		p.counts.duplicates.Add(1)
+		p.mu.Unlock()
+		p.duplicate(o)
+		_ = m.Ack()
+		return
+	}
+	if c != nil {
 		if c.got {
 			p.counts.duplicates.Add(1)
 			p.mu.Unlock()
@@ -897,7 +954,7 @@ func (p *Pool) onMaxDeliveries(m *nats.Msg) {
 	}
 	c.got = true
 	c.ch <- delivery{err: fmt.Errorf("%w: attempt %s, %d deliveries", ErrMaxDeliveries, c.key, p.cfg.maxDeliver)}
-	p.settled.add(c.key)
+	p.settle(c)
 	p.mu.Unlock()
 }
 

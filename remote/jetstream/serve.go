@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/worker"
@@ -103,15 +104,18 @@ type server struct {
 	handlers map[string]Handler // immutable (Serve's copy)
 	cfg      serveConfig        // immutable
 
+	lease atomic.Int64 // the work consumer's AckWait as last read (ns): extendLeases paces itself by it
+
 	mu        sync.Mutex          // guards the fields below
 	running   map[string]*running // by attempt key
-	cancelled *keyRing            // attempts cancelled before they ran here
+	cancelled *keyRing            // publications cancelled before they ran here (pubID), with when for seq 0
 }
 
 // running is an attempt whose handler runs on this worker.
 type running struct {
 	cancel context.CancelCauseFunc // ends the handler's context
 	msg    njs.Msg                 // the attempt's message, whose lease extendLeases extends
+	seq    uint64                  // the message's stream sequence (its publication)
 }
 
 // Serve runs attempts of the pool called pool on this machine until ctx
@@ -143,8 +147,8 @@ func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]
 	}
 	hs := make(map[string]Handler, len(handlers))
 	for k, h := range handlers {
-		if k == "" || h == nil {
-			return fmt.Errorf("%w: Serve(%q): empty kind or nil handler (%q)", ErrInvalidOption, pool, k)
+		if k == "" || h == nil || !validHeader(k) {
+			return fmt.Errorf("%w: Serve(%q): empty kind, a kind with a line break or white space at an end (no Payload can carry it), or nil handler (%q)", ErrInvalidOption, pool, k)
 		}
 		hs[k] = h
 	}
@@ -172,15 +176,31 @@ func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]
 	return s.run(ctx)
 }
 
+// onCancel stops the publication a cancel names if it runs here, and
+// remembers it otherwise, for a delivery that may come later. A cancel
+// that names no sequence (its Do never learned it) stops what runs here
+// under that key and is remembered for publications stored before it
+// came: a later publication of the key (the attempt handed out again
+// after a restart) runs.
 func (s *server) onCancel(m *nats.Msg) {
-	key := string(m.Data)
+	key, seq := parseCancel(m.Data)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.running[key]; r != nil {
+	if r := s.running[key]; r != nil && (seq == 0 || r.seq == seq) {
 		r.cancel(ErrStopped)
 		return
 	}
-	s.cancelled.add(key)
+	s.cancelled.addAt(pubID(key, seq), time.Now())
+}
+
+// wasCancelled reports whether a cancel came for the publication of key
+// at seq, stored at stored (the server's clock). Guarded by s.mu.
+func (s *server) wasCancelled(key string, seq uint64, stored time.Time) bool {
+	if s.cancelled.has(pubID(key, seq)) {
+		return true
+	}
+	at, ok := s.cancelled.at(pubID(key, 0))
+	return ok && !stored.IsZero() && !stored.After(at)
 }
 
 func (s *server) run(ctx context.Context) error {
@@ -193,10 +213,10 @@ func (s *server) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		lease := cons.CachedInfo().Config.AckWait
+		s.lease.Store(int64(cons.CachedInfo().Config.AckWait))
 		if !leasing {
 			leasing = true
-			wg.Go(func() { s.extendLeases(ctx, lease) })
+			wg.Go(func() { s.extendLeases(ctx) })
 		}
 		it, err := cons.Messages(njs.PullMaxMessages(s.cfg.concurrency), njs.WithMessagesErrOnMissingHeartbeat(false))
 		if err != nil {
@@ -224,7 +244,7 @@ func (s *server) run(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				s.handle(ctx, m, lease)
+				s.handle(ctx, m)
 			})
 		}
 		if ctx.Err() != nil {
@@ -287,18 +307,48 @@ func (s *server) consumer(ctx context.Context) (njs.Consumer, error) {
 // when it stops.
 const drainWait = 500 * time.Millisecond
 
+// leaseCheck is how often extendLeases reads the work consumer's AckWait
+// again, besides when a NewPool announces a change (leaseChanged): a
+// coordinator restarted with another WithLease must not leave the
+// workers pacing their InProgress by the old one.
+const leaseCheck = 10 * time.Second
+
 // extendLeases tells JetStream, every third of the lease, that the
 // attempts running here are still in progress (one timer for all of them,
-// rather than one per attempt), until ctx ends.
-func (s *server) extendLeases(ctx context.Context, lease time.Duration) {
+// rather than one per attempt), until ctx ends. It follows changes of the
+// lease: NewPool announces one on the pool's config subject, and every
+// leaseCheck it reads the consumer's AckWait anyway.
+func (s *server) extendLeases(ctx context.Context) {
+	changed := make(chan *nats.Msg, 1)
+	if sub, err := s.nc.ChanSubscribe(configSubject(s.pool), changed); err == nil {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	lease := time.Duration(s.lease.Load())
 	t := time.NewTicker(max(lease/3, time.Millisecond)) // a consumer made elsewhere may have any AckWait
 	defer t.Stop()
+	checked := time.Now()
 	var msgs []njs.Msg
 	for {
+		refresh := false
 		select {
 		case <-t.C:
+			refresh = time.Since(checked) >= leaseCheck
+		case <-changed:
+			refresh = true
 		case <-ctx.Done():
 			return
+		}
+		if refresh {
+			checked = time.Now()
+			qctx, done := context.WithTimeout(ctx, publishTimeout)
+			if c, err := s.js.Consumer(qctx, attemptsStream(s.pool), workConsumer); err == nil {
+				s.lease.Store(int64(c.CachedInfo().Config.AckWait))
+			}
+			done()
+		}
+		if l := time.Duration(s.lease.Load()); l != lease {
+			lease = l
+			t.Reset(max(lease/3, time.Millisecond))
 		}
 		msgs = msgs[:0]
 		s.mu.Lock()
@@ -330,7 +380,7 @@ func (s *server) warn(ctx context.Context, msg string, err error) {
 
 // handle runs one attempt message to its end: outcome published, then
 // acknowledged; or handed back (Nak) when this worker is shutting down.
-func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
+func (s *server) handle(ctx context.Context, m njs.Msg) {
 	h := m.Headers()
 	key, kind := h.Get(nats.MsgIdHdr), h.Get(hdrKind)
 	instance, id, ok := parseKey(key)
@@ -341,10 +391,12 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		return
 	}
 	a := Attempt{Task: id.task, Kind: kind, Round: id.round, Attempt: id.attempt, Worker: s.cfg.name}
+	var seq uint64
+	var stored time.Time
 	if md, err := m.Metadata(); err == nil {
-		a.Delivery = int(md.NumDelivered)
+		a.Delivery, seq, stored = int(md.NumDelivered), md.Sequence.Stream, md.Timestamp
 	}
-	o := outcome{Key: key, Worker: s.cfg.name, Delivery: a.Delivery}
+	o := outcome{Key: key, Seq: seq, Worker: s.cfg.name, Delivery: a.Delivery}
 
 	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKeyT{}, a))
 	defer cancel(nil)
@@ -354,13 +406,13 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		defer done()
 	}
 	s.mu.Lock()
-	if s.cancelled.has(key) {
+	if s.wasCancelled(key, seq, stored) {
 		s.mu.Unlock()
 		_ = m.Term() // cancelled before it ran: nobody waits for it
 		return
 	}
-	r := &running{cancel: cancel, msg: m} // extendLeases sends InProgress for it until it is gone
-	s.running[key] = r                    // a second delivery of the attempt to this worker replaces the first here
+	r := &running{cancel: cancel, msg: m, seq: seq} // extendLeases sends InProgress for it until it is gone
+	s.running[key] = r                              // a second delivery of the attempt to this worker replaces the first here
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -389,7 +441,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, lease time.Duration) {
 		o.Code = codeTimeout
 	}
 	fit(&o, int(s.nc.MaxPayload())-payloadHeadroom)
-	if err := s.report(ctx, instance, o, lease); err != nil {
+	if err := s.report(ctx, instance, o, time.Duration(s.lease.Load())); err != nil {
 		// Not acknowledged: the attempt is delivered again after its
 		// lease, and run again (at least once).
 		s.warn(ctx, "jetstream: Serve: outcome not published", err)
@@ -435,7 +487,7 @@ func (s *server) call(ctx context.Context, h Handler, data []byte, o *outcome) {
 func (s *server) report(ctx context.Context, instance string, o outcome, lease time.Duration) error {
 	m := nats.NewMsg(outcomeSubject(s.pool, instance, o.Key))
 	m.Data = o.encode()
-	m.Header.Set(nats.MsgIdHdr, "out/"+o.Key)
+	m.Header.Set(nats.MsgIdHdr, outcomeMsgID(o.Key, o.Seq))
 	pctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)
 	defer done()
 	backoff := publishBackoffMin

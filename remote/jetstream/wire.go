@@ -22,7 +22,8 @@ import (
 //	stream   BATON_P_RESULTS   subjects baton.P.results.>  interest retention, one message per outcome,
 //	                                                       on baton.P.results.I.H (H: a hash of its attempt key)
 //	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I.>
-//	subject  baton.P.cancel                                core NATS, body = attempt key: stop it
+//	subject  baton.P.cancel                                core NATS, body = publication (cancelBody): stop it
+//	subject  baton.P.config                                core NATS: NewPool set the consumers, read them again
 const workConsumer = "workers"
 
 // validName reports whether s names a pool or a Pool instance: 1-64
@@ -58,6 +59,10 @@ func outcomeSubject(pool, instance, key string) string {
 	return resultsSubject(pool, instance) + "." + hex.EncodeToString(h.Sum(sum[:0]))
 }
 func cancelSubject(pool string) string { return "baton." + pool + ".cancel" }
+
+// configSubject is where NewPool announces that it set the pool's
+// consumers (a lease may have changed): Serve reads them again.
+func configSubject(pool string) string { return "baton." + pool + ".config" }
 func maxDeliveriesSubject(pool string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + attemptsStream(pool) + "." + workConsumer
 }
@@ -96,6 +101,41 @@ func rekey(key string, gen uint64) string {
 		head = head[:j]
 	}
 	return head + "+" + strconv.FormatUint(gen, 10) + key[i:]
+}
+
+// A publication is one message of an attempt in the attempts stream: its
+// key and its stream sequence. A key names an attempt and is reused (the
+// same attempt handed out again after a restart, a task ID used again
+// after retention forgot the first task), the sequence never is: what the
+// Pool and Serve remember of an attempt (settled, cancelled) and the
+// outcome's message ID name the publication, so that nothing remembered
+// of one publication of a key reaches a later one.
+
+// pubID names the publication of key at stream sequence seq (0: a
+// publication whose sequence is not known).
+func pubID(key string, seq uint64) string { return strconv.FormatUint(seq, 10) + "\n" + key }
+
+// cancelBody is the body of a cancel message: the publication to stop
+// (seq 0: whichever publication of key was stored before the cancel).
+func cancelBody(key string, seq uint64) []byte { return []byte(pubID(key, seq)) }
+
+// parseCancel reverses cancelBody. A body without a sequence (an older
+// Pool's) names the key alone: seq 0.
+func parseCancel(b []byte) (key string, seq uint64) {
+	s := string(b)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		if n, err := strconv.ParseUint(s[:i], 10, 64); err == nil {
+			return s[i+1:], n
+		}
+	}
+	return s, 0
+}
+
+// outcomeMsgID is the Nats-Msg-Id of an outcome: one per publication, so
+// that the results stream stores a redelivered attempt's outcome once and
+// a later publication's outcome as new.
+func outcomeMsgID(key string, seq uint64) string {
+	return "out/" + strconv.FormatUint(seq, 10) + "/" + key
 }
 
 type jobID struct {
@@ -155,12 +195,15 @@ const (
 )
 
 // outcome is the body of a results message. On the wire (encode): a
-// version byte (1), the status, the code, then the delivery as a uvarint,
-// the key, worker, error text and stack each as a uvarint length and its
-// bytes, and the result as the rest. Hand-written because the outcome is
-// on every attempt's path and JSON cost a tenth of an attempt's CPU.
+// version byte (2), the status, the code, then the delivery and the
+// attempt message's stream sequence as uvarints, the key, worker, error
+// text and stack each as a uvarint length and its bytes, and the result
+// as the rest (version 1, from an older Serve, has no sequence).
+// Hand-written because the outcome is on every attempt's path and JSON
+// cost a tenth of an attempt's CPU.
 type outcome struct {
 	Key      string
+	Seq      uint64 // the stream sequence of the attempt message it answers (0: not known)
 	Status   byte
 	Code     byte // codeUnknownKind, or 0
 	Worker   string
@@ -171,7 +214,7 @@ type outcome struct {
 }
 
 const (
-	outcomeVersion  = 1
+	outcomeVersion  = 2
 	codeUnknownKind = 1
 	codeTimeout     = 2 // the handler failed after its deadline passed
 )
@@ -180,6 +223,7 @@ func (o *outcome) encode() []byte {
 	b := make([]byte, 0, 3+4*binary.MaxVarintLen32+len(o.Key)+len(o.Worker)+len(o.Error)+len(o.Stack)+len(o.Result))
 	b = append(b, outcomeVersion, o.Status, o.Code)
 	b = binary.AppendUvarint(b, uint64(o.Delivery))
+	b = binary.AppendUvarint(b, o.Seq)
 	for _, s := range []string{o.Key, o.Worker, o.Error, o.Stack} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
@@ -191,9 +235,10 @@ var errBadOutcome = errors.New("jetstream: undecodable outcome")
 
 func decodeOutcome(b []byte) (outcome, error) {
 	var o outcome
-	if len(b) < 3 || b[0] != outcomeVersion {
+	if len(b) < 3 || b[0] < 1 || b[0] > outcomeVersion {
 		return o, errBadOutcome
 	}
+	version := b[0]
 	o.Status, o.Code, b = b[1], b[2], b[3:]
 	if o.Status < statusOK || o.Status > statusCancelled {
 		return o, fmt.Errorf("%w: status %d", errBadOutcome, o.Status)
@@ -203,6 +248,12 @@ func decodeOutcome(b []byte) (outcome, error) {
 		return o, errBadOutcome
 	}
 	o.Delivery, b = int(d), b[n:]
+	if version >= 2 {
+		if o.Seq, n = binary.Uvarint(b); n <= 0 {
+			return o, errBadOutcome
+		}
+		b = b[n:]
+	}
 	for _, f := range []*string{&o.Key, &o.Worker, &o.Error, &o.Stack} {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
@@ -219,29 +270,36 @@ func decodeOutcome(b []byte) (outcome, error) {
 	return o, nil
 }
 
-// keyRing is a set of the last n keys added: a bounded memory of attempts
-// already settled or cancelled. Not safe for concurrent use.
+// keyRing is a set of the last n keys added, each with a time: a bounded
+// memory of publications already settled or cancelled. Not safe for
+// concurrent use.
 type keyRing struct {
-	m    map[string]struct{}
+	m    map[string]time.Time
 	ring []string
 	next int
 }
 
 func newKeyRing(n int) *keyRing {
-	return &keyRing{m: make(map[string]struct{}, n), ring: make([]string, n)}
+	return &keyRing{m: make(map[string]time.Time, n), ring: make([]string, n)}
 }
 
 func (r *keyRing) has(k string) bool { _, ok := r.m[k]; return ok }
 
-func (r *keyRing) add(k string) {
-	if r.has(k) {
+// at returns when k was added, if it is in the ring.
+func (r *keyRing) at(k string) (time.Time, bool) { t, ok := r.m[k]; return t, ok }
+
+func (r *keyRing) add(k string) { r.addAt(k, time.Time{}) }
+
+func (r *keyRing) addAt(k string, t time.Time) {
+	if _, ok := r.m[k]; ok {
+		r.m[k] = t
 		return
 	}
 	if old := r.ring[r.next]; old != "" {
 		delete(r.m, old)
 	}
 	r.ring[r.next] = k
-	r.m[k] = struct{}{}
+	r.m[k] = t
 	r.next = (r.next + 1) % len(r.ring)
 }
 

@@ -10,17 +10,39 @@ func TestOutcomeRoundTrip(t *testing.T) {
 		{Key: "i/1/2/a/b", Status: statusOK, Worker: "w", Delivery: 1, Result: []byte("r")},
 		{Key: "i/3/4/t", Status: statusPanic, Worker: "host:1", Delivery: 300, Error: "boom", Stack: "goroutine 1\n"},
 		{Key: "k", Status: statusError, Code: codeUnknownKind, Error: "no handler"},
+		{Key: "i/1/1/t", Seq: 1 << 40, Status: statusCancelled, Delivery: 2},
 	} {
 		got, err := decodeOutcome(o.encode())
 		if err != nil || got.Key != o.Key || got.Status != o.Status || got.Code != o.Code || got.Worker != o.Worker ||
-			got.Delivery != o.Delivery || got.Error != o.Error || got.Stack != o.Stack || !bytes.Equal(got.Result, o.Result) {
+			got.Delivery != o.Delivery || got.Seq != o.Seq || got.Error != o.Error || got.Stack != o.Stack || !bytes.Equal(got.Result, o.Result) {
 			t.Errorf("decodeOutcome(encode(%+v)) = %+v, %v", o, got, err)
 		}
 	}
-	for _, b := range [][]byte{nil, {1}, {2, 1, 0, 1}, {1, 9, 0, 1, 0}, {1, 1, 0, 1, 5, 'a'}, {1, 1, 0, 1, 0, 0, 0, 0}} {
+	// Version 1 (an older Serve's) has no sequence.
+	if o, err := decodeOutcome([]byte{1, statusOK, 0, 1, 1, 'k', 0, 0, 0, 'r'}); err != nil || o.Key != "k" || o.Seq != 0 || string(o.Result) != "r" {
+		t.Errorf("decodeOutcome(version 1) = %+v, %v", o, err)
+	}
+	for _, b := range [][]byte{nil, {1}, {3, 1, 0, 1, 0}, {2, 1, 0, 1}, {1, 9, 0, 1, 0}, {1, 1, 0, 1, 5, 'a'}, {1, 1, 0, 1, 0, 0, 0, 0}} {
 		if _, err := decodeOutcome(b); err == nil {
 			t.Errorf("decodeOutcome(%v) = nil error; want one", b)
 		}
+	}
+}
+
+func TestCancelBody(t *testing.T) {
+	for _, c := range []struct {
+		key string
+		seq uint64
+	}{{"i/1/1/a b", 7}, {"i/1/1/t", 0}, {"123/2/3/x\ty", 1 << 50}} {
+		if key, seq := parseCancel(cancelBody(c.key, c.seq)); key != c.key || seq != c.seq {
+			t.Errorf("parseCancel(cancelBody(%q, %d)) = %q, %d", c.key, c.seq, key, seq)
+		}
+	}
+	if key, seq := parseCancel([]byte("i/1/1/t")); key != "i/1/1/t" || seq != 0 { // an older Pool's
+		t.Errorf("parseCancel(a bare key) = %q, %d", key, seq)
+	}
+	if outcomeMsgID("k", 1) == outcomeMsgID("k", 2) {
+		t.Error("two publications of a key share an outcome message ID")
 	}
 }
 
