@@ -24,6 +24,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -97,9 +98,11 @@ func (s *Store) Path() string { return s.path }
 // order. Its errors wrap coordinator.ErrStoreLocked when another process
 // holds the file past the lock timeout (or this Store value is open
 // already), coordinator.ErrStoreCorrupt when the file is not a readable
-// bbolt file or is shorter than its pages, and coordinator.ErrStoreVersion
-// when bbolt's own format is another version. It blocks for the file's
-// reading. On an error the file is closed again.
+// bbolt file, is shorter than its pages, has a damaged page or holds
+// another application's buckets, and coordinator.ErrStoreVersion when
+// bbolt's own format is another version. A missing or empty (0-byte)
+// file is a new store. It blocks for the file's reading (every page of
+// it). On an error the file is closed again.
 func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 	if s.db != nil {
 		return fmt.Errorf("%w: %s: this Store is already open (a Store serves one scheduler)", coordinator.ErrStoreLocked, s.path)
@@ -107,46 +110,97 @@ func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 	if err := checkSize(s.path); err != nil {
 		return err
 	}
-	var db *bolt.DB
+	var ro, db *bolt.DB
 	defer func() {
-		// bbolt panics on some damaged pages, in Open (which scans the
-		// file's pages) or later: that is a corrupt file too.
+		// bbolt panics on some damaged pages: that is a corrupt file too.
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreCorrupt, s.path, p)
+		}
+		if ro != nil {
+			ro.Close()
 		}
 		if err != nil && db != nil {
 			db.Close()
 		}
 	}()
-	db, err = bolt.Open(s.path, s.mode, &bolt.Options{
+	// Read every record on this goroutine, from a read-only open, before
+	// the file is opened for writing: a writable open rebuilds bbolt's
+	// free list by walking every page on a goroutine of its own, where a
+	// damaged page panics out of any recover's reach (the process dies).
+	// Read here first, a damaged page panics into the recover above.
+	// A damaged page can also make bbolt read at an address outside the
+	// mapping: a fault, which the runtime turns into a panic only when
+	// asked (SetPanicOnFault, for this goroutine, for the read).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	found := false
+	if fi, statErr := os.Stat(s.path); statErr == nil && fi.Size() > 0 {
+		if ro, err = s.open(true); err != nil {
+			return err
+		}
+		if err := ro.View(func(tx *bolt.Tx) error {
+			if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				if !bytes.Equal(name, bucket) {
+					return fmt.Errorf("%w: %s: holds a bucket %q: not a Baton store", coordinator.ErrStoreCorrupt, s.path, name)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			b := tx.Bucket(bucket)
+			if found = b != nil; !found {
+				return nil
+			}
+			return b.ForEach(func(k, v []byte) error {
+				if v == nil {
+					return fmt.Errorf("%w: %s: a nested bucket %q: not a Baton store", coordinator.ErrStoreCorrupt, s.path, k)
+				}
+				return fn(k, v)
+			})
+		}); err != nil {
+			return err
+		}
+		err = ro.Close()
+		ro = nil
+		if err != nil {
+			return fmt.Errorf("boltstore: %s: %w", s.path, err)
+		}
+	}
+	if db, err = s.open(false); err != nil {
+		return err
+	}
+	if !found {
+		if err := db.Update(func(tx *bolt.Tx) error {
+			_, err := tx.CreateBucketIfNotExists(bucket)
+			return err
+		}); err != nil {
+			return fmt.Errorf("boltstore: %s: %w", s.path, err)
+		}
+	}
+	s.db = db
+	return nil
+}
+
+// open opens the file, read-only or for writing, and says what a failure
+// means in the coordinator's terms.
+func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+	db, err := bolt.Open(s.path, s.mode, &bolt.Options{
 		Timeout:         s.timeout,
+		ReadOnly:        readOnly,
 		FreelistType:    bolt.FreelistMapType,
 		NoFreelistSync:  true,
 		InitialMmapSize: initialMmap,
 	})
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return fmt.Errorf("%w: %s: still locked after %v", coordinator.ErrStoreLocked, s.path, s.timeout)
+		return nil, fmt.Errorf("%w: %s: still locked after %v", coordinator.ErrStoreLocked, s.path, s.timeout)
 	case errors.Is(err, berrors.ErrVersionMismatch):
-		return fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreVersion, s.path, err)
+		return nil, fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreVersion, s.path, err)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrInvalidMapping):
-		return fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreCorrupt, s.path, err)
+		return nil, fmt.Errorf("%w: %s: bbolt: %v", coordinator.ErrStoreCorrupt, s.path, err)
 	case err != nil:
-		return fmt.Errorf("boltstore: %s: %w", s.path, err)
+		return nil, fmt.Errorf("boltstore: %s: %w", s.path, err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
-	}); err != nil {
-		return fmt.Errorf("boltstore: %s: %w", s.path, err)
-	}
-	if err := db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(fn)
-	}); err != nil {
-		return err
-	}
-	s.db = db
-	return nil
+	return db, nil
 }
 
 // Commit writes c in one bbolt write transaction, fsync'd before it

@@ -422,6 +422,87 @@ func TestNewRefusesBadStores(t *testing.T) {
 			}
 		}
 	})
+	t.Run("damaged pages", func(t *testing.T) {
+		// One page of records zeroed or overwritten: bbolt's first write
+		// would walk the pages on a goroutine of its own and panic there
+		// (the process died); Load reads them first.
+		path := dbPath(t)
+		s := open(t, path, coordinator.WithFunc("f", noop))
+		var batch []coordinator.Task
+		for i := range 2000 {
+			batch = append(batch, coordinator.Task{ID: fmt.Sprint(i), Func: "f", Delay: time.Hour, Payload: make([]byte, 100)})
+		}
+		if err := s.Submit(batch...); err != nil {
+			t.Fatal(err)
+		}
+		shutdown(t, s)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const page = 4096
+		for _, pg := range []int{2, 3, 5, 10, 20, 40} {
+			for _, how := range []string{"zeroed", "filled with 0xff", "with a wrong count and flags"} {
+				if (pg+1)*page > len(orig) {
+					continue
+				}
+				b := slices.Clone(orig)
+				p := b[pg*page : (pg+1)*page]
+				switch how {
+				case "zeroed":
+					clear(p)
+				case "filled with 0xff":
+					for i := range p {
+						p[i] = 0xff
+					}
+				default: // the page's id kept; its flags and count say a huge leaf (reads outside the mapping)
+					p[8], p[9], p[10], p[11] = 0x10, 0, 0xff, 0x7f
+				}
+				if err := os.WriteFile(path, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				s, err := coordinator.New(coordinator.WithStore(boltstore.New(path)), coordinator.WithFunc("f", noop))
+				switch {
+				case err == nil:
+					// The page was free: nothing lost. The scheduler runs.
+					shutdown(t, s)
+				case !errors.Is(err, coordinator.ErrStoreCorrupt):
+					t.Errorf("New with page %d %s = %v; want ErrStoreCorrupt", pg, how, err)
+				}
+			}
+		}
+	})
+	t.Run("another application's file", func(t *testing.T) {
+		path := dbPath(t)
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucket([]byte("users"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("alice"), []byte("admin"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if _, err := coordinator.New(coordinator.WithStore(boltstore.New(path))); !errors.Is(err, coordinator.ErrStoreCorrupt) {
+			t.Errorf("New on a bbolt file of another application = %v; want ErrStoreCorrupt", err)
+		}
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		_ = db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket([]byte("baton")) != nil {
+				t.Error("the refused file was given a baton bucket")
+			}
+			return nil
+		})
+	})
 	t.Run("not a bbolt file", func(t *testing.T) {
 		path := dbPath(t)
 		if err := os.WriteFile(path, []byte("this is not a database, but it is long enough to look like a header of one........"), 0o600); err != nil {
@@ -646,9 +727,16 @@ func TestCommitFailureStops(t *testing.T) {
 	if err := s.Submit(coordinator.Task{ID: "lost", Func: "f", Delay: time.Hour}); !errors.Is(err, coordinator.ErrStoreFailed) {
 		t.Fatalf("Submit during a failing commit = %v; want ErrStoreFailed", err)
 	}
-	shutdown(t, s)
-	if err := s.Submit(coordinator.Task{ID: "late", Func: "f"}); !errors.Is(err, coordinator.ErrClosed) {
-		t.Errorf("Submit after = %v; want ErrClosed", err)
+	// The failure is no secret afterwards: Wait and Shutdown return it
+	// (nil would say the tasks were done), Submit says closed and why.
+	if err := s.Wait(context.Background()); !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Errorf("Wait after a failed commit = %v; want ErrStoreFailed", err)
+	}
+	if err := s.Shutdown(context.Background()); !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Errorf("Shutdown after a failed commit = %v; want ErrStoreFailed", err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "late", Func: "f"}); !errors.Is(err, coordinator.ErrClosed) || !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Errorf("Submit after = %v; want ErrClosed and ErrStoreFailed", err)
 	}
 	s = open(t, path, coordinator.WithFunc("f", noop))
 	defer shutdown(t, s)
@@ -776,7 +864,9 @@ func TestCommitFailureReportsNothing(t *testing.T) {
 	if err := <-waited; !errors.Is(err, coordinator.ErrStoreFailed) {
 		t.Errorf("WaitTasks(g) = %v; want ErrStoreFailed (g's success was not committed)", err)
 	}
-	shutdown(t, s)
+	if err := s.Shutdown(context.Background()); !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Errorf("Shutdown = %v; want ErrStoreFailed", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(heard) != 1 || heard[0] != coordinator.EventStarted {

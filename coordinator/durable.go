@@ -109,7 +109,7 @@ func (s *state) cancelAsked(t int32) {
 // prepare checks a batch against what a durable scheduler can restore and
 // binds named functions (Task.Func) to their tasks. It runs on the
 // caller's goroutine, before validateTask; it copies the batch's tasks
-// before changing one, since they are the caller's.
+// before changing one (batch.own), since they are the caller's.
 func (s *Scheduler) prepare(b *batch) error {
 	cfg := s.dcfg
 	if cfg == nil {
@@ -120,7 +120,6 @@ func (s *Scheduler) prepare(b *batch) error {
 		}
 		return nil
 	}
-	copied := false
 	for i := range b.tasks {
 		t := &b.tasks[i]
 		bad := func(sentinel error, format string, args ...any) error {
@@ -142,10 +141,8 @@ func (s *Scheduler) prepare(b *batch) error {
 			default:
 				return bad(ErrInvalidTask, "the Payload of a Func task is a []byte, not a %T", t.Payload)
 			}
-			if !copied {
-				b.tasks, copied = slices.Clone(b.tasks), true
-				t = &b.tasks[i]
-			}
+			b.own()
+			t = &b.tasks[i]
 			t.Run = func(ctx context.Context) error { return f(ctx, payload) }
 		}
 		if cfg.store == nil {
@@ -966,6 +963,7 @@ func ownerOf(o any) *Scheduler {
 // the last commit. It runs on the coordinator goroutine.
 func (s *Scheduler) storeFailed(err error) {
 	s.log.Error("coordinator: store commit failed; shutting down", "error", err)
+	s.failed.Store(&err)
 	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
 )
 
 // Named functions work on any scheduler: Func calls the function
@@ -61,4 +64,37 @@ func TestDurableOptionsInvalid(t *testing.T) {
 			t.Errorf("%s: New = %v; want ErrInvalidOption", name, err)
 		}
 	}
+}
+
+// Submit copies []byte payloads: the caller may reuse its buffer as soon
+// as Submit returns, for a Func task and for a custom worker alike.
+func TestSubmitCopiesBytePayloads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan string, 2)
+		pool := workerFunc(func(_ context.Context, j worker.Job) error {
+			got <- "pool " + string(j.Payload.([]byte))
+			return nil
+		})
+		s := newScheduler(t, coordinator.WithPool("p", 1, pool),
+			coordinator.WithFunc("f", func(_ context.Context, p []byte) error { got <- "func " + string(p); return nil }))
+		buf := []byte("original")
+		tasks := []coordinator.Task{
+			{ID: "func", Func: "f", Payload: buf, Delay: time.Second},
+			{ID: "pool", Pool: "p", Payload: buf, Delay: time.Second},
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		copy(buf, "MUTATED!")
+		if tasks[0].Payload.([]byte)[0] != 'M' {
+			t.Fatal("Submit changed the caller's tasks")
+		}
+		settle(t, s)
+		close(got)
+		for msg := range got {
+			if want := "original"; msg[len(msg)-len(want):] != want {
+				t.Errorf("the attempt saw %q; want the payload as submitted", msg)
+			}
+		}
+	})
 }

@@ -85,7 +85,7 @@ func (g *Graph) Reset() {
 // SubmitGraph returns. A nil g is an empty graph.
 func (s *Scheduler) SubmitGraph(ctx context.Context, g *Graph) error {
 	if s.closed.Load() {
-		return ErrClosed
+		return s.closedErr()
 	}
 	if g == nil {
 		return nil

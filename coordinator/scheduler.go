@@ -28,6 +28,7 @@ type Scheduler struct {
 	log     *slog.Logger             // immutable
 	dcfg    *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
 	closed  atomic.Bool              // Shutdown has begun
+	failed  atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	reports  chan dispatch.Report    // from the workers: how far each lane got
@@ -396,8 +397,9 @@ func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
 
 func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	if s.closed.Load() {
-		return ErrClosed
+		return s.closedErr()
 	}
+	b.copyPayloads()
 	if err := s.prepare(b); err != nil {
 		return err
 	}
@@ -436,11 +438,33 @@ func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 	reply := make(chan error, 1)
 	if err := s.mailbox.Send(ctx, submitReq{b: b, reply: reply}); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
-			return ErrClosed
+			return s.closedErr()
 		}
 		return err
 	}
-	return <-reply
+	if err := <-reply; err != ErrClosed {
+		return err
+	}
+	return s.closedErr()
+}
+
+// closedErr is what a call refused after Shutdown returns: ErrClosed,
+// and, on a durable scheduler whose commit failed, that failure too
+// (errors.Is holds for ErrClosed and ErrStoreFailed).
+func (s *Scheduler) closedErr() error {
+	if f := s.failure(); f != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, f)
+	}
+	return ErrClosed
+}
+
+// failure returns the failed commit that stopped a durable scheduler, or
+// nil.
+func (s *Scheduler) failure() error {
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 type cancelReq struct {
@@ -597,20 +621,23 @@ func (r unwaitReq) apply(l *loop, now time.Time) { delete(l.waiters, r.id) }
 // first, and then forgets the call. It does not wait for subscribers to
 // receive the final events. Safe for concurrent use, from a subscriber
 // callback too (not from a task, which would wait for itself). After
-// Shutdown it returns nil at once: every task is final then.
+// Shutdown it returns nil as soon as every task is final (at once, unless
+// a function still runs). On a durable scheduler stopped by a failed
+// commit, it returns that failure (wrapping ErrStoreFailed) instead of
+// nil: the tasks are not done, they are as the last commit left them.
 func (s *Scheduler) Wait(ctx context.Context) error {
 	id := s.waitSeq.Add(1)
 	settled := make(chan struct{})
 	if err := s.mailbox.Send(ctx, waitReq{id: id, reply: settled}); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
 			<-s.loopDone
-			return nil
+			return s.failure()
 		}
 		return err
 	}
 	select {
 	case <-settled:
-		return nil
+		return s.failure()
 	case <-ctx.Done():
 		s.mailbox.Send(context.Background(), unwaitReq{id: id}) // ErrStopped: nothing to forget
 		return ctx.Err()
@@ -638,7 +665,9 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // On a durable scheduler (WithStore), the cancellations Shutdown makes are
 // not written: the store keeps the tasks as they were, a scheduler created
 // on it later resumes them, and an attempt Shutdown stopped runs again
-// there without counting. Shutdown closes the store.
+// there without counting. Shutdown closes the store. If a commit failed
+// (which stops the scheduler by itself), Shutdown returns that failure,
+// wrapping ErrStoreFailed, where it would return nil.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })
@@ -655,7 +684,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 		if sub.goid.Load() == me {
 			// Called from a callback: another subscriber's callback may be
 			// in Shutdown too, waiting for this one; wait for none.
-			return nil
+			return s.failure()
 		}
 	}
 	for _, sub := range subs {
@@ -665,7 +694,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 			return s.shutdownError(ctx)
 		}
 	}
-	return nil
+	return s.failure()
 }
 
 func (s *Scheduler) shutdownError(ctx context.Context) error {

@@ -66,7 +66,8 @@ var (
 	// so that a scheduler created on the store later resumes from the last
 	// commit. Submit, Cancel and WaitTasks calls waiting for that commit
 	// return it, wrapped (Cancel returns false), and subscribers hear of
-	// nothing decided from then on.
+	// nothing decided from then on. Later, Submit returns ErrClosed
+	// wrapping it too, and Wait and Shutdown return it instead of nil.
 	ErrStoreFailed = errors.New("coordinator: store commit failed")
 	// ErrNotDurable (wrapped in a *TaskError): Submit on a durable
 	// scheduler refused a task that could not be rebuilt after a restart:

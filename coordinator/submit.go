@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -17,6 +18,27 @@ type batch struct {
 	handles []int32
 	values  context.Context // nil: no caller values
 	scheds  []Schedule      // nil, or per task: its parsed Cron or its Schedule
+	owned   bool            // tasks is a copy of the caller's slice: it may be changed
+}
+
+// own makes b.tasks a copy of the caller's slice, once, before a task of
+// it is changed.
+func (b *batch) own() {
+	if !b.owned {
+		b.tasks, b.owned = slices.Clone(b.tasks), true
+	}
+}
+
+// copyPayloads gives the batch copies of its []byte payloads: the caller
+// may reuse a buffer once Submit has returned, and the attempts (and, on
+// a durable scheduler, the store) must see what was submitted.
+func (b *batch) copyPayloads() {
+	for i := range b.tasks {
+		if p, ok := b.tasks[i].Payload.([]byte); ok && p != nil {
+			b.own()
+			b.tasks[i].Payload = bytes.Clone(p)
+		}
+	}
 }
 
 func (b *batch) places(i int) []int32 {

@@ -46,8 +46,12 @@ type Task struct {
 	Times    int
 	Missed   Missed
 
-	Pool    string // "" = the default pool
-	Payload any    // for custom worker types; for Func, a []byte (or nil); on a durable scheduler, a []byte (or nil)
+	Pool string // "" = the default pool
+	// Payload is for custom worker types; for Func, a []byte (or nil); on
+	// a durable scheduler, a []byte (or nil). Submit copies a []byte
+	// Payload, so the caller may reuse its buffer; any other value is
+	// shared with the attempts as it is (do not change it afterwards).
+	Payload any
 
 	// Func names a function registered with WithFunc, called with Payload
 	// instead of Run (leave Run nil). A durable scheduler (WithStore)
