@@ -51,13 +51,18 @@ func (s *state) harvest(ls *laneState, now time.Time) {
 	}
 }
 
-// harvestAll harvests every open lane.
-func (s *state) harvestAll(now time.Time) {
+// harvestAll harvests every open lane and reports whether it applied
+// anything.
+func (s *state) harvestAll(now time.Time) bool {
+	applied := false
 	for i := range s.lanes {
 		if ls := &s.lanes[i]; ls.open {
+			at := ls.applied
 			s.harvest(ls, now)
+			applied = applied || ls.applied != at
 		}
 	}
+	return applied
 }
 
 // applyItem applies the item at seq: the outcome of an attempt that ran,

@@ -64,13 +64,13 @@ func (c *Counts) add(st Status) {
 // dashboard polled every second. Safe for concurrent use; after Shutdown
 // it answers from the final state.
 func (s *Scheduler) Counts() Counts {
-	return s.census(func(st *state) census { return st.census(false, noStatus, 0) }).all
+	return s.census(func(st *state, now time.Time) census { return st.census(false, noStatus, 0, now) }).all
 }
 
 // CountsByPool is Counts per pool, keyed by pool name ("" is the default
 // pool); every pool is listed, with zero counts if it holds no task.
 func (s *Scheduler) CountsByPool() map[string]Counts {
-	return s.census(func(st *state) census { return st.census(true, noStatus, 0) }).pools
+	return s.census(func(st *state, now time.Time) census { return st.census(true, noStatus, 0, now) }).pools
 }
 
 // Tasks returns the IDs of the tasks in status st, in no particular order,
@@ -78,7 +78,7 @@ func (s *Scheduler) CountsByPool() map[string]Counts {
 // plus the IDs returned. Safe for concurrent use; after Shutdown it
 // answers from the final state.
 func (s *Scheduler) Tasks(st Status, limit int) []string {
-	return s.census(func(state *state) census { return state.census(false, st, limit) }).ids
+	return s.census(func(state *state, now time.Time) census { return state.census(false, st, limit, now) }).ids
 }
 
 type census struct {
@@ -88,16 +88,16 @@ type census struct {
 }
 
 type censusReq struct {
-	f     func(*state) census
+	f     func(*state, time.Time) census
 	reply chan<- census
 }
 
-func (r censusReq) apply(l *loop, now time.Time) { r.reply <- r.f(l.st) }
+func (r censusReq) apply(l *loop, now time.Time) { r.reply <- r.f(l.st, now) }
 
-func (s *Scheduler) census(f func(*state) census) census {
+func (s *Scheduler) census(f func(*state, time.Time) census) census {
 	select {
 	case <-s.loopDone:
-		return f(s.final)
+		return f(s.final, s.clk.Now())
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- census) request {
@@ -105,15 +105,15 @@ func (s *Scheduler) census(f func(*state) census) census {
 	})
 	if err != nil {
 		<-s.loopDone
-		return f(s.final)
+		return f(s.final, s.clk.Now())
 	}
 	return r
 }
 
 // census counts the tasks by status (and by pool), and lists the IDs of
 // those in status want (noStatus: none), at most limit (<= 0: all).
-func (s *state) census(byPool bool, want Status, limit int) census {
-	s.freeze()
+func (s *state) census(byPool bool, want Status, limit int, now time.Time) census {
+	s.freeze(now)
 	defer s.thaw()
 	var c census
 	var pools []Counts

@@ -63,6 +63,13 @@ func (s *state) dispatch(now time.Time) {
 	}
 	if hungry != s.hungry.Load() {
 		s.hungry.Store(hungry)
+		// A worker reads the flag after it ends an attempt: one that
+		// ended before the flag was set did not see it, and may go on
+		// to an attempt of any length without reporting. Look at the
+		// lanes once more: an end is seen either here or by its worker.
+		if hungry && s.harvestAll(now) {
+			s.dispatch(now)
+		}
 	}
 }
 
@@ -170,7 +177,12 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 		}
 	}
 	if take > 0 && p.minPrio < p.maxPrio && (!ls.open || ls.live == 0) {
-		s.pull(ls, p) // for a worker with nothing left to run, not for a top-up
+		// For a worker with nothing left to run, not for a top-up.
+		if bound, ok := s.bestReady(p); ok {
+			s.pull(ls, p, bound, true)
+		} else {
+			s.pull(ls, p, math.MaxInt32, true)
+		}
 	}
 	from := ls.n
 	k = min(k, int(dispatch.Size-(ls.n-ls.applied)))
@@ -182,9 +194,19 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 		if !ok {
 			break
 		}
-		if h := &s.hot[t]; level == math.MinInt32 || (alone && (len(p.lanes) == 1 || ls.live < 2)) {
+		if h := &s.hot[t]; level == math.MinInt32 || h.prio == level {
 			level = h.prio
-		} else if h.prio != level {
+		} else if alone && (len(p.lanes) == 1 || ls.live < 2) {
+			// The next level, so that the worker does not wait for the
+			// coordinator between two attempts; but first what another
+			// worker holds unclaimed that is better than it: that goes
+			// first (it went back to the ready queue).
+			if s.pull(ls, p, h.prio, false) {
+				s.requeue(t)
+				continue
+			}
+			level = h.prio
+		} else {
 			s.requeue(t) // the next level: not in this fill
 			break
 		}
@@ -386,6 +408,7 @@ func (s *state) hurry(t int32) {
 	ls, seq := s.locate(s.tasks[t].link)
 	if int32(seq-ls.n) < 0 {
 		ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
+		s.urged = true
 	}
 }
 
@@ -398,6 +421,7 @@ func (s *state) hurryAll() {
 			ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
 		}
 	}
+	s.urged = true
 }
 
 // worseAfter reports whether an item after seq in ls, not yet applied, is
@@ -425,6 +449,9 @@ func (s *state) steal(p *poolState, now time.Time) {
 			s.peek(ls, now, s.observe)
 		}
 	}
+	if s.urgeFusedParents(p) {
+		s.harvestAll(now) // a parent may have ended before its worker saw the flag
+	}
 	for range p.idle {
 		// The busiest lane first; if all it holds waits for the attempt it
 		// runs, the next one.
@@ -451,6 +478,38 @@ func (s *state) steal(p *poolState, now time.Time) {
 	}
 }
 
+// urgeFusedParents asks, for every unclaimed item of p's lanes fused
+// behind an attempt still running, that attempt's worker to report as
+// soon as it ends: until its success is applied the follower cannot move
+// to an idle worker, and the worker might otherwise report it only after
+// the attempts between the two, of any length. It sets the flag and then
+// reads the attempt's state; the worker changes the state and then reads
+// the flag (Lane.finish), so an end is never missed by both. It reports
+// whether it asked any (the caller then harvests what ended meanwhile).
+func (s *state) urgeFusedParents(p *poolState) bool {
+	asked := false
+	for _, li := range p.lanes {
+		ls := &s.lanes[li]
+		if !ls.open {
+			continue
+		}
+		for seq := ls.peek; seq != ls.n; seq++ {
+			if ls.l.State(seq) != dispatch.Free {
+				continue
+			}
+			parent, fused := ls.l.Fused(seq)
+			if !fused || s.hot[ls.l.Task(seq)].flags&fFused == 0 || int32(parent-ls.applied) < 0 {
+				continue
+			}
+			if dispatch.Running(ls.l.State(parent)) {
+				ls.l.SetUrgent(parent, true)
+				asked = true
+			}
+		}
+	}
+	return asked
+}
+
 // samePrio reports whether the tasks ts all have one priority: then they
 // are in order already.
 func samePrio(hot []hot, ts []int32) bool {
@@ -463,10 +522,10 @@ func samePrio(hot []hot, ts []int32) bool {
 	return true
 }
 
-// revokeTail takes back about want free items from the end of ls, for
-// an idle worker. It takes whole groups, the last first: a free item that
-// follows no other, with the free items fused behind it, directly or
-// through one another (the thief runs them in order). An item fused
+// revokeTail takes back about want free items of ls, for an idle worker.
+// It takes whole groups, the oldest first: a free item that follows no
+// other, with the free items fused behind it, directly or through one
+// another (the thief runs them in order). An item fused
 // behind one that stays in the lane (its dependency runs there) stays
 // too. A group may take the count beyond want: a chain is taken whole
 // rather than not at all. It reports whether it took any.
@@ -515,18 +574,26 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 			size[root[i]]++
 		}
 	}
-	// Want the groups of the last items, until about want items.
+	// Want the groups of the oldest items, until about want items: they
+	// have waited longest (the Go runtime's runqsteal takes the head of
+	// a victim's queue too), and ties start closer to the order they
+	// became ready.
 	wanted := s.groupWanted[:n]
 	clear(wanted)
 	count := 0
-	for i := n - 1; i >= 0 && count < want; i-- {
+	for i := range n {
+		if count >= want {
+			break
+		}
 		if r := root[i]; r >= 0 && !wanted[r] {
 			wanted[r] = true
 			count += int(size[r])
 		}
 	}
+	// Revoke from the last: each goes back to the head of its level, so
+	// they come out in the order they were handed out.
 	took := 0
-	for i := range n {
+	for i := n - 1; i >= 0; i-- {
 		if r := root[i]; r >= 0 && wanted[r] && s.revokeItem(ls, lo+uint32(i)) {
 			took++
 		}
@@ -610,6 +677,7 @@ func (s *state) unstick(p *poolState, now time.Time) {
 		return
 	}
 	stuck := s.tried[:0] // reused: lanes whose attempt has run revokeDelay with work behind it
+	gave := false        // work was given back
 	for _, li := range p.lanes {
 		ls := &s.lanes[li]
 		if !ls.open {
@@ -644,7 +712,8 @@ func (s *state) unstick(p *poolState, now time.Time) {
 				worst = max(worst, o.worst)
 			}
 		}
-		for seq := ls.head + 1; seq != ls.n; seq++ {
+		for seq := ls.n; seq != ls.head+1; { // from the last: they go back to the head of their levels in order
+			seq--
 			t := ls.l.Task(seq)
 			h := &s.hot[t]
 			if ls.l.State(seq) != dispatch.Free || h.prio >= worst || h.flags&fFused != 0 {
@@ -652,24 +721,39 @@ func (s *state) unstick(p *poolState, now time.Time) {
 			}
 			if s.revokeItem(ls, seq) {
 				_ = s.revokeFollowers(ls, seq)
+				gave = true
 			}
 		}
 	}
 	s.tried = stuck[:0]
+	if gave {
+		// What was given back has waited revokeDelay already: the worse
+		// work handed to the other workers is taken back for it now
+		// (checkPriority, next), not revokeDelay later.
+		p.revokeAt = now
+	}
 }
 
 // pull takes back, for lane ls about to be filled, the work handed to the
-// other lanes of the pool and not claimed that is better than the best
-// ready task: ls would otherwise start worse work while that waits. The
+// other lanes of the pool and not claimed that is as good as the best
+// ready task or better: ls would otherwise start worse work while that
+// waits (a fill may take the next level), or later work of its level
+// while that, ready first, waits behind another worker's attempt. The
 // next item of a worker that runs nothing stays: it is about to claim it.
-func (s *state) pull(ls *laneState, p *poolState) {
-	bound, ok := s.bestReady(p)
-	if !ok {
-		bound = math.MaxInt32
+//
+// With or without ties (inclusive), bound is the level from which work
+// stays where it is; pull reports whether it took any back.
+func (s *state) pull(ls *laneState, p *poolState, bound int32, inclusive bool) bool {
+	if !inclusive {
+		if bound == math.MinInt32 {
+			return false
+		}
+		bound-- // priorities are integers: better than bound is as good as bound-1
 	}
+	took := false
 	for _, li := range p.lanes {
 		m := &s.lanes[li]
-		if m == ls || !m.open || m.best >= bound {
+		if m == ls || !m.open || m.best > bound {
 			continue
 		}
 		head, running := s.runningHead(m)
@@ -683,14 +767,16 @@ func (s *state) pull(ls *laneState, p *poolState) {
 			lo++ // its next item stays
 		}
 		left := int32(math.MaxInt32)
-		for seq := lo; int32(seq-m.n) < 0; seq++ {
+		for seq := m.n; int32(seq-lo) > 0; { // from the last: they go back to the head of their levels in order
+			seq--
 			t := m.l.Task(seq)
 			h := &s.hot[t]
 			if m.l.State(seq) != dispatch.Free || h.flags&fFused != 0 {
 				continue // claimed, gone, or waiting for its dependency
 			}
-			if h.prio < bound && s.revokeItem(m, seq) {
+			if h.prio <= bound && s.revokeItem(m, seq) {
 				_ = s.revokeFollowers(m, seq)
+				took = true
 				continue
 			}
 			left = min(left, h.prio)
@@ -700,6 +786,7 @@ func (s *state) pull(ls *laneState, p *poolState) {
 		}
 		m.best = left
 	}
+	return took
 }
 
 // runningHead returns the item the worker of ls runs, if it runs one: the

@@ -782,3 +782,102 @@ func TestConcurrentEventsShowNoMoreRunningThanWorkers(t *testing.T) {
 		}
 	}
 }
+
+// 2, with work of the same level behind a long attempt: a worker that
+// frees up takes back, from another worker's lane, unclaimed work as good
+// as the best ready task, so it never moves on to a worse level while
+// that waits behind an attempt of any length. Two shapes an adversarial
+// review found: a later arrival of the same level, and a dependent of the
+// same level released meanwhile.
+func TestSameLevelWorkBehindALongAttemptIsNotPassedOver(t *testing.T) {
+	type spec struct {
+		id   string
+		prio int
+		d    time.Duration
+		deps []string
+	}
+	for _, tc := range []struct {
+		name        string
+		first, late []spec
+		better      string // must start before worse
+	}{
+		{"later arrival", []spec{{"short", 0, time.Millisecond, nil}, {"worse", 2, time.Second, nil},
+			{"mid", 1, 0, nil}, {"long", 0, time.Second, nil}}, []spec{{"late", 1, 0, nil}}, "mid"},
+		{"released dependent", []spec{{"a", 0, time.Millisecond, nil}, {"mid", 1, 0, nil},
+			{"after-a", 1, 0, []string{"a"}}, {"worse", 2, time.Second, nil}, {"long", 0, time.Second, nil}}, nil, "mid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(2))
+				rec := record(s)
+				tasks := func(specs []spec) []coordinator.Task {
+					var out []coordinator.Task
+					for _, sp := range specs {
+						out = append(out, coordinator.Task{ID: sp.id, Priority: sp.prio, Deps: sp.deps, Run: sleepFor(sp.d)})
+					}
+					return out
+				}
+				if err := s.Submit(tasks(tc.first)...); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				if tc.late != nil {
+					time.Sleep(500 * time.Microsecond)
+					if err := s.Submit(tasks(tc.late)...); err != nil {
+						t.Fatalf("Submit(late) = %v", err)
+					}
+				}
+				settle(t, s)
+				at := map[string]time.Time{}
+				for _, e := range rec.all() {
+					if e.Kind == coordinator.EventStarted {
+						at[e.TaskID] = e.At
+					}
+				}
+				if at[tc.better].After(at["worse"]) {
+					t.Fatalf("%s (priority 1, ready first) started %v after worse (priority 2)", tc.better, at[tc.better].Sub(at["worse"]))
+				}
+			})
+		})
+	}
+}
+
+// Rule 2 across workers: work handed out and taken back for an idle
+// worker keeps the order in which it became ready (the oldest is taken,
+// and it goes back in order), so ties that wait behind a long attempt
+// start in their order, not reversed.
+func TestTakenBackWorkKeepsItsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		rec := record(s)
+		var tasks []coordinator.Task
+		for i := range 40 {
+			d := time.Millisecond
+			if i == 0 {
+				d = 500 * time.Millisecond
+			}
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprintf("t%02d", i), Run: sleepFor(d)})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		// t00 holds its worker; whatever was handed out behind it and
+		// taken back by the other worker starts in submission order.
+		var order []string
+		for _, e := range rec.all() {
+			if e.Kind == coordinator.EventStarted && e.TaskID != "t00" {
+				order = append(order, e.TaskID)
+			}
+		}
+		// The other worker's own share comes first; from the first task
+		// taken back on, the starts are ascending.
+		i := 0
+		for i+1 < len(order) && order[i] < order[i+1] {
+			i++
+		}
+		rest := order[i+1:]
+		if !slices.IsSorted(rest) {
+			t.Fatalf("starts after the other worker's share: %v; want them in submission order", rest)
+		}
+	})
+}

@@ -21,6 +21,12 @@ type actions struct {
 // returns what the loop must do.
 func (s *state) ready(now time.Time) actions {
 	s.settle(now)
+	if s.urged {
+		// hurry set a flag its worker may have read too early (it reads
+		// it after an attempt ends): what ended before is seen here.
+		s.urged = false
+		s.harvestAll(now)
+	}
 	s.dispatch(now)
 	for s.observe || s.dur != nil { // durable: starts are written
 		s.caughtUp = false

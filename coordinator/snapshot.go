@@ -114,7 +114,7 @@ func (r snapshotReq) apply(l *loop, now time.Time) {
 
 // snapshot builds a Snapshot under f.
 func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
-	s.freeze()
+	s.freeze(now)
 	defer s.thaw()
 	// picked: the candidates, a bit per task (nil: every task).
 	var picked bitset

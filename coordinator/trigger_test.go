@@ -175,9 +175,10 @@ func TestAnyFailedStartsAtTheFirstFailure(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(3))
 		rec := record(s)
 		g := newGate()
+		running := make(chan struct{}) // slow runs before bad fails (else Upstream may see it Ready, handed out)
 		err := s.Submit(
-			coordinator.Task{ID: "slow", Run: g.run},
-			coordinator.Task{ID: "bad", Run: func(context.Context) error { return errors.New("boom") }},
+			coordinator.Task{ID: "slow", Run: func(ctx context.Context) error { close(running); return g.run(ctx) }},
+			coordinator.Task{ID: "bad", Run: func(context.Context) error { <-running; return errors.New("boom") }},
 			coordinator.Task{ID: "alert", When: coordinator.AnyFailed, Deps: []string{"slow", "bad"}, Run: func(ctx context.Context) error {
 				up, err := coordinator.Upstream(ctx)
 				if err != nil {

@@ -504,6 +504,10 @@ func (l *Lane) finish(err error) {
 	if !ok && (err == nil || !atomic.CompareAndSwapUint32(&it.state, Claimed, Returned)) {
 		atomic.StoreUint32(&it.state, Stopped) // a stop came first
 	}
+	// Read the flags again after the state changed: the coordinator sets
+	// itemUrgent and then reads the state (Coordinator.urge), so either it
+	// sees the attempt over or this read sees the flag.
+	flags = atomic.LoadUint32(&it.flags)
 	l.setOK(l.next, ok)
 	l.next++
 	if k := l.next; int32(k-l.seen) >= 0 {
