@@ -449,9 +449,7 @@ func (s *state) steal(p *poolState, now time.Time) {
 			s.peek(ls, now, s.observe)
 		}
 	}
-	if s.urgeFusedParents(p) {
-		s.harvestAll(now) // a parent may have ended before its worker saw the flag
-	}
+	s.urgeHeads(p, now)
 	for range p.idle {
 		// The busiest lane first; if all it holds waits for the attempt it
 		// runs, the next one.
@@ -478,36 +476,27 @@ func (s *state) steal(p *poolState, now time.Time) {
 	}
 }
 
-// urgeFusedParents asks, for every unclaimed item of p's lanes fused
-// behind an attempt still running, that attempt's worker to report as
-// soon as it ends: until its success is applied the follower cannot move
-// to an idle worker, and the worker might otherwise report it only after
-// the attempts between the two, of any length. It sets the flag and then
-// reads the attempt's state; the worker changes the state and then reads
-// the flag (Lane.finish), so an end is never missed by both. It reports
-// whether it asked any (the caller then harvests what ended meanwhile).
-func (s *state) urgeFusedParents(p *poolState) bool {
-	asked := false
+// urgeHeads asks the worker of every lane of p that runs an attempt with
+// work behind it to report as soon as that attempt ends: a follower fused
+// behind it cannot move to an idle worker until its success is applied,
+// and the worker might otherwise report it only after the attempts
+// behind it, of any length. It sets the flag and then reads the attempt's
+// state, and the worker changes the state and then reads the flag
+// (Lane.finish), so an end is never missed by both: a lane whose attempt
+// ended meanwhile is harvested here.
+func (s *state) urgeHeads(p *poolState, now time.Time) {
 	for _, li := range p.lanes {
 		ls := &s.lanes[li]
 		if !ls.open {
 			continue
 		}
-		for seq := ls.peek; seq != ls.n; seq++ {
-			if ls.l.State(seq) != dispatch.Free {
-				continue
-			}
-			parent, fused := ls.l.Fused(seq)
-			if !fused || s.hot[ls.l.Task(seq)].flags&fFused == 0 || int32(parent-ls.applied) < 0 {
-				continue
-			}
-			if dispatch.Running(ls.l.State(parent)) {
-				ls.l.SetUrgent(parent, true)
-				asked = true
+		if head, running := s.runningHead(ls); running && head+1 != ls.n {
+			ls.l.SetUrgent(head, true)
+			if !dispatch.Running(ls.l.State(head)) {
+				s.harvest(ls, now)
 			}
 		}
 	}
-	return asked
 }
 
 // samePrio reports whether the tasks ts all have one priority: then they
