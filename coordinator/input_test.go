@@ -145,6 +145,9 @@ func TestNewOptions(t *testing.T) {
 		coordinator.WithPool("p", 0, worker.Func{}),
 		coordinator.WithPool("p", 1, nil),
 		coordinator.WithRandSource(nil),
+		coordinator.WithWorkers(math.MaxInt),
+		coordinator.WithPool("p", math.MaxInt, worker.Func{}),
+		nil,
 	} {
 		if s, err := coordinator.New(o); !errors.Is(err, coordinator.ErrInvalidOption) || s != nil {
 			t.Fatalf("New(bad option) = %v, %v; want nil, ErrInvalidOption", s, err)
@@ -152,6 +155,10 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := coordinator.New(coordinator.WithPool("p", 1, worker.Func{}), coordinator.WithPool("p", 2, worker.Func{})); !errors.Is(err, coordinator.ErrInvalidOption) {
 		t.Fatalf("New(pool twice) = %v; want ErrInvalidOption", err)
+	}
+	// Each pool within the limit, all of them past it.
+	if _, err := coordinator.New(coordinator.WithWorkers(coordinator.MaxWorkers), coordinator.WithPool("p", 1, worker.Func{})); !errors.Is(err, coordinator.ErrInvalidOption) {
+		t.Fatalf("New(more than MaxWorkers in all) = %v; want ErrInvalidOption", err)
 	}
 }
 

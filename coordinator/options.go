@@ -42,11 +42,18 @@ type config struct {
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
 }
 
-// WithWorkers sets the size of the default pool (default runtime.GOMAXPROCS(0)).
+// MaxWorkers is the most workers a scheduler may have, every pool
+// counted. Each worker is a goroutine with a lane of its own, about 75 kB
+// whether it is busy or not: size a pool of I/O-bound or remote work by
+// the attempts it should have in flight, not by the tasks it will run.
+const MaxWorkers = 1 << 16
+
+// WithWorkers sets the size of the default pool (default
+// runtime.GOMAXPROCS(0)); see MaxWorkers.
 func WithWorkers(n int) Option {
 	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: WithWorkers(%d): need at least 1", ErrInvalidOption, n)
+		if n < 1 || n > MaxWorkers {
+			return fmt.Errorf("%w: WithWorkers(%d): need 1 to %d", ErrInvalidOption, n, MaxWorkers)
 		}
 		c.workers = n
 		return nil
@@ -73,8 +80,8 @@ func WithPool(name string, size int, w worker.Worker) Option {
 		switch {
 		case name == "":
 			return fmt.Errorf("%w: WithPool: the empty name is the default pool's", ErrInvalidOption)
-		case size < 1:
-			return fmt.Errorf("%w: WithPool(%q, %d): need at least 1 worker", ErrInvalidOption, name, size)
+		case size < 1 || size > MaxWorkers:
+			return fmt.Errorf("%w: WithPool(%q, %d): need 1 to %d workers", ErrInvalidOption, name, size, MaxWorkers)
 		case w == nil:
 			return fmt.Errorf("%w: WithPool(%q): nil worker", ErrInvalidOption, name)
 		}
@@ -185,10 +192,20 @@ func WithLogger(l *slog.Logger) Option {
 
 func newConfig(opts []Option) (*config, error) {
 	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+		}
 		if err := o(c); err != nil {
 			return c, err // New closes a store given before the bad option
 		}
+	}
+	total := c.workers
+	for _, p := range c.pools {
+		total += p.size
+	}
+	if total > MaxWorkers {
+		return c, fmt.Errorf("%w: %d workers in all; at most %d", ErrInvalidOption, total, MaxWorkers)
 	}
 	if c.clock == nil {
 		c.clock = clock.New()

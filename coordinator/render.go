@@ -149,35 +149,39 @@ func dotQuote(s string) string {
 }
 
 // mermaidEscape makes s safe inside a quoted Mermaid label: characters
-// Mermaid or HTML would read become entity codes (#quot; #lt; ...).
+// Mermaid or HTML would read become entity codes (#quot; #lt; ...), and a
+// byte that is not UTF-8 becomes the text \xHH, as in DOT, so that the
+// output is UTF-8 and two IDs never draw as one label.
 func mermaidEscape(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || strings.ContainsRune("\"<>&#`", r) }) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f || strings.ContainsRune("\"<>&#`", r) }) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '"':
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02X`, s[i])
+		case r == '"':
 			b.WriteString("#quot;")
-		case '<':
+		case r == '<':
 			b.WriteString("#lt;")
-		case '>':
+		case r == '>':
 			b.WriteString("#gt;")
-		case '&':
+		case r == '&':
 			b.WriteString("#amp;")
-		case '#':
+		case r == '#':
 			b.WriteString("#35;")
-		case '`': // opens a markdown string in Mermaid
+		case r == '`': // opens a markdown string in Mermaid
 			b.WriteString("#96;")
-		case '\n':
+		case r == '\n':
 			b.WriteString("<br/>")
+		case r < ' ' || r == 0x7f:
+			b.WriteString("#" + strconv.Itoa(int(r)) + ";")
 		default:
-			if r < ' ' {
-				b.WriteString("#" + strconv.Itoa(int(r)) + ";")
-				continue
-			}
 			b.WriteRune(r)
 		}
+		i += n
 	}
 	return b.String()
 }

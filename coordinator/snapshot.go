@@ -175,31 +175,31 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 // around marks the roots of f and, as f asks, their ancestors and
 // descendants.
 func (s *state) around(f *SnapshotFilter) (bitset, error) {
-	seen := newBitset(len(s.hot))
-	var work []int32
-	visit := func(t int32) {
-		if !seen.has(t) && s.hot[t].status != dropped {
-			seen.set(t)
-			work = append(work, t)
-		}
-	}
+	var roots []int32
 	for _, id := range f.Roots {
 		t, ok := s.find(id)
 		if !ok || s.hot[t].status == dropped {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTask, id)
 		}
-		visit(t)
+		roots = append(roots, t)
 	}
-	for len(work) > 0 { // a worklist: a deep chain must not recurse
-		t := work[len(work)-1]
-		work = work[:len(work)-1]
-		r := &s.tasks[t]
-		if f.Ancestors {
+	picked := newBitset(len(s.hot))
+	for _, t := range roots {
+		picked.set(t)
+	}
+	// One walk per direction, each from the roots: an ancestor's other
+	// dependents, or a descendant's other dependencies, are neither.
+	if f.Ancestors {
+		s.walk(roots, picked, func(t int32, visit func(int32)) {
+			r := &s.tasks[t]
 			for _, d := range s.edges(r, r.deps) {
 				visit(d)
 			}
-		}
-		if f.Descendants {
+		})
+	}
+	if f.Descendants {
+		s.walk(roots, picked, func(t int32, visit func(int32)) {
+			r := &s.tasks[t]
 			kids := s.edges(r, r.succ)
 			if r.x != nil && len(r.x.more) > 0 {
 				kids = append(slices.Clip(kids), r.x.more...)
@@ -207,13 +207,35 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 			for _, k := range kids {
 				// A dependent forgotten by retention may have left its
 				// place to an unrelated task: check it still names t.
-				if !seen.has(k) && s.hot[k].status != dropped && containsTask(s.edges(&s.tasks[k], s.tasks[k].deps), t) {
+				if containsTask(s.edges(&s.tasks[k], s.tasks[k].deps), t) {
 					visit(k)
 				}
 			}
+		})
+	}
+	return picked, nil
+}
+
+// walk adds to picked every task next reaches from roots, transitively,
+// with a worklist (a deep chain must not recurse).
+func (s *state) walk(roots []int32, picked bitset, next func(t int32, visit func(int32))) {
+	seen := newBitset(len(s.hot))
+	work := slices.Clone(roots)
+	for _, t := range roots {
+		seen.set(t)
+	}
+	visit := func(t int32) {
+		if !seen.has(t) && s.hot[t].status != dropped {
+			seen.set(t)
+			picked.set(t)
+			work = append(work, t)
 		}
 	}
-	return seen, nil
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		next(t, visit)
+	}
 }
 
 // bitset is a set of tasks, a bit each: 125kB for a million tasks, and

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -223,6 +224,10 @@ func TestRenderersOddIDs(t *testing.T) {
 	if strings.Contains(mm.String(), "`") || !strings.Contains(mm.String(), "#96;tick#96;") {
 		t.Errorf("Mermaid keeps a backtick:\n%s", mm.String())
 	}
+	if strings.ContainsRune(mm.String(), 0) || !utf8.ValidString(mm.String()) ||
+		!strings.Contains(mm.String(), `\xFF`) || !strings.Contains(mm.String(), `\xFE`) {
+		t.Errorf("Mermaid holds a NUL or bytes that are not UTF-8, or draws \\xff and \\xfe alike:\n%q", mm.String())
+	}
 }
 
 // A scan of every task describes one moment although the workers go on
@@ -266,4 +271,38 @@ func TestScansDescribeOneMoment(t *testing.T) {
 func spin(d time.Duration) {
 	for start := time.Now(); time.Since(start) < d; {
 	}
+}
+
+// Ancestors and Descendants together walk each direction from the roots:
+// a descendant's other dependencies and an ancestor's other dependents
+// are neither.
+func TestSnapshotBothDirections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		g := newGate()
+		err := s.Submit(
+			coordinator.Task{ID: "a", Run: g.run},
+			coordinator.Task{ID: "b", Deps: []string{"a"}, Run: ok},
+			coordinator.Task{ID: "sibling", Deps: []string{"a"}, Run: ok},
+			coordinator.Task{ID: "c", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "x", Run: g.run},
+			coordinator.Task{ID: "d", Deps: []string{"c", "x"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{Roots: []string{"b"}, Ancestors: true, Descendants: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, task := range snap.Tasks {
+			ids = append(ids, task.ID)
+		}
+		if want := []string{"a", "b", "c", "d"}; !slices.Equal(ids, want) {
+			t.Errorf("b with its ancestors and descendants = %v; want %v", ids, want)
+		}
+		g.release()
+		settle(t, s)
+	})
 }
