@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
 	"github.com/benbjohnson/clock"
 )
 
@@ -213,5 +214,50 @@ func TestTimerArmedOnAClockThatMoves(t *testing.T) {
 func TestWithTimerArmedNil(t *testing.T) {
 	if _, err := coordinator.New(coordinator.WithTimerArmed(nil)); !errors.Is(err, coordinator.ErrInvalidOption) {
 		t.Fatalf("New(WithTimerArmed(nil)) = %v; want ErrInvalidOption", err)
+	}
+}
+
+// WithTimerArmed reports an attempt's timeout and its grace period too,
+// before the function is called: a test on a mock clock moves the clock
+// to each time it reports and sees the attempt time out, its retry wait
+// pass, the retry time out and be abandoned, then the zero time.
+func TestTimerArmedForTimeouts(t *testing.T) {
+	r := newMockRig(t, coordinator.WithWorkers(1), coordinator.WithAbandonAfter(time.Second))
+	start := r.clk.Now()
+	calls := 0
+	stuck := make(chan struct{})
+	defer close(stuck)
+	err := r.s.Submit(coordinator.Task{ID: "slow", Timeout: time.Minute,
+		Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: 10 * time.Second},
+		Run: func(ctx context.Context) error {
+			if calls++; calls == 1 {
+				<-ctx.Done() // honours its context: ends at the timeout
+				return ctx.Err()
+			}
+			<-stuck // ignores it: abandoned after the grace period
+			return nil
+		}})
+	if err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	step := func(want time.Duration, move bool) {
+		t.Helper()
+		due := r.nextArmed(t)
+		if got := due.Sub(start); got != want {
+			t.Fatalf("armed for %v; want %v", got, want)
+		}
+		if move {
+			r.clk.Set(due)
+		}
+	}
+	step(time.Minute, true)                  // attempt 1's timeout
+	step(time.Minute+time.Second, false)     // its grace period, armed as it timed out
+	r.next(t, coordinator.EventRetrying)     // it returned within it
+	step(time.Minute+10*time.Second, true)   // the retry wait
+	step(2*time.Minute+10*time.Second, true) // attempt 2's timeout
+	step(2*time.Minute+11*time.Second, true) // its grace period: it does not return
+	e := r.next(t, coordinator.EventFailed)
+	if e.Attempt != 2 || !errors.Is(e.Err, worker.ErrTimeout) {
+		t.Fatalf("slow ended %v after attempt %d (%v); want failed with ErrTimeout after 2", e.Kind, e.Attempt, e.Err)
 	}
 }

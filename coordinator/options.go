@@ -131,13 +131,23 @@ func WithRandSource(src rand.Source) Option {
 // before its attempt is abandoned, unless WithAbandonAfter says otherwise.
 const DefaultAbandonAfter = 5 * time.Second
 
-// WithTimerArmed calls f on the timer goroutine each time it arms its
-// timer, with the due time, and with the zero time once every task is
-// final (nothing left to do until a Submit). It is for tests that drive a
-// mock clock (WithClock): wait for the time f reports, then move the clock
-// to it, so the advance can never come before the timer exists; stop at
-// the zero time. f must not block for long (send on a buffered channel)
-// and must not call the scheduler.
+// WithTimerArmed calls f each time the scheduler arms a timer, with its
+// due time: on the timer goroutine for delays, retry waits, series,
+// retention and dispatch (revocations), and on a worker's goroutine for an
+// attempt's timeout and its grace period (WithAbandonAfter), armed before
+// the attempt's function is called. It calls f with the zero time once
+// every task is final (nothing left to do until a Submit; with
+// WithRetention, a timer to forget the last ones may come first). It is
+// for tests that drive a mock clock (WithClock): wait for the time f
+// reports, then move the clock to it, so the advance can never come before
+// the timer exists; stop at the zero time. f may be called from several
+// goroutines at once, must not block for long (send on a buffered
+// channel) and must not call the scheduler.
+//
+// On a mock clock every time is the mock's, an attempt's ctx.Deadline
+// too: code in a task that hands its context to the standard library
+// (net.Dialer, for one) sees a deadline on the mock's calendar, which the
+// real clock may have passed long ago.
 func WithTimerArmed(f func(due time.Time)) Option {
 	return func(c *config) error {
 		if f == nil {

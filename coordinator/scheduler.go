@@ -123,7 +123,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.g.Go(func() error { return s.timer(workCtx) })
 	for i := range all {
 		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
-			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace}
+			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed}
 		for _, li := range st.pools[i].lanes {
 			lane := st.lanes[li].l
 			s.g.Go(func() error { return lane.Run(workCtx, env) })
@@ -335,22 +335,7 @@ func (s *Scheduler) timer(ctx context.Context) error {
 // after agree. A clock that can be moved by hand (one with an Add method,
 // such as clock.Mock) must agree exactly, or a test's Add could land in
 // between; a real clock, which always moves a little, to a microsecond.
-func (s *Scheduler) arm(due time.Time) *clock.Timer {
-	_, manual := s.clk.(interface{ Add(time.Duration) })
-	for {
-		before := s.clk.Now()
-		d := due.Sub(before)
-		if d <= 0 {
-			return nil
-		}
-		t := s.clk.Timer(d)
-		after := s.clk.Now()
-		if after.Equal(before) || (!manual && after.Sub(before) < time.Microsecond) {
-			return t
-		}
-		t.Stop()
-	}
-}
+func (s *Scheduler) arm(due time.Time) *clock.Timer { return dispatch.ArmAt(s.clk, due) }
 
 type submitReq struct {
 	b     *batch

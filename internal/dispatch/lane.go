@@ -169,6 +169,38 @@ type Clock interface {
 	Timer(d time.Duration) *clock.Timer
 }
 
+// ArmAt returns a timer of c that fires when c reaches due, or nil if it
+// has already. Reading the clock and creating the timer are two calls: a
+// mock clock advanced between them would set the timer late by the
+// advance, so ArmAt reads the clock again and, if it moved (more than a
+// microsecond on a real clock, which always moves a little), arms again
+// from the new time.
+func ArmAt(c Clock, due time.Time) *clock.Timer {
+	_, manual := c.(interface{ Add(time.Duration) })
+	for {
+		before := c.Now()
+		d := due.Sub(before)
+		if d <= 0 {
+			return nil
+		}
+		t := c.Timer(d)
+		after := c.Now()
+		if after.Equal(before) || (!manual && after.Sub(before) < time.Microsecond) {
+			return t
+		}
+		t.Stop()
+	}
+}
+
+// AddSat returns t+d for d >= 0, saturating instead of overflowing.
+func AddSat(t time.Time, d time.Duration) time.Time {
+	u := t.Add(d)
+	if d > 0 && u.Before(t) {
+		return time.Unix(1<<62, 0)
+	}
+	return u
+}
+
 // Env is what every lane of one pool shares. Immutable once the workers
 // start.
 type Env struct {
@@ -179,6 +211,7 @@ type Env struct {
 	Specs    *Specs       // every task's Spec, by index
 	Detached *Detached
 	Grace    time.Duration // how long a timed-out function may take to return before it is abandoned
+	Armed    func(due time.Time) // nil, or told each time a timeout or grace timer is armed (WithTimerArmed)
 	Owner    any           // what Context.Attempt reports: the scheduler the lanes serve
 }
 
@@ -568,8 +601,9 @@ func (l *Lane) succeeded(seq uint32) bool {
 func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 	timeout := spec.X.Timeout
 	out := &l.outs[l.next&mask]
-	start := l.env.Clock.Now()
-	ctx.SetDeadline(start.Add(timeout))
+	deadline := AddSat(l.env.Clock.Now(), timeout)
+	ctx.SetDeadline(deadline)
+	t, fire := l.arm(deadline) // before the function starts: a test that waits for it may move the clock at once
 	res := make(chan error, 1) // an abandoned attempt's late result must not block
 	det, w := l.env.Detached, l.env.Worker
 	id := det.add(spec.ID)
@@ -577,25 +611,45 @@ func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 		defer det.done(id)
 		res <- call(ctx, w, job)
 	}()
-	t := l.env.Clock.Timer(timeout)
 	select {
 	case err := <-res:
-		t.Stop()
+		if t != nil {
+			t.Stop()
+		}
 		return err
-	case <-t.C:
+	case <-fire:
 	}
 	terr := fmt.Errorf("%w after %v", worker.ErrTimeout, timeout)
 	ctx.Expire(terr)
 	out.TimedOut = true
-	g := l.env.Clock.Timer(l.env.Grace)
+	g, gfire := l.arm(AddSat(deadline, l.env.Grace))
 	select {
 	case <-res:
-		g.Stop()
-	case <-g.C:
+		if g != nil {
+			g.Stop()
+		}
+	case <-gfire:
 		out.Abandoned = true
 		ctx.touch() // the function may still use it: never reuse it (this marks the item too)
 	}
 	return terr
+}
+
+// due is a channel that is always ready: the fire channel of a timer whose
+// time had come when it was to be armed.
+var due = func() chan time.Time { c := make(chan time.Time); close(c); return c }()
+
+// arm arms a timer for due (ArmAt) and tells Env.Armed. It returns the
+// timer (nil if due has come) and the channel that fires.
+func (l *Lane) arm(at time.Time) (*clock.Timer, <-chan time.Time) {
+	t := ArmAt(l.env.Clock, at)
+	if t == nil {
+		return nil, due
+	}
+	if l.env.Armed != nil {
+		l.env.Armed(at)
+	}
+	return t, t.C
 }
 
 // call runs one attempt, turning a panic into a *worker.PanicError.
