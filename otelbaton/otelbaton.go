@@ -464,9 +464,12 @@ func (o *Observer) Observe(s *coordinator.Scheduler) (stop func() error, err err
 	var once sync.Once
 	return func() error {
 		once.Do(func() {
-			totals := s.Totals() // outside watchMu: a round trip to the coordinator
+			// Under watchMu, as collect reads it: a collection between
+			// this read and the retirement would export more than
+			// retired keeps, and the counters would go down.
 			o.watchMu.Lock()
 			defer o.watchMu.Unlock()
+			totals := s.Totals()
 			o.watched = slices.DeleteFunc(o.watched, func(x *watched) bool { return x == w })
 			if o.retired == nil {
 				o.retired = map[string]coordinator.Totals{}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,5 +367,66 @@ func TestCountersSurviveAStoppedWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, metrics(t, r), map[string]float64{finished: 8})
+	}
+}
+
+// A watch stopped while its scheduler still runs, with collections going
+// on beside it: the counter never goes down (it did by thousands when
+// stop read the totals before it took the collections' lock).
+func TestCounterNeverDownWhenAWatchStopsMidRun(t *testing.T) {
+	const finished = "baton.task.finished{baton.pool=,baton.task.status=succeeded}"
+	for trial := range 5 {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		obs, err := otelbaton.New(otelbaton.WithMeterProvider(mp), otelbaton.WithoutTracing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := coordinator.New(coordinator.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, err := obs.Observe(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g coordinator.Graph
+		for i := range 20000 {
+			g.Add(coordinator.Task{ID: fmt.Sprint(i), Run: func(context.Context) error { return nil }})
+		}
+		if err := s.SubmitGraph(context.Background(), &g); err != nil {
+			t.Fatal(err)
+		}
+		r := &rig{reader: reader}
+		var most atomic.Int64
+		done := make(chan struct{})
+		collected := make(chan struct{})
+		go func() {
+			defer close(collected)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				v := int64(metrics(t, r)[finished])
+				for m := most.Load(); v > m && !most.CompareAndSwap(m, v); m = most.Load() {
+				}
+			}
+		}()
+		for most.Load() < 2000 { // some have finished, most have not
+			runtime.Gosched()
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		close(done)
+		<-collected
+		if after := int64(metrics(t, r)[finished]); after < most.Load() {
+			t.Errorf("trial %d: %s went down from %d to %d when the watch stopped", trial, finished, most.Load(), after)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
