@@ -176,7 +176,7 @@ func ExampleResult() {
 	info, _ := s.Info("greet")
 	fmt.Println(info.Result)
 	// Output:
-	// coordinator: result of another type: count holds a int, not a string
+	// coordinator: result of another type: count holds a value of type int, not string
 	// hello, 3 gophers
 }
 

@@ -85,11 +85,11 @@ func Result[T any](ctx context.Context, dep string) (T, error) {
 		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
 			return zero, nil
 		}
-		return zero, fmt.Errorf("%w: %s set nil, which is not a %v", ErrResultType, dep, reflect.TypeFor[T]())
+		return zero, fmt.Errorf("%w: %s set nil, which is not of type %v", ErrResultType, dep, reflect.TypeFor[T]())
 	}
 	t, ok := v.(T)
 	if !ok {
-		return zero, fmt.Errorf("%w: %s holds a %T, not a %v", ErrResultType, dep, v, reflect.TypeFor[T]())
+		return zero, fmt.Errorf("%w: %s holds a value of type %T, not %v", ErrResultType, dep, v, reflect.TypeFor[T]())
 	}
 	return t, nil
 }

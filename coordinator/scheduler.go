@@ -470,8 +470,10 @@ func (r cancelReq) apply(l *loop, now time.Time) {
 // ready, delayed, waiting for a retry or its next run, or handed to a
 // worker that has not started it) ends Cancelled at once; a running one
 // has its context end (context.Cause is ErrCancelled) and ends Cancelled
-// when its function returns, whatever it returns. Everything waiting on it
-// is Skipped. A recurring task whose run has just succeeded stops after
+// when its function returns, whatever it returns. What waits on it reacts
+// by its trigger rule (Task.When): under the default rule, AllSucceeded,
+// it is Skipped, transitively; an AllDone task counts the cancel as an end
+// and may run. A recurring task whose run has just succeeded stops after
 // that run. Cancel returns false if the task is unknown, already final or
 // already being cancelled, and when its last attempt has returned nil and
 // no run follows: that task ends Succeeded. It blocks until the

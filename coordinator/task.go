@@ -30,8 +30,9 @@ type Task struct {
 	// of: Every, at a fixed rate, each run planned from the last planned
 	// start (the first at once); Cron, a robfig/cron/v3 standard
 	// expression (five fields, descriptors such as @hourly, a CRON_TZ=
-	// prefix; UTC unless it names a zone; runs at its starts from
-	// submission on); or Schedule. Times is the total number of runs; 0
+	// prefix or its alias TZ=; UTC unless it names a zone, and CRON_TZ=
+	// with no zone is UTC too; runs at its starts from submission on); or
+	// Schedule. Times is the total number of runs; 0
 	// means no end: the series runs until Cancel or Shutdown. Missed says
 	// what to do with starts missed because a run overran or the process
 	// was suspended. Runs never overlap; a run that fails after its

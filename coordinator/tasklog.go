@@ -23,8 +23,8 @@ import (
 const (
 	LogKeyTask    = "task"    // the task's ID (string)
 	LogKeyPool    = "pool"    // the task's pool (string); absent for the default pool
-	LogKeyAttempt = "attempt" // the attempt, 1-based within the run (int)
-	LogKeyRun     = "run"     // the run, 1-based (int)
+	LogKeyAttempt = "attempt" // the attempt, 1-based within the run (an integer: slog.KindInt64)
+	LogKeyRun     = "run"     // the run, 1-based (an integer: slog.KindInt64)
 	LogKeyError   = "error"   // the attempt's error (error)
 	LogKeyWait    = "wait"    // the backoff before the next attempt (time.Duration)
 	LogKeyCause   = "cause"   // why the task was cancelled or skipped (string)

@@ -44,13 +44,16 @@ func (e *TasksError) Error() string {
 // not, with how each ended. An ID the scheduler does not know is an error
 // at once, naming it (errors.Is(err, ErrUnknownTask)); so is any ID of a
 // call after a failed one: nothing is waited for. If ctx ends first it
-// returns ctx.Err() and forgets the call.
+// returns ctx.Err() and forgets the call; a ctx that has ended already
+// gets ctx.Err() even for unknown IDs (nothing was looked at).
 //
 // Like Wait, it never returns while a listed task's function is still
 // running, unless that attempt was abandoned at its timeout. It is safe
 // for concurrent use, from a subscriber callback too, and from a task
 // waiting for tasks that do not depend on it (waiting for itself, or for
-// a task downstream, never returns). After Shutdown it answers at once.
+// a task downstream, never returns). After Shutdown it answers as soon as
+// no listed task's function runs (at once, unless a Shutdown whose
+// context ended left one running).
 func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
 	id := s.waitSeq.Add(1)
 	reply := make(chan error, 1)
