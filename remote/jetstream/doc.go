@@ -164,6 +164,12 @@
 //     Timeout (give remote tasks one).
 //   - Two live Pools with the same WithInstance are not detected: they
 //     would take each other's outcomes.
+//   - An instance name is a promise of continuity: a Pool given the name
+//     of an earlier one receives the outcomes that one left, and a Do
+//     whose task ID, round and attempt match such an outcome returns it
+//     without running (the key does not cover the payload). Reuse a name
+//     only for the same durable coordinator on the same store; a fresh
+//     run should take a fresh name (the default is random).
 //   - Stream settings the server refuses (WithReplicas above the cluster's
 //     size) fail NewPool with the server's error.
 //
