@@ -210,9 +210,9 @@ type Env struct {
 	Hungry   *atomic.Bool // set by the coordinator: the pool has idle workers and nothing ready
 	Specs    *Specs       // every task's Spec, by index
 	Detached *Detached
-	Grace    time.Duration // how long a timed-out function may take to return before it is abandoned
+	Grace    time.Duration       // how long a timed-out function may take to return before it is abandoned
 	Armed    func(due time.Time) // nil, or told each time a timeout or grace timer is armed (WithTimerArmed)
-	Owner    any           // what Context.Attempt reports: the scheduler the lanes serve
+	Owner    any                 // what Context.Attempt reports: the scheduler the lanes serve
 }
 
 // Lane is one worker's ring of items. The coordinator owns the slots it
