@@ -616,6 +616,15 @@ func (p *Pool) dead(ctx context.Context, c *call) bool {
 	if _, err := p.attempts.GetMsg(qctx, c.seq.Load()); !errors.Is(err, njs.ErrMsgNotFound) {
 		return false // queued or running (or unknown)
 	}
+	p.mu.Lock()
+	applied := p.settled.has(pubID(c.key, c.seq.Load()))
+	p.mu.Unlock()
+	if applied {
+		// This Pool applied its outcome already (the task ID was used
+		// again within the window): that outcome's ack may not have
+		// reached the stream yet, and it will not come again.
+		return true
+	}
 	m, err := p.results.GetLastMsgForSubject(qctx, outcomeSubject(p.name, p.cfg.instance, c.key))
 	switch {
 	case errors.Is(err, njs.ErrMsgNotFound):
