@@ -163,32 +163,24 @@ func (s *state) status(t int32) Status {
 	return Pending // fused behind a dependency that has not succeeded, or passed over
 }
 
-// freeze notes, for each lane, the first item its worker has not claimed:
-// until thaw, status reads the items from there on as unclaimed, so that a
-// scan of every task (census, snapshot) describes one moment, not the
-// attempts the workers started and finished while it ran. It first
-// applies what ended, and again if more ended while it looked (a few
-// times at most), so that what lies before a frontier is the attempt its
-// worker runs, not attempts ended and not applied (status would call
-// them Running).
+// freeze notes, for each lane, where its worker was: until thaw, status
+// reads the items from there on as unclaimed, so that a scan of every
+// task (census, snapshot) describes one moment, not the attempts the
+// workers started and finished while it ran. It first applies what ended;
+// the frontier is then just past the lane's first item if that one was
+// claimed (the attempt its worker runs, reported Running even if it ends
+// during the scan), so a scan never shows more attempts running than
+// there are workers.
 func (s *state) freeze(now time.Time) {
 	s.frontier = s.frontier[:0]
 	for i := range s.lanes {
 		ls := &s.lanes[i]
-		var seq uint32
-		for try := 0; ; try++ {
-			if ls.open {
-				s.harvest(ls, now)
-			}
-			seq = ls.applied
-			ended := false
-			for seq != ls.n && ls.l.State(seq) != dispatch.Free {
-				ended = ended || !dispatch.Running(ls.l.State(seq))
-				seq++
-			}
-			if !ended || try == 3 {
-				break
-			}
+		if ls.open {
+			s.harvest(ls, now)
+		}
+		seq := ls.applied
+		if seq != ls.n && ls.l.State(seq) != dispatch.Free {
+			seq++
 		}
 		s.frontier = append(s.frontier, seq)
 	}

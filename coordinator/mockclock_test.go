@@ -261,3 +261,37 @@ func TestTimerArmedForTimeouts(t *testing.T) {
 		t.Fatalf("slow ended %v after attempt %d (%v); want failed with ErrTimeout after 2", e.Kind, e.Attempt, e.Err)
 	}
 }
+
+// A scheduler that has had no task reports nothing: the first report of a
+// test that subscribes before it submits is its task's timer, not the zero
+// time ("every task is final" of an empty scheduler), which stopped the
+// recipe before it began.
+func TestTimerArmedReportsNothingBeforeTheFirstTask(t *testing.T) {
+	clk := clock.NewMock()
+	armed := make(chan time.Time, 10)
+	s := newScheduler(t, coordinator.WithClock(clk), coordinator.WithTimerArmed(func(due time.Time) { armed <- due }))
+	s.Subscribe(func(coordinator.Event) {}) // before anything is submitted
+	if err := s.Submit(coordinator.Task{ID: "d", Delay: time.Minute, Run: ok}); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	select {
+	case due := <-armed:
+		if want := clk.Now().Add(time.Minute); !due.Equal(want) {
+			t.Fatalf("first report %v; want the delay's %v", due, want)
+		}
+	case <-time.After(10 * time.Second): // only reports a failure
+		t.Fatal("no report within 10s")
+	}
+	clk.Add(time.Minute)
+	if err := s.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case due := <-armed:
+		if !due.IsZero() {
+			t.Fatalf("report after the task ended: %v; want the zero time", due)
+		}
+	case <-time.After(10 * time.Second): // only reports a failure
+		t.Fatal("no zero time once the task ended")
+	}
+}

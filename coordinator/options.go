@@ -140,9 +140,17 @@ const DefaultAbandonAfter = 5 * time.Second
 // WithRetention, a timer to forget the last ones may come first). It is
 // for tests that drive a mock clock (WithClock): wait for the time f
 // reports, then move the clock to it, so the advance can never come before
-// the timer exists; stop at the zero time. f may be called from several
-// goroutines at once, must not block for long (send on a buffered
-// channel) and must not call the scheduler.
+// the timer exists; stop at the zero time. That is exact for what the
+// coordinator times (delays, retry waits, series). An attempt's timeout
+// is armed when a worker starts the attempt, on the worker's goroutine:
+// before moving the clock past a time at which an attempt should be
+// running, wait for its EventStarted; and move the clock forward only (a
+// grace period is reported when its timeout fires, and a retry wait that
+// comes after it may be due sooner). Where timeouts and several workers
+// mix, testing/synctest is simpler: its clock moves only once every
+// goroutine is blocked. f may be called from several goroutines at once,
+// must not block for long (send on a buffered channel) and must not call
+// the scheduler. A scheduler that has had no task yet reports nothing.
 //
 // On a mock clock every time is the mock's, an attempt's ctx.Deadline
 // too: code in a task that hands its context to the standard library

@@ -163,7 +163,11 @@ func (s *Scheduler) run(st *state) error {
 	stopc := s.stopc
 	var armed bool // the timer goroutine was sent armedAt and it has not fired
 	var armedAt time.Time
-	told := false   // the timer goroutine was told that every task is final, since it last changed
+	// told: the timer goroutine was told that every task is final, since
+	// it last changed. A scheduler that starts with no task has nothing to
+	// report until one is submitted (a Subscribe before the first Submit
+	// made WithTimerArmed report the zero time first).
+	told := len(st.tasks) == 0
 	failed := false // a commit failed and storeFailed was called
 	for {
 		var now time.Time

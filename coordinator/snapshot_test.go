@@ -231,38 +231,53 @@ func TestRenderersOddIDs(t *testing.T) {
 }
 
 // A scan of every task describes one moment although the workers go on
-// running: with one worker, Snapshot and CountsByPool never show more
-// than the attempt it runs and those that ended in the instant between the
-// loop's collection of outcomes and the scan (Running includes an attempt
-// ended but not yet applied), however many attempts end during the scan.
+// running: with one worker, Snapshot, CountsByPool, Counts and
+// Tasks(Running) never show more than the one attempt it runs, however
+// many attempts end during the scan, long ones or tiny ones.
 func TestScansDescribeOneMoment(t *testing.T) {
-	s := newScheduler(t, coordinator.WithWorkers(1))
-	var tasks []coordinator.Task
-	for c := range 100 {
-		for j := range 1000 { // a scan of 100,000 tasks lasts several attempts
-			tk := coordinator.Task{ID: fmt.Sprint(c, "-", j), Run: func(context.Context) error {
-				spin(50 * time.Microsecond)
-				return nil
-			}}
-			if j > 0 {
-				tk.Deps = []string{fmt.Sprint(c, "-", j-1)}
+	for _, c := range []struct {
+		d     time.Duration
+		chain bool
+	}{{50 * time.Microsecond, true}, {time.Microsecond, true}, {time.Microsecond, false}} {
+		d := c.d
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		var tasks []coordinator.Task
+		chain := c.chain
+		for k := range 100 {
+			for j := range 1000 { // a scan of 100,000 tasks lasts several attempts
+				tk := coordinator.Task{ID: fmt.Sprint(k, "-", j), Run: func(context.Context) error {
+					spin(d)
+					return nil
+				}}
+				if j > 0 && chain {
+					tk.Deps = []string{fmt.Sprint(k, "-", j-1)}
+				}
+				tasks = append(tasks, tk)
 			}
-			tasks = append(tasks, tk)
 		}
-	}
-	if err := s.Submit(tasks...); err != nil {
-		t.Fatalf("Submit = %v", err)
-	}
-	for i := 0; i < 30; i++ {
-		snap, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{Statuses: []coordinator.Status{coordinator.Running}})
-		if err != nil {
-			t.Fatalf("Snapshot = %v", err)
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
 		}
-		if n := len(snap.Tasks); n > 3 {
-			t.Fatalf("Snapshot shows %d tasks running on one worker", n)
+		for i := 0; i < 30; i++ {
+			snap, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{Statuses: []coordinator.Status{coordinator.Running}})
+			if err != nil {
+				t.Fatalf("Snapshot = %v", err)
+			}
+			if n := len(snap.Tasks); n > 1 {
+				t.Fatalf("%v tasks: Snapshot shows %d tasks running on one worker", d, n)
+			}
+			if n := s.CountsByPool()[""].Running; n > 1 {
+				t.Fatalf("%v tasks: CountsByPool shows %d tasks running on one worker", d, n)
+			}
+			if n := s.Counts().Running; n > 1 {
+				t.Fatalf("%v tasks: Counts shows %d tasks running on one worker", d, n)
+			}
+			if ids := s.Tasks(coordinator.Running, 0); len(ids) > 1 {
+				t.Fatalf("%v tasks: Tasks(Running) = %v on one worker", d, ids)
+			}
 		}
-		if n := s.CountsByPool()[""].Running; n > 3 {
-			t.Fatalf("CountsByPool shows %d tasks running on one worker", n)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -305,4 +320,29 @@ func TestSnapshotBothDirections(t *testing.T) {
 		g.release()
 		settle(t, s)
 	})
+}
+
+// The same, polled as a dashboard would poll it, as fast as it can, while
+// a worker runs 20,000 attempts of about a microsecond.
+func TestCountsNeverShowMoreRunningThanWorkers(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(1))
+	tasks := make([]coordinator.Task, 20_000)
+	for i := range tasks {
+		tasks[i] = coordinator.Task{ID: fmt.Sprint(i), Run: func(context.Context) error { spin(time.Microsecond); return nil }}
+	}
+	if err := s.Submit(tasks...); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	for {
+		c := s.Counts()
+		if c.Running > 1 {
+			t.Fatalf("Counts shows %d running on one worker", c.Running)
+		}
+		if ids := s.Tasks(coordinator.Running, 0); len(ids) > 1 {
+			t.Fatalf("Tasks(Running) = %v on one worker", ids)
+		}
+		if c.Succeeded == len(tasks) {
+			return
+		}
+	}
 }
