@@ -82,9 +82,10 @@ var (
 )
 
 // WithStore makes the scheduler durable: every task it accepts and every
-// transition it decides is written to st, in one commit per coordinator
-// iteration (group commit), before Submit returns and before the events
-// are published; New restores what st holds. New takes st over: it closes
+// transition it decides is written to st in group commits, never one per
+// task: what a coordinator iteration decided is committed before it hands
+// out the work that released, the rest (the starts it then saw) at its
+// end, before Submit returns and before the events are published; New restores what st holds. New takes st over: it closes
 // it when New fails and at Shutdown.
 //
 // Durable tasks are described by data alone: a function registered with
