@@ -31,12 +31,10 @@ func (s *state) report(r dispatch.Report, now time.Time) {
 }
 
 // harvest applies the items at the head of ls whose attempts are over,
-// reported or not: an item's claim word turns final only after its outcome
+// reported or not, and reports whether it applied any: an item's claim word turns final only after its outcome
 // is written, so the word alone says it may be read.
-func (s *state) harvest(ls *laneState, now time.Time) {
-	was := s.harvesting
-	s.harvesting = true
-	defer func() { s.harvesting = was }()
+func (s *state) harvest(ls *laneState, now time.Time) bool {
+	at := ls.applied
 	for ls.applied != ls.n {
 		st := ls.l.State(ls.applied)
 		if st == dispatch.Free || dispatch.Running(st) {
@@ -49,6 +47,7 @@ func (s *state) harvest(ls *laneState, now time.Time) {
 	if int32(ls.peek-ls.applied) < 0 {
 		ls.peek = ls.applied
 	}
+	return ls.applied != at
 }
 
 // harvestAll harvests every open lane and reports whether it applied
@@ -56,10 +55,8 @@ func (s *state) harvest(ls *laneState, now time.Time) {
 func (s *state) harvestAll(now time.Time) bool {
 	applied := false
 	for i := range s.lanes {
-		if ls := &s.lanes[i]; ls.open {
-			at := ls.applied
-			s.harvest(ls, now)
-			applied = applied || ls.applied != at
+		if ls := &s.lanes[i]; ls.open && s.harvest(ls, now) {
+			applied = true
 		}
 	}
 	return applied

@@ -178,11 +178,11 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 	}
 	if take > 0 && p.minPrio < p.maxPrio && (!ls.open || ls.live == 0) {
 		// For a worker with nothing left to run, not for a top-up.
-		if bound, ok := s.bestReady(p); ok {
-			s.pull(ls, p, bound, true)
-		} else {
-			s.pull(ls, p, math.MaxInt32, true)
+		bound, ok := s.bestReady(p)
+		if !ok {
+			bound = math.MaxInt32
 		}
+		s.pull(ls, p, bound)
 	}
 	from := ls.n
 	k = min(k, int(dispatch.Size-(ls.n-ls.applied)))
@@ -201,7 +201,7 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 			// coordinator between two attempts; but first what another
 			// worker holds unclaimed that is better than it: that goes
 			// first (it went back to the ready queue).
-			if s.pull(ls, p, h.prio, false) {
+			if s.pull(ls, p, h.prio-1) { // h.prio > level: no underflow
 				s.requeue(t)
 				continue
 			}
@@ -730,15 +730,9 @@ func (s *state) unstick(p *poolState, now time.Time) {
 // while that, ready first, waits behind another worker's attempt. The
 // next item of a worker that runs nothing stays: it is about to claim it.
 //
-// With or without ties (inclusive), bound is the level from which work
-// stays where it is; pull reports whether it took any back.
-func (s *state) pull(ls *laneState, p *poolState, bound int32, inclusive bool) bool {
-	if !inclusive {
-		if bound == math.MinInt32 {
-			return false
-		}
-		bound-- // priorities are integers: better than bound is as good as bound-1
-	}
+// Work of priority bound or better is taken; pull reports whether it took
+// any back.
+func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 	took := false
 	for _, li := range p.lanes {
 		m := &s.lanes[li]
@@ -846,16 +840,12 @@ func (s *state) peek(ls *laneState, now time.Time, report bool) {
 			return
 		}
 		if report && dispatch.Ran(st) {
-			if int32(ls.peek-ls.applied) > 0 && !s.harvesting {
-				// The worker runs its items in order: those before this
-				// one have ended. Their ends are told before this start
-				// (not after, as a report still on its way would).
-				at := ls.applied
-				s.harvest(ls, now)
-				if ls.applied != at {
-					s.caughtUp = true
-					continue // the harvest may have moved peek
-				}
+			// The worker runs its items in order: those before this one
+			// have ended. Their ends are told before this start (not
+			// after, as a report still on its way would).
+			if int32(ls.peek-ls.applied) > 0 && s.harvest(ls, now) {
+				s.caughtUp = true
+				continue // the harvest may have moved peek
 			}
 			s.started(ls.l.Task(ls.peek), loc(ls.l.ID, ls.peek), now)
 		}

@@ -168,7 +168,6 @@ func (s *Scheduler) run(st *state) error {
 	// report until one is submitted (a Subscribe before the first Submit
 	// made WithTimerArmed report the zero time first).
 	told := len(st.tasks) == 0
-	failed := false // a commit failed and storeFailed was called
 	for {
 		var now time.Time
 		select {
@@ -217,8 +216,7 @@ func (s *Scheduler) run(st *state) error {
 			// dispatched, commitFirst), before Submit is answered and
 			// before anybody hears of it.
 			st.flush(now)
-			if st.dur.failed != nil && !failed {
-				failed = true
+			if st.dur.failed != nil && s.failure() == nil {
 				s.storeFailed(st.dur.failed)
 			}
 		}
@@ -309,7 +307,7 @@ func (s *Scheduler) timer(ctx context.Context) error {
 				}
 				continue
 			}
-			t = s.arm(due)
+			t = dispatch.ArmAt(s.clk, due) // nil: due already
 			if t == nil {
 				s.wake.Notify()
 				continue
@@ -327,19 +325,6 @@ func (s *Scheduler) timer(ctx context.Context) error {
 		}
 	}
 }
-
-// arm returns a timer that fires when the clock reaches due, or nil if it
-// has already. Reading the clock and creating the timer are two calls: a
-// mock clock advanced between them would set the timer late by the
-// advance, so arm reads the clock again and, if it moved more than a
-// microsecond (a real clock moves a little), arms again from the new time.
-//
-// A clock that moves between reading the time and arming the timer would
-// arm it late: the timer is armed again until the time read before and
-// after agree. A clock that can be moved by hand (one with an Add method,
-// such as clock.Mock) must agree exactly, or a test's Add could land in
-// between; a real clock, which always moves a little, to a microsecond.
-func (s *Scheduler) arm(due time.Time) *clock.Timer { return dispatch.ArmAt(s.clk, due) }
 
 type submitReq struct {
 	b     *batch

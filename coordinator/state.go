@@ -195,9 +195,8 @@ type state struct {
 
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 
-	harvesting bool // a harvest is applying items: peek must not start another (peek)
-	urged      bool // hurry asked workers to report an end: look at the lanes once more (ready)
-	caughtUp   bool // peek applied ends to tell a start after them: dispatch again (ready)
+	urged    bool // hurry asked workers to report an end: look at the lanes once more (ready)
+	caughtUp bool // peek applied ends to tell a start after them: dispatch again (ready)
 
 	frozen   bool     // a scan is under way: status reads items from frontier on as unclaimed
 	frontier []uint32 // per lane, while frozen: the first item its worker had not claimed at freeze

@@ -356,14 +356,9 @@ func needsExtra(t *Task) bool {
 	return t.Delay > 0 || t.Every > 0 || t.Cron != "" || t.Schedule != nil || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0
 }
 
-// addSat returns t+d, saturating instead of overflowing.
-func addSat(t time.Time, d time.Duration) time.Time {
-	u := t.Add(d)
-	if d > 0 && u.Before(t) {
-		return time.Unix(1<<62, 0)
-	}
-	return u
-}
+// addSat returns t+d, saturating instead of overflowing (the workers'
+// deadlines use the same, dispatch.AddSat).
+func addSat(t time.Time, d time.Duration) time.Time { return dispatch.AddSat(t, d) }
 
 // root is the task to blame for j's end without success: j itself (it
 // failed, was cancelled, or its own rule skipped it), or j's cause.

@@ -538,7 +538,8 @@ func (l *Lane) finish(err error) {
 		atomic.StoreUint32(&it.state, Stopped) // a stop came first
 	}
 	// Read the flags again after the state changed: the coordinator sets
-	// itemUrgent and then reads the state (Coordinator.urge), so either it
+	// itemUrgent (or Env.Hungry) and then reads the state (its urgeHeads,
+	// and its harvests after hurry and after setting Hungry), so either it
 	// sees the attempt over or this read sees the flag.
 	flags = atomic.LoadUint32(&it.flags)
 	l.setOK(l.next, ok)
