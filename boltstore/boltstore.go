@@ -10,13 +10,15 @@
 //	defer s.Shutdown(ctx)
 //
 // Every commit of the scheduler is one bbolt write transaction, which
-// fsyncs the file before it returns. A damaged page of records is refused
-// at Load (coordinator.ErrStoreCorrupt); a damaged meta page is not
-// detected: bbolt keeps two and falls back to the older, as after a crash
-// in mid-commit, so the file is then as of the commit before the last. bbolt takes an exclusive lock on the
+// fsyncs the file before it returns. bbolt takes an exclusive lock on the
 // file (flock), so one process at a time may use it: New waits for the lock
 // at most the time WithLockTimeout gives (DefaultLockTimeout) and then
 // fails with coordinator.ErrStoreLocked.
+//
+// A damaged page of records is refused at Load (coordinator.ErrStoreCorrupt);
+// a damaged meta page is not detected: bbolt keeps two and falls back to
+// the older, as after a crash in mid-commit, so the file is then as of the
+// commit before the last.
 package boltstore
 
 import (

@@ -109,19 +109,20 @@ func positive(what string, d time.Duration) error {
 	return nil
 }
 
+func atLeast(what string, d, least time.Duration) error {
+	if d < least {
+		return fmt.Errorf("%w: %s(%v): need at least %v", ErrInvalidOption, what, d, least)
+	}
+	return nil
+}
+
 // WithLease sets how long a worker holds an attempt without a sign of
 // life (the work consumer's AckWait, default DefaultLease). Serve extends
 // the lease every third of it while a handler runs; an attempt whose
 // worker died is delivered again once its lease expires. d is at least
 // MinLease: a shorter lease could not be extended in time.
 func WithLease(d time.Duration) Option {
-	return func(c *poolConfig) error {
-		if d < MinLease {
-			return fmt.Errorf("%w: WithLease(%v): need at least %v", ErrInvalidOption, d, MinLease)
-		}
-		c.lease = d
-		return nil
-	}
+	return func(c *poolConfig) error { c.lease = d; return atLeast("WithLease", d, MinLease) }
 }
 
 // MinLease is the shortest lease WithLease accepts.
@@ -173,13 +174,7 @@ func WithStopWait(d time.Duration) Option {
 // DefaultDedupe): an attempt or outcome published again within it is
 // stored once. d is at least MinDedupe, JetStream's own minimum.
 func WithDedupeWindow(d time.Duration) Option {
-	return func(c *poolConfig) error {
-		if d < MinDedupe {
-			return fmt.Errorf("%w: WithDedupeWindow(%v): need at least %v", ErrInvalidOption, d, MinDedupe)
-		}
-		c.dedupe = d
-		return nil
-	}
+	return func(c *poolConfig) error { c.dedupe = d; return atLeast("WithDedupeWindow", d, MinDedupe) }
 }
 
 // MinDedupe is the shortest duplicate window WithDedupeWindow accepts (and
@@ -191,13 +186,7 @@ const MinDedupe = 100 * time.Millisecond
 // DefaultResultsTTL): the longest coordinator downtime that loses nothing.
 // It may not be shorter than the duplicate window (WithDedupeWindow).
 func WithResultsTTL(d time.Duration) Option {
-	return func(c *poolConfig) error {
-		if d < MinDedupe {
-			return fmt.Errorf("%w: WithResultsTTL(%v): need at least %v", ErrInvalidOption, d, MinDedupe)
-		}
-		c.resultsTTL = d
-		return nil
-	}
+	return func(c *poolConfig) error { c.resultsTTL = d; return atLeast("WithResultsTTL", d, MinDedupe) }
 }
 
 // WithReplicas sets the replicas of the pool's streams in a JetStream
@@ -287,15 +276,6 @@ type call struct {
 	gone bool          // unregistered; owned by the Do goroutine
 	got  bool          // a delivery was sent on ch; guarded by Pool.mu
 	ch   chan delivery // receives at most one delivery (buffer 1)
-}
-
-// seqOrZero returns c's publication sequence, 0 for a nil c or one not
-// published yet.
-func (c *call) seqOrZero() uint64 {
-	if c == nil {
-		return 0
-	}
-	return c.seq.Load()
 }
 
 type delivery struct {
@@ -864,21 +844,14 @@ func (p *Pool) onOutcome(m njs.Msg) {
 	}
 	p.mu.Lock()
 	c := p.waiting[o.Key]
-	if seq := c.seqOrZero(); c != nil && o.Seq != 0 && seq != 0 && o.Seq != seq {
-		// The outcome of another publication of this key (an earlier
-		// one: the key was handed out again after a restart, or the
-		// task ID used again), not of the one this Do waits for.
-		c = nil
-		if !p.settled.has(pubID(o.Key, o.Seq)) {
-			p.settled.add(pubID(o.Key, o.Seq))
-		}
-		p.counts.duplicates.Add(1)
-		p.mu.Unlock()
-		p.duplicate(o)
-		_ = m.Ack()
-		return
+	// The outcome of another publication of this key (an earlier one: the
+	// key was handed out again after a restart, or the task ID used
+	// again), not of the one this Do waits for.
+	stale := c != nil && o.Seq != 0 && c.seq.Load() != 0 && o.Seq != c.seq.Load()
+	if stale {
+		p.settled.add(pubID(o.Key, o.Seq))
 	}
-	if c == nil && p.settled.has(pubID(o.Key, o.Seq)) {
+	if stale || (c == nil && p.settled.has(pubID(o.Key, o.Seq))) || (c != nil && c.got) {
 		p.counts.duplicates.Add(1)
 		p.mu.Unlock()
 		p.duplicate(o)
@@ -886,13 +859,6 @@ func (p *Pool) onOutcome(m njs.Msg) {
 		return
 	}
 	if c != nil {
-		if c.got {
-			p.counts.duplicates.Add(1)
-			p.mu.Unlock()
-			p.duplicate(o)
-			_ = m.Ack()
-			return
-		}
 		c.got = true
 		c.ch <- delivery{o: o, msg: m}
 		p.mu.Unlock()
