@@ -15,6 +15,7 @@ import (
 	bjs "github.com/batonhq/baton/remote/jetstream"
 	"github.com/batonhq/baton/worker"
 	"github.com/batonhq/baton/worker/workertest"
+	"github.com/benbjohnson/clock"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 )
@@ -224,15 +225,23 @@ func TestStopRunningAttempt(t *testing.T) {
 		}
 	})
 	t.Run("Timeout", func(t *testing.T) {
-		s := newScheduler(t, coordinator.WithPool("remote", 2, pool))
+		// The coordinator's clock is a mock set to the wall clock, so its
+		// timeout cannot fire before a worker has taken the attempt,
+		// however slow this machine; the worker reads the same deadline
+		// on its real clock.
+		clk := clock.NewMock()
+		clk.Set(time.Now())
+		s := newScheduler(t, coordinator.WithPool("remote", 2, pool), coordinator.WithClock(clk))
 		tk := task("t", "block")
 		tk.Timeout = 300 * time.Millisecond
 		if err := s.Submit(tk); err != nil {
 			t.Fatalf("Submit = %v", err)
 		}
 		recv(t, started, "handler start")
-		// The handler's own deadline or the coordinator's stop: whichever
-		// comes first ends it.
+		// The attempt's timer is armed before Do is called, so the advance
+		// fires it. The handler's own deadline or the coordinator's stop:
+		// whichever comes first ends it.
+		clk.Add(tk.Timeout)
 		if err := recv(t, stopped, "handler stop"); !errors.Is(err, bjs.ErrStopped) && !errors.Is(err, worker.ErrTimeout) {
 			t.Fatalf("handler's cause = %v; want ErrStopped or ErrTimeout", err)
 		}
