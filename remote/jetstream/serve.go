@@ -207,6 +207,18 @@ func (s *server) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, s.cfg.concurrency)
+	// Listen for lease changes before the first lookup of the consumer: a
+	// NewPool that changes the lease between the two is then either seen
+	// by the lookup or heard by extendLeases.
+	changed := make(chan *nats.Msg, 1)
+	sub, err := s.nc.ChanSubscribe(configSubject(s.pool), changed)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	fctx, done := context.WithTimeout(ctx, publishTimeout)
+	_ = s.nc.FlushWithContext(fctx) // the server has the subscription (unless disconnected: then the lookup waits)
+	done()
 	leasing := false
 	for {
 		cons, err := s.consumer(ctx)
@@ -216,7 +228,7 @@ func (s *server) run(ctx context.Context) error {
 		s.lease.Store(int64(cons.CachedInfo().Config.AckWait))
 		if !leasing {
 			leasing = true
-			wg.Go(func() { s.extendLeases(ctx) })
+			wg.Go(func() { s.extendLeases(ctx, changed) })
 		}
 		it, err := cons.Messages(njs.PullMaxMessages(s.cfg.concurrency), njs.WithMessagesErrOnMissingHeartbeat(false))
 		if err != nil {
@@ -316,13 +328,10 @@ const leaseCheck = 10 * time.Second
 // extendLeases tells JetStream, every third of the lease, that the
 // attempts running here are still in progress (one timer for all of them,
 // rather than one per attempt), until ctx ends. It follows changes of the
-// lease: NewPool announces one on the pool's config subject, and every
-// leaseCheck it reads the consumer's AckWait anyway.
-func (s *server) extendLeases(ctx context.Context) {
-	changed := make(chan *nats.Msg, 1)
-	if sub, err := s.nc.ChanSubscribe(configSubject(s.pool), changed); err == nil {
-		defer func() { _ = sub.Unsubscribe() }()
-	}
+// lease: NewPool announces one on the pool's config subject (changed
+// receives them), and every leaseCheck it reads the consumer's AckWait
+// anyway.
+func (s *server) extendLeases(ctx context.Context, changed <-chan *nats.Msg) {
 	lease := time.Duration(s.lease.Load())
 	t := time.NewTicker(max(lease/3, time.Millisecond)) // a consumer made elsewhere may have any AckWait
 	defer t.Stop()
