@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -567,8 +568,104 @@ func TestLeaseExtendedWhileHandlerRuns(t *testing.T) {
 	}
 }
 
+// Attempts waiting for one of a busy Serve's handler slots are not held
+// by it: a Serve takes no more than it can start, so none sits in a buffer
+// while its lease runs out (it used to be delivered again and run twice,
+// on the same healthy worker).
+func TestBusyServeHoldsNoAttemptItCannotStart(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	const lease = 300 * time.Millisecond
+	pool := newPool(t, nc, "busy", bjs.WithLease(lease))
+	var mu sync.Mutex
+	runs := map[string][]int{} // deliveries by task
+	serve(t, nc, "busy", map[string]bjs.Handler{"work": func(ctx context.Context, d []byte) ([]byte, error) {
+		a, _ := bjs.AttemptOf(ctx)
+		mu.Lock()
+		runs[a.Task] = append(runs[a.Task], a.Delivery)
+		mu.Unlock()
+		select {
+		case <-time.After(3 * lease): // the work, uneven: the first is the longest
+			if a.Task != "t0" {
+				break
+			}
+			<-time.After(3 * lease)
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		return d, nil
+	}}, bjs.WithConcurrency(2), bjs.WithWorkerName("A"))
+	s := newScheduler(t, coordinator.WithPool("remote", 8, pool))
+	var tasks []coordinator.Task
+	for i := range 5 {
+		tasks = append(tasks, task(fmt.Sprint("t", i), "work"))
+	}
+	if err := s.Submit(tasks...); err != nil {
+		t.Fatalf("Submit = %v", err)
+	}
+	wait(t, s)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tk := range tasks {
+		result(t, s, tk.ID)
+		if d := runs[tk.ID]; len(d) != 1 || d[0] != 1 {
+			t.Errorf("%s ran with deliveries %v; want once, first delivery", tk.ID, d)
+		}
+	}
+	if st := pool.Stats(); st.Redelivered != 0 || st.Duplicates != 0 {
+		t.Errorf("Stats() = %+v; want no redelivery", st)
+	}
+}
+
+// A stopping Serve keeps extending the leases of the handlers it waits
+// for: one that takes several leases to wind down keeps its attempt, and
+// its success is the outcome (it used to be delivered to another worker
+// and run again).
+func TestStoppingServeKeepsLeasesOfWindingDownHandlers(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	const lease = 300 * time.Millisecond
+	pool := newPool(t, nc, "wind", bjs.WithLease(lease))
+	started := make(chan struct{}, 1)
+	var runs atomic.Int32
+	ctxA, stopA := context.WithCancel(context.Background())
+	servedA := make(chan error, 1)
+	go func() {
+		servedA <- bjs.Serve(ctxA, nc, "wind", map[string]bjs.Handler{"slow": func(ctx context.Context, d []byte) ([]byte, error) {
+			runs.Add(1)
+			started <- struct{}{}
+			<-ctx.Done()
+			<-time.After(3 * lease) // the clean-up, after which it succeeds anyway
+			return d, nil
+		}}, bjs.WithWorkerName("A"))
+	}()
+	done := make(chan error, 1)
+	go func() {
+		done <- pool.Do(context.Background(), worker.Job{ID: "x", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "slow"}})
+	}()
+	recv(t, started, "the handler's start")
+	// B, where a redelivery would go.
+	serve(t, nc, "wind", map[string]bjs.Handler{"slow": func(ctx context.Context, d []byte) ([]byte, error) {
+		runs.Add(1)
+		return d, nil
+	}}, bjs.WithWorkerName("B"))
+	stopA()
+	if err := recv(t, done, "Do's return"); err != nil {
+		t.Fatalf("Do = %v; want nil", err)
+	}
+	if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Serve = %v; want context.Canceled", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the attempt ran %d times; want 1", n)
+	}
+	if st := pool.Stats(); st.Redelivered != 0 || st.Duplicates != 0 {
+		t.Errorf("Stats() = %+v; want no redelivery", st)
+	}
+}
+
 // A Serve that shuts down hands back the attempts it was running (and any
-// it had prefetched): another worker runs them at once, not a lease later.
+// it had fetched): another worker runs them at once, not a lease later.
 func TestServeShutdownHandsBackAttempts(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	nc := connect(t, srv.ClientURL())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,8 +73,9 @@ func WithWorkerName(name string) ServeOption {
 }
 
 // WithConcurrency sets how many handlers Serve runs at once (default
-// runtime.GOMAXPROCS(0)). Serve takes no more attempts from the stream
-// than it can start soon: at most n beyond those running.
+// runtime.GOMAXPROCS(0)). Serve asks the stream for no more attempts than
+// it has free handlers: no attempt waits here for a handler while its
+// lease runs out, and a busy Serve leaves the queued attempts to others.
 func WithConcurrency(n int) ServeOption {
 	return func(c *serveConfig) error {
 		if n < 1 {
@@ -106,9 +108,9 @@ type server struct {
 
 	lease atomic.Int64 // the work consumer's AckWait as last read (ns): extendLeases paces itself by it
 
-	mu        sync.Mutex          // guards the fields below
-	running   map[string]*running // by attempt key
-	cancelled *keyRing            // publications cancelled before they ran here (pubID), with when for seq 0
+	mu        sync.Mutex            // guards the fields below
+	running   map[string][]*running // by attempt key: more than one when a lease lapsed (a stalled process) and the attempt came again
+	cancelled *keyRing              // publications cancelled before they ran here (pubID), with when for seq 0
 }
 
 // running is an attempt whose handler runs on this worker.
@@ -121,7 +123,7 @@ type running struct {
 // Serve runs attempts of the pool called pool on this machine until ctx
 // ends: it takes them from the pool's work-queue stream, runs the handler
 // registered for their Payload.Kind, extends their lease while the handler
-// runs, publishes the outcome (result, error text or panic and stack) and
+// runs (after ctx has ended too, until the handler returns), publishes the outcome (result, error text or panic and stack) and
 // only then acknowledges the attempt. An attempt whose kind has no handler
 // fails with ErrUnknownKind.
 //
@@ -167,7 +169,7 @@ func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]
 		return err
 	}
 	s := &server{nc: nc, js: js, pool: pool, handlers: hs, cfg: cfg,
-		running: make(map[string]*running), cancelled: newKeyRing(4096)}
+		running: make(map[string][]*running), cancelled: newKeyRing(4096)}
 	sub, err := nc.Subscribe(cancelSubject(pool), s.onCancel)
 	if err != nil {
 		return err
@@ -186,8 +188,14 @@ func (s *server) onCancel(m *nats.Msg) {
 	key, seq := parseCancel(m.Data)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.running[key]; r != nil && (seq == 0 || r.seq == seq) {
-		r.cancel(ErrStopped)
+	stopped := false
+	for _, r := range s.running[key] {
+		if seq == 0 || r.seq == seq {
+			r.cancel(ErrStopped)
+			stopped = true
+		}
+	}
+	if stopped {
 		return
 	}
 	s.cancelled.addAt(pubID(key, seq), time.Now())
@@ -204,9 +212,6 @@ func (s *server) wasCancelled(key string, seq uint64, stored time.Time) bool {
 }
 
 func (s *server) run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, s.cfg.concurrency)
 	// Listen for lease changes before the first lookup of the consumer: a
 	// NewPool that changes the lease between the two is then either seen
 	// by the lookup or heard by extendLeases.
@@ -219,68 +224,190 @@ func (s *server) run(ctx context.Context) error {
 	fctx, done := context.WithTimeout(ctx, publishTimeout)
 	_ = s.nc.FlushWithContext(fctx) // the server has the subscription (unless disconnected: then the lookup waits)
 	done()
-	leasing := false
-	for {
-		cons, err := s.consumer(ctx)
-		if err != nil {
-			return err
-		}
-		s.lease.Store(int64(cons.CachedInfo().Config.AckWait))
-		if !leasing {
-			leasing = true
-			wg.Go(func() { s.extendLeases(ctx, changed) })
-		}
-		it, err := cons.Messages(njs.PullMaxMessages(s.cfg.concurrency), njs.WithMessagesErrOnMissingHeartbeat(false))
-		if err != nil {
-			s.warn(ctx, "jetstream: Serve: pull attempts", err)
-			if !s.pause(ctx, time.Second) {
-				return ctx.Err()
-			}
-			continue
-		}
+	cons, err := s.consumer(ctx)
+	if err != nil {
+		return err
+	}
+	s.lease.Store(int64(cons.CachedInfo().Config.AckWait))
+
+	// Leases are extended until the last handler has returned, after ctx
+	// has ended too: a handler winding down must not lose its attempt.
+	var handlers, leasing sync.WaitGroup
+	lctx, stopLeasing := context.WithCancel(context.WithoutCancel(ctx))
+	leasing.Go(func() { s.extendLeases(lctx, changed) })
+	defer func() {
+		handlers.Wait()
+		stopLeasing()
+		leasing.Wait()
+	}()
+
+	p := &puller{s: s, ctx: ctx, slots: make(chan struct{}, s.cfg.concurrency),
+		pulls: make(chan struct{}, maxPulls), faults: make(chan error, 1)}
+	p.renew()
+	up := s.nc.StatusChanged(nats.CONNECTED)
+	defer s.nc.RemoveStatusListener(up)
+	var watching sync.WaitGroup
+	watching.Go(func() {
 		for {
 			select {
-			case slots <- struct{}{}:
+			case _, ok := <-up: // the pulls waiting on the old connection are gone
+				if !ok {
+					return // the connection is closed
+				}
+				p.renew()
 			case <-ctx.Done():
+				return
 			}
+		}
+	})
+	defer watching.Wait()
+	defer p.fetching.Wait() // before handlers.Wait: a fetch may still start handlers
+	for {
+		select {
+		case p.pulls <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		k := p.reserve()
+		if k == 0 {
+			<-p.pulls
+			return ctx.Err()
+		}
+		select {
+		case err := <-p.faults:
+			// The consumer is gone (deleted, stream recreated) or JetStream
+			// refused the pull: look the consumer up again.
+			s.warn(ctx, "jetstream: Serve: pull attempts", err)
+			p.release(k)
+			<-p.pulls
+			if !s.pause(ctx, 100*time.Millisecond) {
+				return ctx.Err()
+			}
+			if cons, err = s.consumer(ctx); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		gen := p.generation()
+		wctx, cancel := context.WithTimeout(gen, pullWait)
+		batch, err := cons.Fetch(k, njs.FetchContext(wctx))
+		if err != nil {
+			cancel()
+			p.release(k)
+			<-p.pulls
 			if ctx.Err() != nil {
-				break
+				return ctx.Err()
 			}
-			m, err := it.Next(njs.NextContext(ctx))
-			if err != nil {
-				<-slots
-				if ctx.Err() == nil && !errors.Is(err, njs.ErrMsgIteratorClosed) {
-					s.warn(ctx, "jetstream: Serve: next attempt", err)
-				}
-				break
-			}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				s.handle(ctx, m)
-			})
+			p.fault(err)
+			continue
 		}
-		if ctx.Err() != nil {
-			// Hand back what the iterator prefetched, rather than let it
-			// wait a lease to be delivered again. The drain is bounded:
-			// after a server restart it may not complete.
-			it.Drain()
-			for {
-				m, err := it.Next(njs.NextMaxWait(drainWait))
-				if err != nil {
-					break
+		p.fetching.Go(func() {
+			defer func() { <-p.pulls }()
+			defer cancel()
+			got := 0
+			for m := range batch.Messages() {
+				got++
+				if ctx.Err() != nil {
+					_ = m.Nak() // stopping: hand it back at once rather than after a lease
+					p.release(1)
+					continue
 				}
-				_ = m.Nak()
+				handlers.Go(func() {
+					var once sync.Once
+					free := func() { once.Do(func() { p.release(1) }) }
+					defer free()
+					s.handle(ctx, m, free)
+				})
 			}
-			it.Stop()
-			return ctx.Err()
-		}
-		it.Stop()
-		// The iterator failed (consumer deleted, stream recreated):
-		// look the consumer up again.
-		if !s.pause(ctx, 100*time.Millisecond) {
-			return ctx.Err()
+			p.release(k - got)
+			if err := batch.Error(); err != nil && gen.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				p.fault(err)
+			}
+		})
+	}
+}
+
+// pullWait is how long one pull request waits at the server for attempts.
+const pullWait = 5 * time.Second
+
+// maxPulls bounds the pull requests a Serve has waiting at once. Slots
+// freed while that many wait go into the next pull, asked for once one
+// ends: a pull per freed slot would leave the server a waiting request
+// per slot (hundreds, with a large WithConcurrency) and cost a round trip
+// per attempt.
+const maxPulls = 2
+
+// puller takes attempts from the work consumer for one Serve, never more
+// than it has free handler slots for: every attempt it holds is running
+// (so extendLeases extends it) or about to be. An attempt prefetched into
+// a buffer while every slot was busy would lose its lease and be
+// delivered again, here or elsewhere, while its first copy ran.
+type puller struct {
+	s        *server
+	ctx      context.Context // Serve's
+	slots    chan struct{}   // a token per attempt requested or running
+	pulls    chan struct{}   // a token per pull request waiting (maxPulls)
+	faults   chan error      // a pull that failed for another reason than its wait (capacity 1)
+	fetching sync.WaitGroup  // the goroutines reading a pull's attempts
+
+	mu  sync.Mutex         // guards gen and end
+	gen context.Context    // ends when the connection comes back: pulls waiting on the old one are gone
+	end context.CancelFunc // ends gen
+}
+
+// reserve blocks until at least one slot is free and takes every free
+// slot: the attempts the next pull asks for. It returns 0 once Serve's
+// ctx has ended.
+func (p *puller) reserve() int {
+	select {
+	case p.slots <- struct{}{}:
+	case <-p.ctx.Done():
+		return 0
+	}
+	k := 1
+	for k < cap(p.slots) {
+		select {
+		case p.slots <- struct{}{}:
+			k++
+		default:
+			return k
 		}
 	}
+	return k
+}
+
+// release gives back n slots.
+func (p *puller) release(n int) {
+	for range n {
+		<-p.slots
+	}
+}
+
+// fault records a failed pull for the loop, which looks the consumer up
+// again.
+func (p *puller) fault(err error) {
+	select {
+	case p.faults <- err:
+	default:
+	}
+}
+
+// renew ends the pulls made on the connection before and starts a new
+// generation.
+func (p *puller) renew() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.end != nil {
+		p.end()
+	}
+	p.gen, p.end = context.WithCancel(p.ctx)
+}
+
+func (p *puller) generation() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
 }
 
 // consumer finds the pool's work consumer, waiting for a NewPool to create
@@ -314,10 +441,6 @@ func (s *server) consumer(ctx context.Context) (njs.Consumer, error) {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
-
-// drainWait bounds the wait for each prefetched attempt Serve hands back
-// when it stops.
-const drainWait = 500 * time.Millisecond
 
 // leaseCheck is how often extendLeases reads the work consumer's AckWait
 // again, besides when a NewPool announces a change (leaseChanged): a
@@ -361,8 +484,10 @@ func (s *server) extendLeases(ctx context.Context, changed <-chan *nats.Msg) {
 		}
 		msgs = msgs[:0]
 		s.mu.Lock()
-		for _, r := range s.running {
-			msgs = append(msgs, r.msg)
+		for _, rs := range s.running {
+			for _, r := range rs {
+				msgs = append(msgs, r.msg)
+			}
 		}
 		s.mu.Unlock()
 		for _, m := range msgs {
@@ -389,7 +514,10 @@ func (s *server) warn(ctx context.Context, msg string, err error) {
 
 // handle runs one attempt message to its end: outcome published, then
 // acknowledged; or handed back (Nak) when this worker is shutting down.
-func (s *server) handle(ctx context.Context, m njs.Msg) {
+// It calls free once the handler's slot is free, before the outcome is
+// published: the next pull then overlaps that publish, so that the next
+// attempt does not wait for it.
+func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	h := m.Headers()
 	key, kind := h.Get(nats.MsgIdHdr), h.Get(hdrKind)
 	instance, id, ok := parseKey(key)
@@ -417,16 +545,23 @@ func (s *server) handle(ctx context.Context, m njs.Msg) {
 	s.mu.Lock()
 	if s.wasCancelled(key, seq, stored) {
 		s.mu.Unlock()
-		_ = m.Term() // cancelled before it ran: nobody waits for it
+		// Cancelled before it ran: say so, so that a Do waiting for the
+		// stop hears it now rather than after WithStopWait.
+		o.Status = statusCancelled
+		free()
+		s.settle(ctx, m, instance, o)
 		return
 	}
 	r := &running{cancel: cancel, msg: m, seq: seq} // extendLeases sends InProgress for it until it is gone
-	s.running[key] = r                              // a second delivery of the attempt to this worker replaces the first here
+	s.running[key] = append(s.running[key], r)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		if s.running[key] == r {
+		rs := slices.DeleteFunc(s.running[key], func(x *running) bool { return x == r })
+		if len(rs) == 0 {
 			delete(s.running, key)
+		} else {
+			s.running[key] = rs
 		}
 		s.mu.Unlock()
 	}()
@@ -437,6 +572,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg) {
 	} else {
 		s.call(hctx, handler, m.Data(), &o)
 	}
+	free()
 	if o.Status != statusOK && ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
 		// This worker is shutting down: hand the attempt back at once.
 		_ = m.Nak()
@@ -449,6 +585,11 @@ func (s *server) handle(ctx context.Context, m njs.Msg) {
 	case errors.Is(cause, worker.ErrTimeout):
 		o.Code = codeTimeout
 	}
+	s.settle(ctx, m, instance, o)
+}
+
+// settle publishes the outcome of the attempt m, then acknowledges m.
+func (s *server) settle(ctx context.Context, m njs.Msg, instance string, o outcome) {
 	fit(&o, int(s.nc.MaxPayload())-payloadHeadroom)
 	if err := s.report(ctx, instance, o, time.Duration(s.lease.Load())); err != nil {
 		// Not acknowledged: the attempt is delivered again after its
