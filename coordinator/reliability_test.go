@@ -420,3 +420,69 @@ func TestShutdownWithPlannedRevocation(t *testing.T) {
 		}
 	})
 }
+
+// A task, or a custom worker, that calls runtime.Goexit (testing.T's
+// FailNow does) fails its attempt like a panic, with worker.ErrGoexit and
+// the stack; its retry runs, the pool goes on with every worker and
+// Shutdown returns (the worker goroutine used to vanish: the task stayed
+// Running, Wait and Shutdown never returned).
+func TestGoexitInATaskFailsItsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tries atomic.Int32
+		exitOnce := func(context.Context) error {
+			if tries.Add(1) == 1 {
+				runtime.Goexit()
+			}
+			return nil
+		}
+		exit := func(context.Context) error { runtime.Goexit(); return nil }
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithPool("p", 1, goexitWorker{}))
+		var tasks []coordinator.Task
+		tasks = append(tasks,
+			coordinator.Task{ID: "retried", Run: exitOnce, Retry: coordinator.RetryPolicy{MaxAttempts: 2}},
+			coordinator.Task{ID: "plain", Run: exit},
+			coordinator.Task{ID: "timed", Run: exit, Timeout: time.Second},
+			coordinator.Task{ID: "below", Run: ok, Deps: []string{"plain"}},
+			coordinator.Task{ID: "worker", Pool: "p", Payload: 1},
+			coordinator.Task{ID: "worker-timed", Pool: "p", Payload: 1, Timeout: time.Second})
+		for i := range 20 { // the pool's one worker runs these after the exits
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("after-", i), Run: ok}, coordinator.Task{ID: fmt.Sprint("p-after-", i), Pool: "p", Payload: 0})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"plain", "timed", "worker", "worker-timed"} {
+			info, _ := s.Info(id)
+			var pe *worker.PanicError
+			if info.Status != coordinator.Failed || !errors.Is(info.Err, worker.ErrGoexit) || !errors.As(info.Err, &pe) ||
+				!strings.Contains(string(pe.Stack), "reliability_test.go") {
+				t.Errorf("Info(%s) = %v, %v; want Failed with ErrGoexit in a *PanicError with the task's stack", id, info.Status, info.Err)
+			}
+		}
+		if info, _ := s.Info("retried"); info.Status != coordinator.Succeeded || info.Attempts != 2 {
+			t.Errorf("Info(retried) = %v after %d attempts; want Succeeded on its retry", info.Status, info.Attempts)
+		}
+		if st := status(t, s, "below"); st != coordinator.Skipped {
+			t.Errorf("below = %v; want Skipped", st)
+		}
+		for i := range 20 {
+			for _, id := range []string{fmt.Sprint("after-", i), fmt.Sprint("p-after-", i)} {
+				if st := status(t, s, id); st != coordinator.Succeeded {
+					t.Errorf("%s = %v; want Succeeded", id, st)
+				}
+			}
+		}
+	})
+}
+
+// goexitWorker calls runtime.Goexit for a Payload of 1 and succeeds
+// otherwise.
+type goexitWorker struct{}
+
+func (goexitWorker) Do(_ context.Context, j worker.Job) error {
+	if j.Payload == 1 {
+		runtime.Goexit()
+	}
+	return nil
+}

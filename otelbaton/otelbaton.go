@@ -359,7 +359,10 @@ func (p *pool) Do(ctx context.Context, j worker.Job) (err error) {
 		switch {
 		case panicking:
 			oc = panicked
-			pv = recover()
+			if pv = recover(); pv == nil {
+				pv = worker.ErrGoexit // runtime.Goexit, not a panic: let it go on
+				break
+			}
 			defer panic(pv) // the scheduler's own recovery reports the attempt failed, with the stack
 		case err != nil:
 			oc = outcomeOf(ctx, err)

@@ -3,6 +3,7 @@ package otelbaton_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ func TestOutcomes(t *testing.T) {
 	running, runningNil := make(chan struct{}), make(chan struct{})
 	err = s.Submit(
 		coordinator.Task{ID: "boom", Run: func(context.Context) error { panic("boom") }},
+		// runtime.Goexit (t.FailNow in a task) is recorded as a panic,
+		// and the scheduler's recovery still sees a Goexit.
+		coordinator.Task{ID: "exit", Run: func(context.Context) error { runtime.Goexit(); return nil }},
 		coordinator.Task{ID: "late", Timeout: time.Millisecond, Run: func(ctx context.Context) error {
 			<-ctx.Done()
 			return ctx.Err()
@@ -68,7 +72,7 @@ func TestOutcomes(t *testing.T) {
 	}
 	r := &rig{reader: reader}
 	check(t, metrics(t, r), map[string]float64{
-		"baton.attempt.finished{baton.attempt.outcome=panic,baton.pool=}":       1,
+		"baton.attempt.finished{baton.attempt.outcome=panic,baton.pool=}":       2,
 		"baton.attempt.finished{baton.attempt.outcome=timeout,baton.pool=}":     2,
 		"baton.attempt.finished{baton.attempt.outcome=cancelled,baton.pool=io}": 1,
 		"baton.attempt.finished{baton.attempt.outcome=cancelled,baton.pool=}":   1,
@@ -84,6 +88,9 @@ func TestOutcomes(t *testing.T) {
 	var pe *worker.PanicError
 	if info, _ := s.Info("boom"); !errors.As(info.Err, &pe) || !strings.Contains(string(pe.Stack), "TestOutcomes") {
 		t.Errorf("Info(boom).Err = %v; want a *worker.PanicError with the task's stack", info.Err)
+	}
+	if info, _ := s.Info("exit"); !errors.Is(info.Err, worker.ErrGoexit) {
+		t.Errorf("Info(exit).Err = %v; want worker.ErrGoexit", info.Err)
 	}
 	exception := false
 	for _, sp := range spans.Ended() {

@@ -1,8 +1,8 @@
 // Package worker is what a custom worker type needs: the Worker interface
 // a pool's goroutines call for every attempt, Validator to refuse bad
 // tasks at Submit, Func (the default worker, which calls the task's own
-// function), and the errors an attempt can end with (PanicError,
-// ErrTimeout). Package workertest checks a Worker against what the
+// function), and the errors an attempt can end with (PanicError, with
+// ErrGoexit for a runtime.Goexit, and ErrTimeout). Package workertest checks a Worker against what the
 // scheduler relies on.
 //
 // A worker never decides what runs next: the coordinator owns all
@@ -70,6 +70,13 @@ var ErrNilRun = errors.New("worker: task has no Run function")
 // ErrTimeout is the error of an attempt that did not end before its timeout.
 // The attempt's context is cancelled with it as the cause.
 var ErrTimeout = errors.New("worker: attempt timed out")
+
+// ErrGoexit is the panic value (PanicError.Value) of an attempt whose
+// function, or Worker, called runtime.Goexit: testing.T's FailNow, Fatal
+// and SkipNow do, from a task of a test. The attempt failed like one that
+// panicked, with the stack it was called from; the pool goes on with
+// another goroutine.
+var ErrGoexit = errors.New("worker: attempt called runtime.Goexit")
 
 // Func is the default worker: it calls the job's Run function.
 type Func struct{}

@@ -213,6 +213,10 @@ type Env struct {
 	Grace    time.Duration       // how long a timed-out function may take to return before it is abandoned
 	Armed    func(due time.Time) // nil, or told each time a timeout or grace timer is armed (WithTimerArmed)
 	Owner    any                 // what Context.Attempt reports: the scheduler the lanes serve
+	// Go starts a supervised goroutine (the scheduler's errgroup): Run
+	// hands its lane to a new one when a task ends the worker goroutine
+	// with runtime.Goexit. Nil: the lane stops there (tests).
+	Go func(func() error)
 }
 
 // Lane is one worker's ring of items. The coordinator owns the slots it
@@ -403,14 +407,36 @@ func (l *Lane) SetMark(m uint32) { l.mark.Store(m) }
 // Run is the worker goroutine: it waits for a wake, runs what is
 // published, reports and waits again, until ctx ends. A task's failure is
 // an outcome in its item, never an error of Run, which returns nil.
-func (l *Lane) Run(ctx context.Context, env *Env) error {
+func (l *Lane) Run(ctx context.Context, env *Env) error { return l.run(ctx, env, false) }
+
+// run is Run, draining first when it takes over from a goroutine that a
+// task ended with runtime.Goexit.
+func (l *Lane) run(ctx context.Context, env *Env, drain bool) error {
+	returned := false
+	defer func() {
+		if !returned && env.Go != nil {
+			// A task called runtime.Goexit (t.FailNow, say) on this
+			// goroutine, or a deferred call of its panicked during one
+			// and was recovered (Goexit goes on then): its attempt has
+			// failed (runTo) and the goroutine ends; another goes on with
+			// the lane. (Task panics are recovered in runTo: nothing else
+			// leaves this function early.)
+			env.Go(func() error { return l.run(ctx, env, true) })
+		}
+	}()
+	if drain && !l.Drain(ctx, env) {
+		returned = true
+		return nil
+	}
 	for {
 		select {
 		case <-l.wake:
 		case <-ctx.Done():
+			returned = true
 			return nil
 		}
 		if !l.Drain(ctx, env) {
+			returned = true
 			return nil
 		}
 	}
@@ -444,16 +470,26 @@ func (l *Lane) Drain(ctx context.Context, env *Env) bool {
 
 // runTo runs the items before sequence n. A panic in a task's function
 // ends the call: the item records it and the caller goes on from the next.
+// A runtime.Goexit is recorded the same way (worker.ErrGoexit), and then
+// ends the goroutine, which Run replaces.
 func (l *Lane) runTo(n uint32) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			l.finish(&worker.PanicError{Value: r, Stack: debug.Stack()})
+		} else if !returned {
+			l.finish(goexitError())
 		}
 	}()
 	for l.next != n {
 		l.runOne()
 	}
+	returned = true
 }
+
+// goexitError is the error of an attempt whose function called
+// runtime.Goexit, with the stack it was called from.
+func goexitError() error { return &worker.PanicError{Value: worker.ErrGoexit, Stack: debug.Stack()} }
 
 // Step runs the next published item, as the worker would, and reports
 // false if there is none. Tests use it to interleave coordinator decisions
@@ -610,7 +646,14 @@ func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 	id := det.add(spec.ID)
 	go func() {
 		defer det.done(id)
+		returned := false
+		defer func() {
+			if !returned { // call recovers panics: this is runtime.Goexit
+				res <- goexitError()
+			}
+		}()
 		res <- call(ctx, w, job)
+		returned = true
 	}()
 	select {
 	case err := <-res:
