@@ -150,10 +150,17 @@
 // seconds: workers that keep running while a coordinator restarts with
 // another lease follow it.
 //
+// No prefetch. Serve asks the stream for no more attempts than it has free
+// handlers (WithConcurrency), so no attempt waits in a worker's buffer
+// while its lease runs out, and a busy worker leaves queued attempts to
+// idle ones (uneven durations spread over the workers). The price is a
+// pull round trip when a handler frees up while no pull is waiting.
+//
 // Serve's shutdown. When Serve's context ends, running handlers have their
-// context cancelled; an attempt that then fails is handed back to the
-// stream at once (Nak), to run elsewhere as the same attempt; one that
-// succeeded anyway is reported.
+// context cancelled, and their leases are still extended until they
+// return; an attempt that then fails is handed back to the stream at once
+// (Nak), to run elsewhere as the same attempt; one that succeeded anyway
+// is reported.
 //
 // # Limits
 //
