@@ -486,3 +486,34 @@ func (goexitWorker) Do(_ context.Context, j worker.Job) error {
 	}
 	return nil
 }
+
+// A RetryIf that calls runtime.Goexit or panics says "no retry": the task
+// fails with its own error (a Goexit there used to leave the attempt half
+// recorded, and the coordinator panicked on it).
+func TestRetryIfThatExitsOrPanicsSaysNo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		boom := errors.New("boom")
+		fail := func(context.Context) error { return boom }
+		var tasks []coordinator.Task
+		for i, f := range []func(error) bool{
+			func(error) bool { runtime.Goexit(); return true },
+			func(error) bool { panic("retry bug") },
+		} {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("t", i), Run: fail, Retry: coordinator.RetryPolicy{MaxAttempts: 3, RetryIf: f}})
+		}
+		tasks = append(tasks, coordinator.Task{ID: "after", Run: ok})
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"t0", "t1"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Failed || !errors.Is(info.Err, boom) || info.Attempts != 1 {
+				t.Errorf("Info(%s) = %v, %v after %d attempts; want Failed with boom after 1", id, info.Status, info.Err, info.Attempts)
+			}
+		}
+		if st := status(t, s, "after"); st != coordinator.Succeeded {
+			t.Errorf("after = %v; want Succeeded", st)
+		}
+	})
+}

@@ -126,7 +126,7 @@ type RetryPolicy struct {
 	BaseDelay   time.Duration    // wait after the first failure; doubles after each further failure
 	MaxDelay    time.Duration    // cap on one wait (0: no cap)
 	Jitter      float64          // 0..1: a wait of d is drawn uniformly from [d*(1-Jitter), d]
-	RetryIf     func(error) bool // nil: every error is retried
+	RetryIf     func(error) bool // nil: every error is retried; called on the worker's side, a RetryIf that panics or calls runtime.Goexit says no
 }
 
 // Delay is the wait before the next attempt after the given number of

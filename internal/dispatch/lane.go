@@ -709,11 +709,20 @@ func call(ctx context.Context, w worker.Worker, j worker.Job) (err error) {
 	return w.Do(ctx, j)
 }
 
-func retryable(retryIf func(error) bool, err error) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
+// retryable asks a task's RetryIf whether err is worth a retry. A RetryIf
+// that panics or calls runtime.Goexit says no. It runs on a goroutine of
+// its own: a Goexit in the middle of finish would end the worker's
+// goroutine with the attempt half recorded. (Only failed attempts of tasks
+// with a RetryIf pay for it.)
+func retryable(retryIf func(error) bool, err error) bool {
+	answer := make(chan bool, 1)
+	go func() {
+		ok := false
+		defer func() {
+			_ = recover()
+			answer <- ok
+		}()
+		ok = retryIf(err)
 	}()
-	return retryIf(err)
+	return <-answer
 }

@@ -154,7 +154,12 @@
 // handlers (WithConcurrency), so no attempt waits in a worker's buffer
 // while its lease runs out, and a busy worker leaves queued attempts to
 // idle ones (uneven durations spread over the workers). The price is a
-// pull round trip when a handler frees up while no pull is waiting.
+// pull round trip when a handler frees up while no pull is waiting. Pulls
+// wait at most half a second at the server, and a stopping Serve lets
+// them run out rather than cancel them: what they bring meanwhile is
+// handed back (after that half second, so that it goes to another
+// worker), where a cancelled pull would drop what was on its way, to come
+// back a lease later.
 //
 // Serve's shutdown. When Serve's context ends, running handlers have their
 // context cancelled, and their leases are still extended until they

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -661,6 +662,92 @@ func TestStoppingServeKeepsLeasesOfWindingDownHandlers(t *testing.T) {
 	}
 	if st := pool.Stats(); st.Redelivered != 0 || st.Duplicates != 0 {
 		t.Errorf("Stats() = %+v; want no redelivery", st)
+	}
+}
+
+// A Serve stopped while attempts stream in hands back everything its
+// pulls receive: another Serve runs each attempt within about a second,
+// none waits a lease (attempts in flight to a pull cancelled with the
+// Serve used to be dropped, and came back a lease later).
+func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
+	for _, offset := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint(offset), func(t *testing.T) {
+			srv := startServer(t, t.TempDir(), -1)
+			nc := connect(t, srv.ClientURL())
+			wc := connect(t, srv.ClientURL())
+			const lease = 10 * time.Second
+			pool := newPool(t, nc, "midstop", bjs.WithLease(lease))
+			ctxA, stopA := context.WithCancel(context.Background())
+			defer stopA()
+			servedA := make(chan error, 1)
+			firstA := make(chan struct{}, 1)
+			go func() {
+				servedA <- bjs.Serve(ctxA, wc, "midstop", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
+					select {
+					case firstA <- struct{}{}:
+					default:
+					}
+					<-ctx.Done()
+					return nil, context.Cause(ctx)
+				}}, bjs.WithConcurrency(256), bjs.WithWorkerName("A"))
+			}()
+			const n = 200
+			took := make(chan time.Duration, n)
+			do := func(i int) {
+				start := time.Now()
+				if err := pool.Do(context.Background(), worker.Job{ID: fmt.Sprint("t", i), Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "w"}}); err != nil {
+					t.Errorf("Do = %v", err)
+				}
+				took <- time.Since(start)
+			}
+			go do(0)
+			recv(t, firstA, "A's first handler")
+			for i := 1; i < n; i++ {
+				if i == n/2 {
+					time.AfterFunc(offset, stopA)
+				}
+				go do(i)
+				time.Sleep(100 * time.Microsecond) // a steady stream, so that some are on their way to A as it stops
+			}
+			if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Serve = %v; want context.Canceled", err)
+			}
+			serve(t, wc, "midstop", map[string]bjs.Handler{"w": echo}, bjs.WithConcurrency(8), bjs.WithWorkerName("B"))
+			slow := 0
+			for range n {
+				if d := recv(t, took, "Do's return"); d > lease/2 {
+					slow++
+				}
+			}
+			if slow > 0 {
+				t.Errorf("%d attempts waited about a lease after A stopped; want none", slow)
+			}
+		})
+	}
+}
+
+// A handler that calls runtime.Goexit fails its attempt like a panic, at
+// once (it used to leave no outcome: the attempt was delivered again each
+// lease until WithMaxDeliver).
+func TestHandlerGoexitIsAPanic(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "goexit")
+	serve(t, nc, "goexit", map[string]bjs.Handler{"exit": func(context.Context, []byte) ([]byte, error) {
+		runtime.Goexit()
+		return nil, nil
+	}}, bjs.WithWorkerName("w1"))
+	done := make(chan error, 1)
+	go func() {
+		done <- pool.Do(context.Background(), worker.Job{ID: "x", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "exit"}})
+	}()
+	err := recv(t, done, "Do's return")
+	var re *bjs.RemoteError
+	if !errors.As(err, &re) || !re.Panic || !strings.Contains(re.Message, "Goexit") {
+		t.Fatalf("Do = %v; want a RemoteError, a panic, naming Goexit", err)
+	}
+	if st := pool.Stats(); st.Redelivered != 0 {
+		t.Fatalf("Stats() = %+v; want no redelivery", st)
 	}
 }
 

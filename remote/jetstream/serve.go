@@ -121,22 +121,26 @@ type running struct {
 }
 
 // Serve runs attempts of the pool called pool on this machine until ctx
-// ends: it takes them from the pool's work-queue stream, runs the handler
-// registered for their Payload.Kind, extends their lease while the handler
-// runs (after ctx has ended too, until the handler returns), publishes the outcome (result, error text or panic and stack) and
-// only then acknowledges the attempt. An attempt whose kind has no handler
-// fails with ErrUnknownKind.
+// ends: it takes them from the pool's work-queue stream, never more than
+// it has free handlers (WithConcurrency), runs the handler registered for
+// their Payload.Kind, extends their lease while the handler runs (after
+// ctx has ended too, until the handler returns), publishes the outcome
+// (result, error text, or panic and stack; a handler that calls
+// runtime.Goexit counts as a panic) and only then acknowledges the
+// attempt. An attempt whose kind has no handler fails with ErrUnknownKind.
 //
 // Serve waits for the pool's streams if no NewPool created them yet, and
 // rides through connection losses and server restarts (nc must reconnect:
-// nats.MaxReconnects(-1)). When ctx ends it stops taking attempts, hands
-// back those it had fetched but not started, cancels the running
-// handlers' contexts and waits for them; an attempt whose
-// handler returned an error because of that is handed back to the stream
-// (another worker runs it: it was not the task's failure), one that
-// finished anyway is reported. Serve then returns ctx.Err(). It returns
-// early with an error for invalid arguments. Several Serve calls, in one
-// process or many, share the pool's attempts.
+// nats.MaxReconnects(-1)). When ctx ends it stops asking for attempts and
+// cancels the running handlers' contexts. Its pull requests still waiting
+// at the server end within half a second; attempts they bring meanwhile
+// are handed back, for another worker. It waits for the handlers: an
+// attempt whose handler returned an error because of the stop is handed
+// back to the stream (another worker runs it: it was not the task's
+// failure), one that finished anyway is reported. Serve then returns
+// ctx.Err(). It returns early with an error for invalid arguments, and
+// with the connection's error once nc is closed. Several Serve calls, in
+// one process or many, share the pool's attempts.
 func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]Handler, opts ...ServeOption) error {
 	if nc == nil {
 		return fmt.Errorf("%w: Serve: nil connection", ErrInvalidOption)
@@ -261,7 +265,13 @@ func (s *server) run(ctx context.Context) error {
 		}
 	})
 	defer watching.Wait()
-	defer p.fetching.Wait() // before handlers.Wait: a fetch may still start handlers
+	defer p.stop()
+	// Before handlers.Wait, as a pull may still start handlers. The pulls
+	// are not cancelled when ctx ends: attempts the server has sent would
+	// be dropped with the pull's subscription and wait a lease. Each ends
+	// by its expiry (pullWait) or once it got what it asked for, and hands
+	// back what it gets meanwhile.
+	defer p.fetching.Wait()
 	for {
 		select {
 		case p.pulls <- struct{}{}:
@@ -309,7 +319,10 @@ func (s *server) run(ctx context.Context) error {
 			for m := range batch.Messages() {
 				got++
 				if ctx.Err() != nil {
-					_ = m.Nak() // stopping: hand it back at once rather than after a lease
+					// Stopping: hand it back, after this Serve's pulls have
+					// expired, so that it goes to another worker rather
+					// than back into one of them.
+					_ = m.NakWithDelay(pullWait)
 					p.release(1)
 					continue
 				}
@@ -328,8 +341,10 @@ func (s *server) run(ctx context.Context) error {
 	}
 }
 
-// pullWait is how long one pull request waits at the server for attempts.
-const pullWait = 5 * time.Second
+// pullWait is how long one pull request waits at the server for attempts:
+// an idle Serve pulls again this often, and a stopping one waits up to
+// this long for its pulls to end.
+const pullWait = 500 * time.Millisecond
 
 // maxPulls bounds the pull requests a Serve has waiting at once. Slots
 // freed while that many wait go into the next pull, asked for once one
@@ -401,7 +416,14 @@ func (p *puller) renew() {
 	if p.end != nil {
 		p.end()
 	}
-	p.gen, p.end = context.WithCancel(p.ctx)
+	p.gen, p.end = context.WithCancel(context.WithoutCancel(p.ctx))
+}
+
+// stop ends the last generation (the pulls have all ended by then).
+func (p *puller) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.end()
 }
 
 func (p *puller) generation() context.Context {
@@ -566,12 +588,23 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		s.mu.Unlock()
 	}()
 
+	exited := true
+	defer func() {
+		if exited {
+			// The handler called runtime.Goexit: the attempt failed
+			// like a panic; report it (this goroutine ends after).
+			o.Status, o.Error, o.Stack = statusPanic, worker.ErrGoexit.Error(), string(debug.Stack())
+			free()
+			s.settle(ctx, m, instance, o)
+		}
+	}()
 	handler := s.handlers[kind]
 	if handler == nil {
 		o.Status, o.Code, o.Error = statusError, codeUnknownKind, fmt.Sprintf("no handler for kind %q on this worker", kind)
 	} else {
 		s.call(hctx, handler, m.Data(), &o)
 	}
+	exited = false
 	free()
 	if o.Status != statusOK && ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
 		// This worker is shutting down: hand the attempt back at once.
@@ -642,8 +675,13 @@ func (s *server) report(ctx context.Context, instance string, o outcome, lease t
 	defer done()
 	backoff := publishBackoffMin
 	for {
-		_, err := s.js.PublishMsg(pctx, m)
-		if err == nil || pctx.Err() != nil {
+		// Each try waits at most publishTimeout for its PubAck: one lost
+		// in a server restart must not hold the outcome back for the whole
+		// lease (the attempt would then run again).
+		tctx, tdone := context.WithTimeout(pctx, publishTimeout)
+		_, err := s.js.PublishMsg(tctx, m)
+		tdone()
+		if err == nil || pctx.Err() != nil || s.nc.IsClosed() {
 			return err
 		}
 		t := time.NewTimer(backoff)
