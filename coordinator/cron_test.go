@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -236,34 +237,45 @@ type everyMinute struct{}
 
 func (everyMinute) Next(t time.Time) time.Time { return t.Truncate(time.Minute).Add(time.Minute) }
 
-// A Schedule that panics ends its series; the scheduler goes on.
-type panicky struct{ after int }
+// A Schedule that panics, or calls runtime.Goexit, ends its series; the
+// scheduler goes on (a Goexit used to end the coordinator's goroutine).
+type panicky struct {
+	after int
+	exit  bool // runtime.Goexit rather than panic
+}
 
 func (p *panicky) Next(t time.Time) time.Time {
 	if p.after--; p.after < 0 {
+		if p.exit {
+			runtime.Goexit()
+		}
 		panic("broken schedule")
 	}
 	return t.Add(time.Second)
 }
 
 func TestPanickingScheduleEndsTheSeries(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newScheduler(t)
-		st := &starts{}
-		// Next is called once at Submit (to check there is a start), once for
-		// the first run, then once per run.
-		if err := s.Submit(coordinator.Task{ID: "p", Schedule: &panicky{after: 4}, Run: st.run}); err != nil {
-			t.Fatalf("Submit = %v", err)
-		}
-		settle(t, s)
-		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || len(st.times()) != 3 {
-			t.Fatalf("Info = %+v after %d runs; want succeeded after 3", info, len(st.times()))
-		}
-		if err := s.Submit(coordinator.Task{ID: "after", Run: ok}); err != nil {
-			t.Fatalf("Submit after = %v", err)
-		}
-		settle(t, s)
-	})
+	for _, exit := range []bool{false, true} {
+		t.Run(fmt.Sprint("exit=", exit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				st := &starts{}
+				// Next is called once at Submit (to check there is a start),
+				// once for the first run, then once per run.
+				if err := s.Submit(coordinator.Task{ID: "p", Schedule: &panicky{after: 4, exit: exit}, Run: st.run}); err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				settle(t, s)
+				if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || len(st.times()) != 3 {
+					t.Fatalf("Info = %+v after %d runs; want succeeded after 3", info, len(st.times()))
+				}
+				if err := s.Submit(coordinator.Task{ID: "after", Run: ok}); err != nil {
+					t.Fatalf("Submit after = %v", err)
+				}
+				settle(t, s)
+			})
+		})
+	}
 }
 
 // stalling advances a second at a time, then returns its argument: a

@@ -11,10 +11,10 @@ import (
 
 // Schedule gives the start times of a recurring task: Next returns the
 // first start strictly after t, or the zero time when there is none. A
-// robfig/cron/v3 cron.Schedule fits. Next is called on the coordinator's
-// goroutine: it must be quick and must not call the scheduler; a Next that
-// panics, or returns a time not after t, ends the series as if it had no
-// more starts.
+// robfig/cron/v3 cron.Schedule fits. The coordinator waits for Next: it
+// must be quick and must not call the scheduler; a Next that panics, calls
+// runtime.Goexit, or returns a time not after t, ends the series as if it
+// had no more starts.
 type Schedule interface {
 	Next(t time.Time) time.Time
 }
@@ -89,19 +89,25 @@ func parseCron(spec string) (sched Schedule, err error) {
 }
 
 // safeSchedule guards the coordinator against a user's Schedule that
-// panics: the panic ends the series, as a schedule with no more starts.
+// panics or calls runtime.Goexit: either ends the series, as a schedule
+// with no more starts. Next runs on a goroutine of its own, since a Goexit
+// would end the coordinator's (one per start of a series with a
+// Schedule: Every and Cron do not pay for it).
 type safeSchedule struct{ s Schedule }
 
-func (g safeSchedule) Next(t time.Time) (next time.Time) {
-	defer func() {
-		if recover() != nil {
-			next = time.Time{}
+func (g safeSchedule) Next(t time.Time) time.Time {
+	answer := make(chan time.Time, 1)
+	go func() {
+		var next time.Time
+		defer func() {
+			_ = recover()
+			answer <- next
+		}()
+		if n := g.s.Next(t); n.After(t) { // not strictly after t: no start may come twice
+			next = n
 		}
 	}()
-	if next = g.s.Next(t); !next.After(t) {
-		return time.Time{} // not strictly after t: no start may come twice
-	}
-	return next
+	return <-answer
 }
 
 // isNil reports whether s is nil or holds a nil pointer, map, func...
