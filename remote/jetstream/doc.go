@@ -154,18 +154,20 @@
 // handlers (WithConcurrency), so no attempt waits in a worker's buffer
 // while its lease runs out, and a busy worker leaves queued attempts to
 // idle ones (uneven durations spread over the workers). The price is a
-// pull round trip when a handler frees up while no pull is waiting. Pulls
-// wait at most half a second at the server, and a stopping Serve lets
-// them run out rather than cancel them: what they bring meanwhile is
-// handed back (after that half second, so that it goes to another
-// worker), where a cancelled pull would drop what was on its way, to come
-// back a lease later.
+// pull round trip when a handler frees up while no pull is waiting.
 //
 // Serve's shutdown. When Serve's context ends, running handlers have their
 // context cancelled, and their leases are still extended until they
-// return; an attempt that then fails is handed back to the stream at once
-// (Nak), to run elsewhere as the same attempt; one that succeeded anyway
-// is reported.
+// return; an attempt that then fails is handed back to the stream, to run
+// elsewhere as the same attempt; one that succeeded anyway is reported.
+// Serve's pulls wait at most a quarter of a second at the server, and a
+// stopping Serve lets them run out rather than cancel them (a cancelled
+// pull drops what is on its way to it, which comes back only a lease
+// later). What they bring meanwhile is handed back too. Everything handed
+// back is delayed by that quarter second, so that it goes to another
+// worker rather than into those pulls. Each attempt caught that way counts
+// one delivery toward WithMaxDeliver: workers that restart many times a
+// second, under a steady stream, can use up a low limit.
 //
 // # Limits
 //

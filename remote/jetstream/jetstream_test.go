@@ -726,6 +726,51 @@ func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
 	}
 }
 
+// A handler ended by its Serve's stop, with an error or a runtime.Goexit,
+// is handed back once: another worker runs it, within WithMaxDeliver(2).
+// (It was handed back at once, into the same Serve's pulls still waiting
+// at the server, and handed back from there: two deliveries for one stop.
+// A Goexit was reported as the task's panic.)
+func TestHandlerStoppedByItsServeIsHandedBackOnce(t *testing.T) {
+	for _, exit := range []bool{false, true} {
+		t.Run(fmt.Sprint("goexit=", exit), func(t *testing.T) {
+			srv := startServer(t, t.TempDir(), -1)
+			nc := connect(t, srv.ClientURL())
+			pool := newPool(t, nc, "once", bjs.WithLease(2*long), bjs.WithMaxDeliver(2))
+			pulls := subscribe(t, nc, "$JS.API.CONSUMER.MSG.NEXT.BATON_once_ATTEMPTS.workers")
+			started := make(chan struct{}, 1)
+			ctxA, stopA := context.WithCancel(context.Background())
+			defer stopA()
+			servedA := make(chan error, 1)
+			go func() {
+				servedA <- bjs.Serve(ctxA, nc, "once", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
+					started <- struct{}{}
+					<-ctx.Done()
+					if exit {
+						runtime.Goexit()
+					}
+					return nil, context.Cause(ctx)
+				}}, bjs.WithConcurrency(4), bjs.WithWorkerName("A"))
+			}()
+			done := make(chan error, 1)
+			go func() {
+				done <- pool.Do(context.Background(), worker.Job{ID: "x", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "w"}})
+			}()
+			recv(t, started, "the start on A")
+			recv(t, pulls, "A's first pull")
+			recv(t, pulls, "A's pull for its three free handlers")
+			stopA()
+			if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Serve = %v; want context.Canceled", err)
+			}
+			serve(t, nc, "once", map[string]bjs.Handler{"w": echo}, bjs.WithWorkerName("B"))
+			if err := recv(t, done, "Do's return"); err != nil {
+				t.Fatalf("Do = %v; want nil, run by B", err)
+			}
+		})
+	}
+}
+
 // A handler that calls runtime.Goexit fails its attempt like a panic, at
 // once (it used to leave no outcome: the attempt was delivered again each
 // lease until WithMaxDeliver).

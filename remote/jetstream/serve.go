@@ -133,8 +133,8 @@ type running struct {
 // rides through connection losses and server restarts (nc must reconnect:
 // nats.MaxReconnects(-1)). When ctx ends it stops asking for attempts and
 // cancels the running handlers' contexts. Its pull requests still waiting
-// at the server end within half a second; attempts they bring meanwhile
-// are handed back, for another worker. It waits for the handlers: an
+// at the server end within a quarter of a second; attempts they bring
+// meanwhile are handed back, for another worker. It waits for the handlers: an
 // attempt whose handler returned an error because of the stop is handed
 // back to the stream (another worker runs it: it was not the task's
 // failure), one that finished anyway is reported. Serve then returns
@@ -319,10 +319,7 @@ func (s *server) run(ctx context.Context) error {
 			for m := range batch.Messages() {
 				got++
 				if ctx.Err() != nil {
-					// Stopping: hand it back, after this Serve's pulls have
-					// expired, so that it goes to another worker rather
-					// than back into one of them.
-					_ = m.NakWithDelay(pullWait)
+					s.handBack(m)
 					p.release(1)
 					continue
 				}
@@ -344,7 +341,13 @@ func (s *server) run(ctx context.Context) error {
 // pullWait is how long one pull request waits at the server for attempts:
 // an idle Serve pulls again this often, and a stopping one waits up to
 // this long for its pulls to end.
-const pullWait = 500 * time.Millisecond
+const pullWait = 250 * time.Millisecond
+
+// handBack returns an attempt of a stopping Serve to the stream, for
+// another worker: once this Serve's pulls have expired, so that it does
+// not come back into one of them (each delivery counts toward
+// WithMaxDeliver).
+func (s *server) handBack(m njs.Msg) { _ = m.NakWithDelay(pullWait) }
 
 // maxPulls bounds the pull requests a Serve has waiting at once. Slots
 // freed while that many wait go into the next pull, asked for once one
@@ -591,10 +594,15 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	exited := true
 	defer func() {
 		if exited {
-			// The handler called runtime.Goexit: the attempt failed
-			// like a panic; report it (this goroutine ends after).
-			o.Status, o.Error, o.Stack = statusPanic, worker.ErrGoexit.Error(), string(debug.Stack())
+			// The handler called runtime.Goexit (this goroutine ends
+			// after): the attempt failed like a panic, unless this worker
+			// is stopping, as with an error.
 			free()
+			if ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
+				s.handBack(m)
+				return
+			}
+			o.Status, o.Error, o.Stack = statusPanic, worker.ErrGoexit.Error(), string(debug.Stack())
 			s.settle(ctx, m, instance, o)
 		}
 	}()
@@ -607,8 +615,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	exited = false
 	free()
 	if o.Status != statusOK && ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
-		// This worker is shutting down: hand the attempt back at once.
-		_ = m.Nak()
+		s.handBack(m) // this worker is stopping: the failure is not the task's
 		return
 	}
 	switch cause := context.Cause(hctx); {
