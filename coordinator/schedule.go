@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/internal/dispatch"
 	"github.com/robfig/cron/v3"
 )
 
@@ -90,24 +91,18 @@ func parseCron(spec string) (sched Schedule, err error) {
 
 // safeSchedule guards the coordinator against a user's Schedule that
 // panics or calls runtime.Goexit: either ends the series, as a schedule
-// with no more starts. Next runs on a goroutine of its own, since a Goexit
-// would end the coordinator's (one per start of a series with a
+// with no more starts. Next runs Contained, since a Goexit would end the
+// coordinator's goroutine (one goroutine per start of a series with a
 // Schedule: Every and Cron do not pay for it).
 type safeSchedule struct{ s Schedule }
 
 func (g safeSchedule) Next(t time.Time) time.Time {
-	answer := make(chan time.Time, 1)
-	go func() {
-		var next time.Time
-		defer func() {
-			_ = recover()
-			answer <- next
-		}()
+	return dispatch.Contained(func() time.Time {
 		if n := g.s.Next(t); n.After(t) { // not strictly after t: no start may come twice
-			next = n
+			return n
 		}
-	}()
-	return <-answer
+		return time.Time{}
+	})
 }
 
 // isNil reports whether s is nil or holds a nil pointer, map, func...

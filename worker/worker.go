@@ -2,8 +2,8 @@
 // a pool's goroutines call for every attempt, Validator to refuse bad
 // tasks at Submit, Func (the default worker, which calls the task's own
 // function), and the errors an attempt can end with (PanicError, with
-// ErrGoexit for a runtime.Goexit, and ErrTimeout). Package workertest checks a Worker against what the
-// scheduler relies on.
+// ErrGoexit for a runtime.Goexit, and ErrTimeout). Package workertest
+// checks a Worker against what the scheduler relies on.
 //
 // A worker never decides what runs next: the coordinator owns all
 // scheduling state. A task's failure, timeout or panic is an outcome the

@@ -424,20 +424,25 @@ func (l *Lane) run(ctx context.Context, env *Env, drain bool) error {
 			env.Go(func() error { return l.run(ctx, env, true) })
 		}
 	}()
+	l.serve(ctx, env, drain)
+	returned = true
+	return nil
+}
+
+// serve drains the lane (first, if drain is set) at every wake until ctx
+// ends.
+func (l *Lane) serve(ctx context.Context, env *Env, drain bool) {
 	if drain && !l.Drain(ctx, env) {
-		returned = true
-		return nil
+		return
 	}
 	for {
 		select {
 		case <-l.wake:
 		case <-ctx.Done():
-			returned = true
-			return nil
+			return
 		}
 		if !l.Drain(ctx, env) {
-			returned = true
-			return nil
+			return
 		}
 	}
 }
@@ -709,20 +714,27 @@ func call(ctx context.Context, w worker.Worker, j worker.Job) (err error) {
 	return w.Do(ctx, j)
 }
 
-// retryable asks a task's RetryIf whether err is worth a retry. A RetryIf
-// that panics or calls runtime.Goexit says no. It runs on a goroutine of
-// its own: a Goexit in the middle of finish would end the worker's
-// goroutine with the attempt half recorded. (Only failed attempts of tasks
-// with a RetryIf pay for it.)
+// retryable asks a task's RetryIf whether err is worth a retry; one that
+// panics or calls runtime.Goexit says no. It runs Contained: a Goexit in
+// the middle of finish would end the worker's goroutine with the attempt
+// half recorded. (Only failed attempts of tasks with a RetryIf pay for it.)
 func retryable(retryIf func(error) bool, err error) bool {
-	answer := make(chan bool, 1)
+	return Contained(func() bool { return retryIf(err) })
+}
+
+// Contained calls f, user code that must not end the caller's goroutine
+// (a worker's, the coordinator's), on a goroutine of its own, and returns
+// what f returns, or the zero value if f panics or calls runtime.Goexit.
+// It blocks until f has returned.
+func Contained[T any](f func() T) T {
+	answer := make(chan T, 1)
 	go func() {
-		ok := false
+		var v T
 		defer func() {
 			_ = recover()
-			answer <- ok
+			answer <- v
 		}()
-		ok = retryIf(err)
+		v = f()
 	}()
 	return <-answer
 }
