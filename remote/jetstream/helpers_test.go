@@ -354,3 +354,44 @@ func workerProcess(name, url, pool string) int {
 	}
 	return 0
 }
+
+// stoppable is a Serve run in this process until the test stops it (or
+// its cleanup does).
+type stoppable struct {
+	cancel context.CancelFunc // ends Serve's context
+	done   chan error         // Serve's return
+	waited bool
+}
+
+// serveStoppable runs Serve until the test calls stop, or cancel and then
+// wait.
+func serveStoppable(t *testing.T, nc *nats.Conn, pool string, hs map[string]bjs.Handler, opts ...bjs.ServeOption) *stoppable {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stoppable{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- bjs.Serve(ctx, nc, pool, hs, opts...) }()
+	t.Cleanup(func() {
+		cancel()
+		if !s.waited {
+			<-s.done
+		}
+	})
+	return s
+}
+
+// wait waits for Serve, whose context the test cancelled, to return
+// context.Canceled.
+func (s *stoppable) wait(t *testing.T) {
+	t.Helper()
+	s.waited = true
+	if err := recv(t, s.done, "Serve's return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Serve = %v; want context.Canceled", err)
+	}
+}
+
+// stop cancels Serve's context and waits for it to return.
+func (s *stoppable) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	s.wait(t)
+}

@@ -561,11 +561,18 @@ func TestLeaseExtendedWhileHandlerRuns(t *testing.T) {
 	if err := pool.Do(context.Background(), worker.Job{ID: "long", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "long"}}); err != nil {
 		t.Fatalf("Do = %v", err)
 	}
-	if n := runs.Load(); n != 1 {
-		t.Fatalf("the handler ran %d times; want 1", n)
+	ranOnce(t, runs.Load(), pool)
+}
+
+// ranOnce checks that an attempt's handler ran once (runs) and that pool
+// saw no redelivery and no duplicate outcome.
+func ranOnce(t *testing.T, runs int32, pool *bjs.Pool) {
+	t.Helper()
+	if runs != 1 {
+		t.Errorf("the attempt ran %d times; want 1", runs)
 	}
 	if st := pool.Stats(); st.Redelivered != 0 || st.Duplicates != 0 {
-		t.Fatalf("Stats() = %+v; want no redelivery", st)
+		t.Errorf("Stats() = %+v; want no redelivery", st)
 	}
 }
 
@@ -629,17 +636,13 @@ func TestStoppingServeKeepsLeasesOfWindingDownHandlers(t *testing.T) {
 	pool := newPool(t, nc, "wind", bjs.WithLease(lease))
 	started := make(chan struct{}, 1)
 	var runs atomic.Int32
-	ctxA, stopA := context.WithCancel(context.Background())
-	servedA := make(chan error, 1)
-	go func() {
-		servedA <- bjs.Serve(ctxA, nc, "wind", map[string]bjs.Handler{"slow": func(ctx context.Context, d []byte) ([]byte, error) {
-			runs.Add(1)
-			started <- struct{}{}
-			<-ctx.Done()
-			<-time.After(3 * lease) // the clean-up, after which it succeeds anyway
-			return d, nil
-		}}, bjs.WithWorkerName("A"))
-	}()
+	a := serveStoppable(t, nc, "wind", map[string]bjs.Handler{"slow": func(ctx context.Context, d []byte) ([]byte, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		<-ctx.Done()
+		<-time.After(3 * lease) // the clean-up, after which it succeeds anyway
+		return d, nil
+	}}, bjs.WithWorkerName("A"))
 	done := make(chan error, 1)
 	go func() {
 		done <- pool.Do(context.Background(), worker.Job{ID: "x", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "slow"}})
@@ -650,19 +653,12 @@ func TestStoppingServeKeepsLeasesOfWindingDownHandlers(t *testing.T) {
 		runs.Add(1)
 		return d, nil
 	}}, bjs.WithWorkerName("B"))
-	stopA()
+	a.cancel()
 	if err := recv(t, done, "Do's return"); err != nil {
 		t.Fatalf("Do = %v; want nil", err)
 	}
-	if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Serve = %v; want context.Canceled", err)
-	}
-	if n := runs.Load(); n != 1 {
-		t.Errorf("the attempt ran %d times; want 1", n)
-	}
-	if st := pool.Stats(); st.Redelivered != 0 || st.Duplicates != 0 {
-		t.Errorf("Stats() = %+v; want no redelivery", st)
-	}
+	a.wait(t)
+	ranOnce(t, runs.Load(), pool)
 }
 
 // A Serve stopped while attempts stream in hands back everything its
@@ -677,20 +673,15 @@ func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
 			wc := connect(t, srv.ClientURL())
 			const lease = 10 * time.Second
 			pool := newPool(t, nc, "midstop", bjs.WithLease(lease))
-			ctxA, stopA := context.WithCancel(context.Background())
-			defer stopA()
-			servedA := make(chan error, 1)
 			firstA := make(chan struct{}, 1)
-			go func() {
-				servedA <- bjs.Serve(ctxA, wc, "midstop", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
-					select {
-					case firstA <- struct{}{}:
-					default:
-					}
-					<-ctx.Done()
-					return nil, context.Cause(ctx)
-				}}, bjs.WithConcurrency(256), bjs.WithWorkerName("A"))
-			}()
+			a := serveStoppable(t, wc, "midstop", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
+				select {
+				case firstA <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+				return nil, context.Cause(ctx)
+			}}, bjs.WithConcurrency(256), bjs.WithWorkerName("A"))
 			const n = 200
 			took := make(chan time.Duration, n)
 			do := func(i int) {
@@ -704,14 +695,12 @@ func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
 			recv(t, firstA, "A's first handler")
 			for i := 1; i < n; i++ {
 				if i == n/2 {
-					time.AfterFunc(offset, stopA)
+					time.AfterFunc(offset, a.cancel)
 				}
 				go do(i)
 				time.Sleep(100 * time.Microsecond) // a steady stream, so that some are on their way to A as it stops
 			}
-			if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Serve = %v; want context.Canceled", err)
-			}
+			a.wait(t)
 			serve(t, wc, "midstop", map[string]bjs.Handler{"w": echo}, bjs.WithConcurrency(8), bjs.WithWorkerName("B"))
 			slow := 0
 			for range n {
@@ -739,19 +728,14 @@ func TestHandlerStoppedByItsServeIsHandedBackOnce(t *testing.T) {
 			pool := newPool(t, nc, "once", bjs.WithLease(2*long), bjs.WithMaxDeliver(2))
 			pulls := subscribe(t, nc, "$JS.API.CONSUMER.MSG.NEXT.BATON_once_ATTEMPTS.workers")
 			started := make(chan struct{}, 1)
-			ctxA, stopA := context.WithCancel(context.Background())
-			defer stopA()
-			servedA := make(chan error, 1)
-			go func() {
-				servedA <- bjs.Serve(ctxA, nc, "once", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
-					started <- struct{}{}
-					<-ctx.Done()
-					if exit {
-						runtime.Goexit()
-					}
-					return nil, context.Cause(ctx)
-				}}, bjs.WithConcurrency(4), bjs.WithWorkerName("A"))
-			}()
+			a := serveStoppable(t, nc, "once", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				if exit {
+					runtime.Goexit()
+				}
+				return nil, context.Cause(ctx)
+			}}, bjs.WithConcurrency(4), bjs.WithWorkerName("A"))
 			done := make(chan error, 1)
 			go func() {
 				done <- pool.Do(context.Background(), worker.Job{ID: "x", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "w"}})
@@ -759,10 +743,7 @@ func TestHandlerStoppedByItsServeIsHandedBackOnce(t *testing.T) {
 			recv(t, started, "the start on A")
 			recv(t, pulls, "A's first pull")
 			recv(t, pulls, "A's pull for its three free handlers")
-			stopA()
-			if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Serve = %v; want context.Canceled", err)
-			}
+			a.stop(t)
 			serve(t, nc, "once", map[string]bjs.Handler{"w": echo}, bjs.WithWorkerName("B"))
 			if err := recv(t, done, "Do's return"); err != nil {
 				t.Fatalf("Do = %v; want nil, run by B", err)
@@ -803,16 +784,12 @@ func TestServeShutdownHandsBackAttempts(t *testing.T) {
 	nc := connect(t, srv.ClientURL())
 	pool := newPool(t, nc, "handback", bjs.WithLease(2*long)) // a redelivery by lease would fail the test
 	started := make(chan string, 8)
-	ctxA, stopA := context.WithCancel(context.Background())
-	servedA := make(chan error, 1)
-	go func() {
-		servedA <- bjs.Serve(ctxA, nc, "handback", map[string]bjs.Handler{"hold": func(ctx context.Context, _ []byte) ([]byte, error) {
-			a, _ := bjs.AttemptOf(ctx)
-			started <- a.Task
-			<-ctx.Done()
-			return nil, context.Cause(ctx)
-		}}, bjs.WithConcurrency(2), bjs.WithWorkerName("A"))
-	}()
+	a := serveStoppable(t, nc, "handback", map[string]bjs.Handler{"hold": func(ctx context.Context, _ []byte) ([]byte, error) {
+		a, _ := bjs.AttemptOf(ctx)
+		started <- a.Task
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}}, bjs.WithConcurrency(2), bjs.WithWorkerName("A"))
 	const n = 6 // two run on A
 	done := make(chan error, n)
 	for i := range n {
@@ -822,10 +799,7 @@ func TestServeShutdownHandsBackAttempts(t *testing.T) {
 	}
 	recv(t, started, "an attempt started on A")
 	recv(t, started, "a second attempt started on A")
-	stopA()
-	if err := recv(t, servedA, "A's Serve return"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Serve = %v; want context.Canceled", err)
-	}
+	a.stop(t)
 	serve(t, nc, "handback", map[string]bjs.Handler{"hold": echo}, bjs.WithWorkerName("B"))
 	for range n {
 		if err := recv(t, done, "Do's return"); err != nil {

@@ -134,10 +134,10 @@ type running struct {
 // nats.MaxReconnects(-1)). When ctx ends it stops asking for attempts and
 // cancels the running handlers' contexts. Its pull requests still waiting
 // at the server end within a quarter of a second; attempts they bring
-// meanwhile are handed back, for another worker. It waits for the handlers: an
-// attempt whose handler returned an error because of the stop is handed
-// back to the stream (another worker runs it: it was not the task's
-// failure), one that finished anyway is reported. Serve then returns
+// meanwhile are handed back, for another worker. It waits for the
+// handlers: an attempt whose handler returned an error because of the stop
+// is handed back to the stream (another worker runs it: it was not the
+// task's failure), one that finished anyway is reported. Serve then returns
 // ctx.Err(). It returns early with an error for invalid arguments, and
 // with the connection's error once nc is closed. Several Serve calls, in
 // one process or many, share the pool's attempts.
@@ -598,7 +598,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 			// after): the attempt failed like a panic, unless this worker
 			// is stopping, as with an error.
 			free()
-			if ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
+			if stopping(ctx, hctx) {
 				s.handBack(m)
 				return
 			}
@@ -614,8 +614,8 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	}
 	exited = false
 	free()
-	if o.Status != statusOK && ctx.Err() != nil && context.Cause(hctx) != ErrStopped {
-		s.handBack(m) // this worker is stopping: the failure is not the task's
+	if o.Status != statusOK && stopping(ctx, hctx) {
+		s.handBack(m)
 		return
 	}
 	switch cause := context.Cause(hctx); {
@@ -626,6 +626,13 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		o.Code = codeTimeout
 	}
 	s.settle(ctx, m, instance, o)
+}
+
+// stopping reports whether Serve's ctx (ctx) has ended while the
+// coordinator had not stopped the attempt (hctx): a failure then is this
+// worker's, not the task's, and the attempt is handed back.
+func stopping(ctx, hctx context.Context) bool {
+	return ctx.Err() != nil && context.Cause(hctx) != ErrStopped
 }
 
 // settle publishes the outcome of the attempt m, then acknowledges m.
