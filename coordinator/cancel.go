@@ -52,7 +52,7 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 		switch ls.l.State(seq) {
 		case dispatch.Claimed:
 			if ls.l.Stop(seq) {
-				s.peek(ls, now, s.observe) // it started before it was stopped: say so first
+				s.peek(ls, now, s.tellsStarts()) // it started before it was stopped: say so first
 				ls.l.Ctx(seq).Cancel(cause)
 				h.flags |= fCancelReq
 				return true
@@ -113,7 +113,7 @@ func (s *state) shutdown(now time.Time) {
 	for i := range s.lanes {
 		if ls := &s.lanes[i]; ls.open {
 			s.harvest(ls, now)
-			s.peek(ls, now, s.observe)
+			s.peek(ls, now, s.tellsStarts())
 		}
 	}
 	for t := range s.tasks {

@@ -446,7 +446,7 @@ func (s *state) steal(p *poolState, now time.Time) {
 	s.harvestAll(now)
 	for _, li := range p.lanes {
 		if ls := &s.lanes[li]; ls.open {
-			s.peek(ls, now, s.observe)
+			s.peek(ls, now, s.tellsStarts())
 		}
 	}
 	s.urgeHeads(p, now)

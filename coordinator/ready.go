@@ -28,7 +28,7 @@ func (s *state) ready(now time.Time) actions {
 		s.harvestAll(now)
 	}
 	s.dispatch(now)
-	for s.observe || s.dur != nil { // durable: starts are written
+	for s.tellsStarts() {
 		s.caughtUp = false
 		for i := range s.lanes {
 			if ls := &s.lanes[i]; ls.open {

@@ -123,7 +123,8 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.g.Go(func() error { return s.timer(workCtx) })
 	for i := range all {
 		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
-			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed, Go: s.g.Go}
+			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed, Go: s.g.Go,
+			ReportStarts: st.dur != nil}
 		for _, li := range st.pools[i].lanes {
 			lane := st.lanes[li].l
 			s.g.Go(func() error { return lane.Run(workCtx, env) })

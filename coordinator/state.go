@@ -304,6 +304,12 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	return &s.events[len(s.events)-1]
 }
 
+// tellsStarts reports whether starts are recorded as the workers claim
+// their attempts: for subscribers and the task log (events), and on a
+// durable scheduler, which commits every start whether or not anyone
+// listens (a crash during the attempt must count it).
+func (s *state) tellsStarts() bool { return s.observe || s.dur != nil }
+
 func (e *Event) setCause(s *state, cause int32) {
 	if e != nil && cause != noTask {
 		e.Cause = s.key(cause)

@@ -213,6 +213,11 @@ type Env struct {
 	Grace    time.Duration       // how long a timed-out function may take to return before it is abandoned
 	Armed    func(due time.Time) // nil, or told each time a timeout or grace timer is armed (WithTimerArmed)
 	Owner    any                 // what Context.Attempt reports: the scheduler the lanes serve
+	// ReportStarts: report every claim at once, not only the first after
+	// a wake. A durable scheduler commits an attempt's start as soon as it
+	// hears of it, so that a crash during the attempt counts it; without a
+	// report the coordinator could hear of it only when the attempt ends.
+	ReportStarts bool
 	// Go starts a supervised goroutine (the scheduler's errgroup): Run
 	// hands its lane to a new one when a task ends the worker goroutine
 	// with runtime.Goexit. Nil: the lane stops there (tests).
@@ -527,7 +532,7 @@ func (l *Lane) runOne() {
 		return
 	}
 	l.ran++
-	if l.notify {
+	if l.notify || l.env.ReportStarts {
 		// Report after the claim, not before: the coordinator sees the
 		// items done and this one started in one look.
 		l.notify = false
