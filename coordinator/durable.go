@@ -291,6 +291,7 @@ type storedState struct {
 	status    Status // Pending, Ready, Running (an attempt started), or final
 	cancelReq bool   // Cancel reached it while it ran
 	hasResult bool
+	nilResult bool // the result is nil itself (SetResult(ctx, nil)), not a []byte
 	attempts  int32
 	runs      int32
 	due       time.Time // Pending in the delayed set: when it is due
@@ -370,7 +371,7 @@ func (s *state) stateOf(t int32, now time.Time) (storedState, bool) {
 		}
 		if x.hasResult {
 			if b, ok := x.result.([]byte); ok || x.result == nil {
-				st.hasResult, st.result = true, b
+				st.hasResult, st.result, st.nilResult = true, b, x.result == nil
 			}
 		}
 	}
@@ -462,6 +463,9 @@ func (st *storedState) append(b []byte) []byte {
 	if st.hasResult {
 		flags |= 2
 	}
+	if st.nilResult {
+		flags |= 4
+	}
 	b = append(b, byte(st.status), flags)
 	b = binary.AppendVarint(b, int64(st.attempts))
 	b = binary.AppendVarint(b, int64(st.runs))
@@ -484,7 +488,7 @@ func decodeState(v []byte) (storedState, error) {
 	var st storedState
 	st.status = Status(rd.byte())
 	flags := rd.byte()
-	st.cancelReq, st.hasResult = flags&1 != 0, flags&2 != 0
+	st.cancelReq, st.hasResult, st.nilResult = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	st.attempts = int32(rd.varint())
 	st.runs = int32(rd.varint())
 	st.due = rd.time()
@@ -708,7 +712,40 @@ func (s *state) openDurable(cfg *durableConfig, now time.Time) error {
 	if err := s.restore(stored, now); err != nil {
 		return err
 	}
+	d.keepUnchanged(s, stored, now)
 	return s.flush(now)
+}
+
+// keepUnchanged drops from this iteration's writes the restored tasks
+// whose state record would read as it was stored: a task put back in the
+// delayed set at its stored time, or queued again as it was, has nothing
+// new to say. Only what the restore decided is written (interrupted
+// attempts, skips, missed starts), so that opening a store rewrites
+// nothing that did not change: the file does not grow by a copy of every
+// waiting task per restart, and a store on a full disk whose restore
+// decides nothing opens without a write.
+func (d *durable) keepUnchanged(s *state, stored []storedTask, now time.Time) {
+	kept := d.dirty[:0]
+	for _, t := range d.dirty {
+		if int(t) < len(stored) {
+			if st, ok := s.stateOf(t, now); !ok || st.sameAs(&stored[t].state) {
+				d.mark[t] = 0 // not dirty (epochs start at 1)
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	d.dirty = kept
+}
+
+// sameAs reports whether st says what was stored in old, the time each
+// was written aside.
+func (st *storedState) sameAs(old *storedState) bool {
+	return st.status == old.status && st.cancelReq == old.cancelReq && st.hasResult == old.hasResult &&
+		st.nilResult == old.nilResult && st.attempts == old.attempts && st.runs == old.runs &&
+		st.due.Equal(old.due) && st.planned.Equal(old.planned) && st.errKind == old.errKind &&
+		st.errMsg == old.errMsg && st.cause == old.cause &&
+		bytes.Equal(st.result, old.result) && (st.result == nil) == (old.result == nil)
 }
 
 // restore rebuilds the stored tasks: one batch through submit (which
@@ -772,7 +809,10 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		}
 		if st.hasResult {
 			x := s.extra(t)
-			x.result, x.hasResult = st.result, true
+			x.result, x.hasResult = any(st.result), true
+			if st.nilResult {
+				x.result = nil // SetResult(ctx, nil): nil, not a []byte(nil)
+			}
 		}
 		if r.x != nil && r.x.recurring() {
 			r.x.planned = st.planned

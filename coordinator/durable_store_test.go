@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
@@ -94,4 +95,129 @@ func TestInterruptedAttemptCountsWithoutObservers(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A result keeps its identity across a restart: SetResult(ctx, nil) reads
+// back as nil, not as a []byte(nil) in a non-nil interface; an empty and a
+// nil []byte stay what they were.
+func TestResultsKeepTheirIdentityAcrossARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		results := map[string]any{"nil": nil, "nil-bytes": []byte(nil), "empty": []byte{}, "bytes": []byte("x")}
+		set := coordinator.WithFunc("set", func(ctx context.Context, p []byte) error {
+			if v, ok := results[string(p)]; ok {
+				return coordinator.SetResult(ctx, v)
+			}
+			return nil // "none": no result
+		})
+		mem := storetest.NewMemory()
+		s := restored(t, mem, set)
+		ids := []string{"nil", "nil-bytes", "empty", "bytes", "none"}
+		for _, id := range ids {
+			if err := s.Submit(coordinator.Task{ID: id, Func: "set", Payload: []byte(id)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]any{}
+		for _, id := range ids {
+			ti, _ := s.Info(id)
+			before[id] = ti.Result
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2 := restored(t, mem, set)
+		for _, id := range ids {
+			ti, _ := s2.Info(id)
+			got, want := ti.Result, before[id]
+			if fmt.Sprintf("%T %#v", got, got) != fmt.Sprintf("%T %#v", want, want) || (got == nil) != (want == nil) {
+				t.Errorf("%s: after the restart the result is %T %#v; before it, %T %#v", id, got, got, want, want)
+			}
+		}
+		if ti, _ := s2.Info("nil"); ti.Result != nil {
+			t.Errorf("SetResult(ctx, nil) reads back as %#v after a restart; want nil", ti.Result)
+		}
+	})
+}
+
+// Opening a store writes nothing that did not change: tasks waiting for
+// their time (a delay, a retry's backoff, a series' next run) or for
+// their dependencies are restored as they were stored, with no commit.
+// So restarts do not grow the file by a copy of every waiting task, and a
+// store on a full disk whose restore decides nothing opens (and can be
+// read); one whose restore must write (an interrupted attempt) fails New
+// with the commit's error, wrapping ErrStoreFailed, and writes nothing.
+func TestRestoreWritesNothingThatDidNotChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := errors.New("no space left on device")
+		steps := coordinator.WithFunc("step", func(ctx context.Context, p []byte) error {
+			if string(p) == "fail" {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		mem := storetest.NewMemory()
+		s := restored(t, mem, steps)
+		err := s.Submit(
+			coordinator.Task{ID: "delayed", Func: "step", Delay: time.Hour},
+			coordinator.Task{ID: "backoff", Func: "step", Payload: []byte("fail"),
+				Retry: coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Hour}},
+			coordinator.Task{ID: "series", Func: "step", Every: time.Hour},
+			coordinator.Task{ID: "cron", Func: "step", Cron: "@daily"},
+			coordinator.Task{ID: "waiting", Func: "step", Deps: []string{"delayed"}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // backoff failed once, series ran once: all wait for an hour or more
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		commits := mem.Commits()
+		for restart := range 3 {
+			s := restored(t, mem, steps)
+			if got := mem.Commits(); got != commits {
+				t.Fatalf("restart %d: New committed %d times; want nothing written", restart, got-commits)
+			}
+			if err := s.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		mem.FailCommits(fail) // a full disk
+		s3 := restored(t, mem, steps)
+		if ti, _ := s3.Info("backoff"); ti.Attempts != 1 || ti.Status != coordinator.Pending {
+			t.Errorf("on a full disk, backoff reads as %v with %d attempts; want pending with 1", ti.Status, ti.Attempts)
+		}
+		if err := s3.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		// A restore with something to write (an interrupted attempt) on a
+		// full disk: New fails and the store is as it was.
+		mem.FailCommits(nil)
+		busy := storetest.NewMemory()
+		running := make(chan struct{})
+		s4 := restored(t, busy, coordinator.WithFunc("step", func(ctx context.Context, _ []byte) error {
+			close(running)
+			<-ctx.Done()
+			return ctx.Err()
+		}))
+		if err := s4.Submit(coordinator.Task{ID: "long", Func: "step"}); err != nil {
+			t.Fatal(err)
+		}
+		<-running
+		synctest.Wait()
+		crashed := busy.Crash()
+		crashed.FailCommits(fail)
+		before := crashed.Commits()
+		if _, err := coordinator.New(coordinator.WithStore(crashed.Open()), blockingFuncs()); !errors.Is(err, coordinator.ErrStoreFailed) || !errors.Is(err, fail) {
+			t.Errorf("New on a full disk with an interrupted attempt to write = %v; want ErrStoreFailed wrapping the disk's error", err)
+		}
+		if crashed.Commits() != before {
+			t.Errorf("the failed New wrote %d commits", crashed.Commits()-before)
+		}
+	})
 }

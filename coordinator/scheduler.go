@@ -62,7 +62,13 @@ type request interface {
 // ErrStoreCorrupt or ErrStoreVersion for a store it cannot use, and one
 // wrapping ErrInvalidOption when the store names a pool or function that
 // New was not given; then it has closed the store (except after
-// ErrStoreLocked: a store held elsewhere is left to its holder).
+// ErrStoreLocked: a store held elsewhere is left to its holder). The
+// restore writes only what it decided (attempts a crash interrupted,
+// skips, missed starts of a series): a store whose tasks all resume as
+// they were stored opens without a write, on a full disk too, and one
+// whose decisions cannot be committed makes New fail with an error
+// wrapping ErrStoreFailed and the store's own error, having written
+// nothing.
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
