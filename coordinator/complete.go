@@ -183,11 +183,20 @@ func (s *state) released(c int32, now time.Time) {
 		}
 		if hc.unmet--; hc.unmet == 0 {
 			if hc.rule() == AnyFailed { // all final, none failed
-				s.skipped(c, noTask, now)
-				s.skipDependents(c, now)
+				s.skip(c, noTask, now)
+				s.cascade(now)
 				return
 			}
 			s.eligible(c, now)
+		}
+	case Skipped:
+		// Skipped because another dependency ended without success: one
+		// more dependency settled (cascade.go).
+		if hc.unmet > 0 {
+			if hc.unmet--; hc.unmet == 0 {
+				s.settledSkip(c)
+				s.cascade(now)
+			}
 		}
 	case dispatched:
 		hc.flags &^= fFused
@@ -213,7 +222,7 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 	if e := s.emit(EventFailed, t, now); e != nil {
 		e.Err = err
 	}
-	s.skipDependents(t, now)
+	s.endedBadly(t, now)
 }
 
 // cancelled ends t Cancelled, with ErrCancelled or, under Shutdown,
@@ -230,7 +239,7 @@ func (s *state) cancelled(t int32, now time.Time) {
 		e.Err = cause
 	}
 	if !s.closing {
-		s.skipDependents(t, now) // under Shutdown every waiting task is cancelled instead
+		s.endedBadly(t, now) // under Shutdown every waiting task is cancelled instead
 	}
 }
 
@@ -245,6 +254,9 @@ func (s *state) finish(t int32, st Status, now time.Time) {
 	}
 	if s.retain {
 		s.finalized = append(s.finalized, t)
+		if st != Skipped { // a Skipped task holds its successors until it is settled (cascade.go)
+			s.settledEnds = append(s.settledEnds, t)
+		}
 	}
 }
 
@@ -256,36 +268,6 @@ func (s *state) skipped(t, cause int32, now time.Time) {
 		s.held[cause].refs++
 	}
 	s.emit(EventSkipped, t, now).setCause(s, cause)
-}
-
-// skipDependents tells the tasks waiting on from, which ended without
-// succeeding, by each one's trigger rule: by default a dependent is
-// skipped, and so on transitively, blaming from's root cause. It walks a
-// worklist, so a chain of any length uses no stack. A dependent handed out
-// behind from's item and not started is taken back and skipped too.
-func (s *state) skipDependents(from int32, now time.Time) {
-	work := append(s.work[:0], from)
-	for len(work) > 0 {
-		t := work[len(work)-1]
-		work = work[:len(work)-1]
-		root := s.root(t)
-		class := s.classOf(root)
-		r := &s.tasks[t]
-		for pass, list := 0, s.edges(r, r.succ); pass < 2; pass++ {
-			if pass == 1 {
-				if r.x == nil {
-					break
-				}
-				list = r.x.more
-			}
-			for _, c := range list {
-				if s.react(c, root, class, now) {
-					work = append(work, c)
-				}
-			}
-		}
-	}
-	s.work = work[:0]
 }
 
 // endClass is how a trigger rule sees a dependency that did not succeed,
@@ -310,48 +292,6 @@ func (s *state) classOf(root int32) endClass {
 	return endBenign
 }
 
-// react applies to c the end of one of its dependencies, which did not
-// succeed (root is to blame, of class), by c's trigger rule. It reports
-// whether c was skipped, for the cascade to go on from it.
-func (s *state) react(c, root int32, class endClass, now time.Time) bool {
-	hc := &s.hot[c]
-	rule := hc.rule()
-	if rule == AllSucceeded {
-		if !s.takeBack(c) {
-			return false
-		}
-		s.skipped(c, root, now)
-		return true
-	}
-	if hc.status != Pending || hc.unmet == 0 {
-		return false // started by its rule already, or final
-	}
-	switch rule {
-	case AllDone:
-		if hc.unmet--; hc.unmet == 0 {
-			s.eligible(c, now)
-		}
-	case AnyFailed:
-		if class == endFailed {
-			hc.unmet = 0
-			s.eligible(c, now)
-		} else if hc.unmet--; hc.unmet == 0 {
-			s.skipped(c, noTask, now) // all final, none failed: its own rule skips it
-			return true
-		}
-	case NoneFailed:
-		if class != endBenign {
-			hc.unmet = 0
-			s.skipped(c, root, now)
-			return true
-		}
-		if hc.unmet--; hc.unmet == 0 {
-			s.eligible(c, now)
-		}
-	}
-	return false
-}
-
 // takeBack prepares a waiting task to end before it runs: a Pending one
 // is ready for it; one handed out behind its dependency is taken back if
 // its function was not called. It reports false for a task that is final,
@@ -373,7 +313,7 @@ func (s *state) takeBack(c int32) bool {
 		ls.live--
 		rc.attempts--
 		rc.link = noTask
-		hc.status = Pending
+		hc.status, hc.unmet = Pending, 1 // it waited on one dependency: the one ending now
 		return true
 	}
 	return false

@@ -845,47 +845,7 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 			}
 		}
 	}
-	// Unmet dependencies, from the dependencies' states.
-	for i := range stored {
-		t := int32(i)
-		h := &s.hot[t]
-		if h.status.Final() {
-			if s.retain {
-				s.held[t].preds = 0
-			}
-			continue
-		}
-		r := &s.tasks[t]
-		unmet, open := int32(0), int32(0)
-		anyFailed := false
-		for _, dep := range s.edges(r, r.deps) {
-			ds := s.hot[dep].status
-			if !ds.Final() {
-				open++
-			} else if ds != Succeeded && s.classOf(s.root(dep)) == endFailed {
-				anyFailed = true
-			}
-			if ds != Succeeded {
-				unmet++
-			}
-		}
-		switch h.rule() {
-		case AllSucceeded:
-			h.unmet = unmet
-		case AnyFailed:
-			h.unmet = open
-			if anyFailed {
-				h.unmet = 0
-			}
-		default:
-			h.unmet = open
-		}
-		if s.retain {
-			s.held[t].preds = open
-		}
-	}
-	slices.SortStableFunc(finals, func(a, b retention) int { return a.at.Compare(b.at) })
-	s.expiry = append(s.expiry, finals...)
+	s.restoreCounts(finals)
 	// What is due, in submission order. A cascade may reach a task before
 	// its turn: then it is no longer Pending, or waits in the delayed set.
 	for i := range stored {
@@ -895,6 +855,10 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		if h.status != Pending || (s.tasks[t].x != nil && s.tasks[t].x.inWheel) {
 			continue
 		}
+		verdict, cause := s.ruleVerdict(t)
+		if verdict == ruleRuns {
+			h.unmet = 0 // under AnyFailed, started before every dependency ended: nothing more to count
+		}
 		switch {
 		case st.cancelReq:
 			h.flags |= fCancelReq
@@ -903,18 +867,13 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 			// The attempt was running when the process died: it counts,
 			// and is retried if the policy allows.
 			s.failed(t, ErrInterrupted, true, now)
-		case h.unmet == 0 && h.rule() != AllSucceeded && s.pendingSkip(t):
-			// Its rule cannot be met any more (a dependency ended while its
-			// own end was not yet written): skip it now.
-			s.skipped(t, noTask, now)
-			s.skipDependents(t, now)
-		case h.unmet != 0:
-			if h.rule() == AllSucceeded {
-				if c, bad := s.badDep(t); bad {
-					s.skipped(t, c, now)
-					s.skipDependents(t, now)
-				}
-			}
+		case verdict == ruleSkips:
+			// Its rule cannot be met any more: a dependency's end was
+			// written and its own was not, which one commit per
+			// iteration rules out (kept for safety).
+			s.skip(t, cause, now)
+			s.cascade(now)
+		case verdict == ruleWaits:
 		case st.status == Ready:
 			s.pushReady(t, now)
 		case !st.due.IsZero():
@@ -926,32 +885,138 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 	return nil
 }
 
-// pendingSkip reports whether t, under AnyFailed with every dependency
-// final, has none that failed: its rule skips it.
-func (s *state) pendingSkip(t int32) bool {
-	if s.hot[t].rule() != AnyFailed {
-		return false
-	}
-	r := &s.tasks[t]
-	for _, dep := range s.edges(r, r.deps) {
-		if ds := s.hot[dep].status; !ds.Final() || (ds != Succeeded && s.classOf(s.root(dep)) == endFailed) {
-			return false
+// restoreCounts sets, after a restore, what the cascade counts
+// (cascade.go): for a Skipped task, its dependencies whose ends are not
+// settled; for a task not final, those it has not taken into account yet
+// under its rule; and with retention, what holds each task. Settlement
+// spreads from the tasks whose dependencies are all settled, through a
+// worklist. finals are the final tasks with the time each ended.
+func (s *state) restoreCounts(finals []retention) {
+	var work []int32
+	for t := range s.tasks {
+		t := int32(t)
+		if s.hot[t].status != Skipped {
+			continue
+		}
+		r := &s.tasks[t]
+		n := int32(0)
+		for _, dep := range s.edges(r, r.deps) {
+			if ds := s.hot[dep].status; !ds.Final() || ds == Skipped {
+				n++ // settled when it ends, or once its own count is 0
+			}
+		}
+		if s.hot[t].unmet = n; n == 0 {
+			work = append(work, t)
 		}
 	}
-	return true
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		s.eachSucc(&s.tasks[t], func(c int32) {
+			if hc := &s.hot[c]; hc.status == Skipped && hc.unmet > 0 {
+				if hc.unmet--; hc.unmet == 0 {
+					work = append(work, c)
+				}
+			}
+		})
+	}
+	for t := range s.tasks {
+		t := int32(t)
+		h := &s.hot[t]
+		r := &s.tasks[t]
+		if !h.status.Final() {
+			h.unmet = 0
+			for _, dep := range s.edges(r, r.deps) {
+				var counted bool
+				switch h.rule() {
+				case AllSucceeded:
+					counted = s.hot[dep].status == Succeeded
+				case AllDone:
+					counted = s.hot[dep].status.Final()
+				default:
+					counted = s.decided(dep)
+				}
+				if !counted {
+					h.unmet++
+				}
+			}
+		}
+		if s.retain {
+			s.held[t].preds = 0
+			if !s.settledEnd(t) {
+				for _, dep := range s.edges(r, r.deps) {
+					if !s.settledEnd(dep) {
+						s.held[t].preds++
+					}
+				}
+			}
+		}
+	}
+	if s.retain {
+		slices.SortStableFunc(finals, func(a, b retention) int { return a.at.Compare(b.at) })
+		s.expiry = append(s.expiry, finals...)
+	}
 }
 
-// badDep finds a dependency of t that ended without success (its end was
-// written, t's skip was not, which one commit per iteration rules out;
-// kept for safety): t's root cause.
-func (s *state) badDep(t int32) (int32, bool) {
+// decided reports whether a task under AnyFailed or NoneFailed takes its
+// dependency dep into account: dep is final, and if Skipped its class is
+// final (failed, or settled).
+func (s *state) decided(dep int32) bool {
+	ds := s.hot[dep].status
+	return ds.Final() && (ds != Skipped || s.hot[dep].unmet == 0 || s.classOfEnd(dep) == endFailed)
+}
+
+type verdict uint8
+
+const (
+	ruleWaits verdict = iota // a dependency it waits for has not ended
+	ruleRuns                 // its rule is met
+	ruleSkips                // its rule can no longer be met
+)
+
+// ruleVerdict judges a restored task that is not final by its
+// dependencies' ends alone, and for a skip names the root cause.
+func (s *state) ruleVerdict(t int32) (verdict, int32) {
+	h := &s.hot[t]
 	r := &s.tasks[t]
+	worst, cause := endBenign+1, int32(noTask)
+	waiting := false
 	for _, dep := range s.edges(r, r.deps) {
-		if ds := s.hot[dep].status; ds.Final() && ds != Succeeded {
-			return s.root(dep), true
+		ds := s.hot[dep].status
+		switch {
+		case ds == Succeeded:
+		case !ds.Final():
+			waiting = true
+		case h.rule() == AllDone:
+		case h.rule() != AllSucceeded && !s.decided(dep):
+			waiting = true
+		default:
+			if c := s.classOfEnd(dep); c < worst {
+				worst, cause = c, s.root(dep)
+			}
 		}
 	}
-	return 0, false
+	switch h.rule() {
+	case AllSucceeded:
+		if worst <= endBenign {
+			return ruleSkips, cause
+		}
+	case AnyFailed:
+		switch {
+		case worst == endFailed:
+			return ruleRuns, noTask
+		case !waiting:
+			return ruleSkips, noTask
+		}
+	case NoneFailed:
+		if worst < endBenign {
+			return ruleSkips, cause
+		}
+	}
+	if waiting {
+		return ruleWaits, noTask
+	}
+	return ruleRuns, noTask
 }
 
 // resumeAt is when a task restored waiting in the delayed set is due: its

@@ -6,9 +6,10 @@ import (
 	"github.com/batonhq/baton/internal/dispatch"
 )
 
-// settle runs after every operation when retention is on: the tasks that
-// became final give up their hold on their successors (which have been
-// released or skipped already) and start their retention time.
+// settle runs after every operation when retention is on: the tasks whose
+// ends are settled give up their hold on their successors (which have
+// been released or skipped already, and hear nothing more from them), and
+// the tasks that became final start their retention time.
 func (s *state) settle(now time.Time) {
 	if !s.retain {
 		return
@@ -18,16 +19,17 @@ func (s *state) settle(now time.Time) {
 		// tasks Shutdown ends keep their last records so that a restart
 		// resumes them, and a task that ended just now must have its end
 		// written. The next scheduler on the store forgets them in its turn.
-		s.finalized = s.finalized[:0]
+		s.finalized, s.settledEnds = s.finalized[:0], s.settledEnds[:0]
 		return
 	}
-	for _, t := range s.finalized {
-		r := &s.tasks[t]
-		s.eachSucc(r, func(c int32) {
-			hc := &s.held[c]
-			hc.preds--
+	for _, t := range s.settledEnds {
+		s.eachSucc(&s.tasks[t], func(c int32) {
+			s.held[c].preds--
 			s.maybeDrop(c)
 		})
+	}
+	s.settledEnds = s.settledEnds[:0]
+	for _, t := range s.finalized {
 		s.expiry = append(s.expiry, retention{at: now, t: t})
 	}
 	s.finalized = s.finalized[:0]

@@ -122,7 +122,7 @@ type arena struct {
 // holds is what retention needs to know of a task, in a slice of its own
 // beside the records, so that schedulers without retention do not pay.
 type holds struct {
-	preds   int32 // predecessors not final that still hold an edge to it
+	preds   int32 // predecessors whose ends are not settled (cascade.go): they may still tell it something
 	kids    int32 // retained dependents, whose dependency lists name it
 	refs    int32 // retained Skipped tasks that name it as their cause
 	dropDue bool  // its time is up; dropped once nothing holds it
@@ -207,7 +207,8 @@ type state struct {
 	sink        uint64 // submit's look-ahead loads land here
 	rng         *rand.Rand
 	scratch     []int32              // reused by submit and advance
-	work        []int32              // reused by the skip cascade
+	notes       []note               // the trigger-rule cascade's worklist (cascade.go)
+	work        []int32              // reused by fuse
 	groupRoot   [dispatch.Size]int32 // reused by revokeTail
 	groupSize   [dispatch.Size]int32 // reused by revokeTail
 	groupWanted [dispatch.Size]bool  // reused by revokeTail
@@ -220,13 +221,14 @@ type state struct {
 	readyAt []int64
 
 	// Retention (WithRetention): final tasks are forgotten after keep.
-	retain    bool
-	keep      time.Duration
-	held      []holds // parallel to tasks when retention is on
-	finalized []int32 // final since the last settle
-	expiry    []retention
-	expHead   int
-	recFree   []int32 // dropped records, reused by submit
+	retain      bool
+	keep        time.Duration
+	held        []holds // parallel to tasks when retention is on
+	finalized   []int32 // final since the last settle: their retention time starts
+	settledEnds []int32 // settled since the last settle (cascade.go): they no longer hold their successors
+	expiry      []retention
+	expHead     int
+	recFree     []int32 // dropped records, reused by submit
 }
 
 func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Rand) *state {

@@ -242,10 +242,12 @@ func (s *state) submit(b *batch, now time.Time) error {
 	}
 	s.open += n
 
-	// Wire the edges from earlier tasks. A dependency that already ended
-	// badly skips the task.
-	skip := s.scratch[:0]
-	var ended [][2]int32 // (task under a rule, its dependency that already ended)
+	// Wire the edges from earlier tasks. A dependency that has ended
+	// already counts like any other and is applied once every edge is
+	// wired, as its end would have been (cascade.go): a success under a
+	// rule, an end without success under every rule (a Skipped one that is
+	// not settled yet goes on telling the task what changes).
+	var ended [][2]int32 // (task, its dependency that has ended already)
 	for i, t := range idx {
 		for k := dstart[i]; k < dstart[i+1]; k++ {
 			j := deps[k]
@@ -263,16 +265,16 @@ func (s *state) submit(b *batch, now time.Time) error {
 				continue
 			}
 			switch st := s.hot[j].status; {
-			case s.hot[t].flags&fRule != 0 && st.Final():
-				// Under a rule, an ended dependency counts like any other
-				// and is applied once every edge is wired.
+			case st == Succeeded && s.hot[t].flags&fRule == 0:
+			case st.Final():
 				s.hot[t].unmet++
 				ended = append(ended, [2]int32{t, j})
-			case st == Succeeded:
-			case st.Final():
-				if r := &s.tasks[t]; r.link == noTask {
-					r.link = s.root(j) // skipped below, unless a cascade gets there first
-					skip = append(skip, t)
+				if !s.settledEnd(j) {
+					x := s.extra(j)
+					x.more = append(x.more, t)
+					if s.retain {
+						s.held[t].preds++
+					}
 				}
 			default:
 				x := s.extra(j)
@@ -291,13 +293,6 @@ func (s *state) submit(b *batch, now time.Time) error {
 	if s.dur != nil && s.dur.restoring {
 		return nil // restore lays the stored states over the graph (durable.go)
 	}
-	for _, t := range skip {
-		if r := &s.tasks[t]; s.hot[t].status == Pending {
-			s.skipped(t, r.link, now)
-			s.skipDependents(t, now)
-		}
-	}
-	s.scratch = skip[:0]
 	for _, t := range idx {
 		if h := &s.hot[t]; h.status == Pending && h.unmet == 0 {
 			s.eligible(t, now)
@@ -307,8 +302,13 @@ func (s *state) submit(b *batch, now time.Time) error {
 		t, j := e[0], e[1]
 		if s.hot[j].status == Succeeded {
 			s.released(t, now)
-		} else if root := s.root(j); s.react(t, root, s.classOf(root), now) {
-			s.skipDependents(t, now)
+			continue
+		}
+		s.onEnded(t, j, now)
+		s.cascade(now) // what t's end changed reaches its dependents before t settles
+		if s.settledEnd(j) {
+			s.onSettled(t, j, now)
+			s.cascade(now)
 		}
 	}
 	return nil

@@ -76,12 +76,27 @@ type Task struct {
 // because of a cancel upstream; a dependency skipped because a rule
 // upstream was not met (see Cause) is neither.
 //
+// A Skipped task is seen by the worst end among its dependencies that did
+// not succeed: a failure outranks a cancel, which outranks a skip by a
+// rule. So the outcome of every task is a function of the graph and of the
+// ends alone, whatever order they come in. A task is skipped as soon as
+// its rule can no longer be met, but until all of its dependencies have
+// ended its class may still get worse (skipped at once because one
+// dependency was cancelled, it is seen as failed if another one fails
+// later). AllSucceeded and AllDone do not tell the classes apart and react
+// at once; AnyFailed and NoneFailed wait until a Skipped dependency's
+// class is final: it is failed (nothing is worse), or every dependency
+// upstream of it has ended. A NoneFailed task behind a task skipped by a
+// rule thus waits for that task's other dependencies too.
+//
 // TaskInfo.Cause of a task a rule skipped: under AllSucceeded and
-// NoneFailed, the root cause (the upstream task that failed or was
-// cancelled, or the upstream task whose own rule was not met); under
-// AnyFailed, skipped because no dependency failed, "": nothing upstream
-// went wrong, the task's own rule was not met. Upstream(ctx) tells a task
-// how each of its dependencies ended.
+// NoneFailed, the root cause: an upstream task of the worst end, the first
+// to reach the task among equals (one that failed or was cancelled, or
+// whose own rule was not met); under AnyFailed, skipped because no
+// dependency failed, "": nothing upstream went wrong, the task's own rule
+// was not met. EventSkipped.Cause names the cause known when the task was
+// skipped; a worse end that came later is in TaskInfo.Cause.
+// Upstream(ctx) tells a task how each of its dependencies ended.
 //
 // Tasks under a rule other than AllSucceeded are never fused into a
 // dependency's lane: they go through the ready queue.
@@ -244,7 +259,7 @@ type Event struct {
 	Run     int           // the run it concerns (1-based; recurring tasks have several)
 	Err     error         // for EventRetrying and EventFailed: the attempt's error; for EventCancelled: ErrCancelled or ErrClosed
 	Wait    time.Duration // for EventRetrying: the backoff chosen, jitter included
-	Cause   string        // for EventSkipped: the upstream task that failed or was cancelled
+	Cause   string        // for EventSkipped: the upstream task to blame, as known then (see Trigger)
 	At      time.Time     // the coordinator's clock when it decided
 }
 
@@ -257,7 +272,7 @@ type TaskInfo struct {
 	Attempts int    // attempts made in the current (or last) run
 	Runs     int    // runs finished successfully
 	Err      error  // the last attempt's error, if it failed; for Cancelled: ErrCancelled or ErrClosed
-	Cause    string // for Skipped: the upstream task to blame (see Trigger); "" when its own rule was not met
+	Cause    string // for Skipped: the upstream task to blame, of the worst end (see Trigger); "" when its own rule was not met
 	Result   any    // what the last successful attempt recorded with SetResult
 }
 

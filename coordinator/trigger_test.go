@@ -275,3 +275,99 @@ func TestTriggerBadInput(t *testing.T) {
 		t.Errorf("Trigger(9).String() = %q", got)
 	}
 }
+
+// The outcome of every task is a function of the graph and of the ends
+// alone, never of the order the ends came in: two dependencies of C end
+// (succeeded, failed, cancelled, or skipped by a rule) in one order and
+// then in the other, with C and its dependent D under every pair of
+// rules; C and D end the same way both times, and a skip names a cause of
+// the same kind (a failure outranks a cancel, which outranks a skip by a
+// rule). C used to take as its cause whichever bad end came first, so a
+// NoneFailed D ran after a skip by a rule and was skipped after a cancel.
+func TestSkipOutcomeIsAFunctionOfTheEnds(t *testing.T) {
+	ends := []depEnd{endOK, endFail, endCancel, endSkipB}
+	rules := []coordinator.Trigger{coordinator.AllSucceeded, coordinator.AllDone, coordinator.AnyFailed, coordinator.NoneFailed}
+	for _, e1 := range ends {
+		for _, e2 := range ends {
+			for _, r1 := range rules {
+				for _, r2 := range rules {
+					name := fmt.Sprintf("%v,%v/C=%v/D=%v", e1, e2, r1, r2)
+					t.Run(name, func(t *testing.T) {
+						first := endInOrder(t, [2]depEnd{e1, e2}, r1, r2, false)
+						second := endInOrder(t, [2]depEnd{e1, e2}, r1, r2, true)
+						if first != second {
+							t.Fatalf("a then b: %s\nb then a: %s\nwant the same outcome", first, second)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// endInOrder builds a, b -> C (rule r1) -> D (rule r2), ends a and b as
+// ends says, b first if reversed, and describes how C and D ended: status
+// and the kind of end their causes name.
+func endInOrder(t *testing.T, ends [2]depEnd, r1, r2 coordinator.Trigger, reversed bool) (out string) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(4))
+		var tasks []coordinator.Task
+		var finish [2]func()
+		for i, e := range ends {
+			id := string(rune('a' + i))
+			g := newGate()
+			body := func(ctx context.Context) error {
+				select {
+				case <-g.c:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if e == endFail {
+					return errors.New("planned")
+				}
+				return nil
+			}
+			switch e {
+			case endSkipB: // an AnyFailed task over a success: skipped by its own rule
+				tasks = append(tasks, coordinator.Task{ID: id + "-up", Run: body},
+					coordinator.Task{ID: id, Run: ok, When: coordinator.AnyFailed, Deps: []string{id + "-up"}})
+				finish[i] = g.release
+			case endCancel:
+				tasks = append(tasks, coordinator.Task{ID: id, Run: body})
+				finish[i] = func() { s.Cancel(id) }
+			default:
+				tasks = append(tasks, coordinator.Task{ID: id, Run: body})
+				finish[i] = g.release
+			}
+		}
+		tasks = append(tasks, coordinator.Task{ID: "C", Run: ok, When: r1, Deps: []string{"a", "b"}},
+			coordinator.Task{ID: "D", Run: ok, When: r2, Deps: []string{"C"}})
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		order := []int{0, 1}
+		if reversed {
+			order = []int{1, 0}
+		}
+		for _, i := range order {
+			finish[i]()
+			synctest.Wait()
+		}
+		settle(t, s)
+		for _, id := range []string{"C", "D"} {
+			ti, _ := s.Info(id)
+			out += fmt.Sprintf("%s %v", id, ti.Status)
+			if ti.Status == coordinator.Skipped {
+				kind := "its own rule"
+				if ti.Cause != "" {
+					c, _ := s.Info(ti.Cause)
+					kind = c.Status.String()
+				}
+				out += " (cause: " + kind + ")"
+			}
+			out += "; "
+		}
+	})
+	return out
+}

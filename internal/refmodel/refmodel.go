@@ -79,9 +79,11 @@ type Record struct {
 	Events   []string // kinds, in order: started, retrying, succeeded, ...
 	Dropped  bool     // forgotten by retention
 
-	unmet     int   // dependencies not yet succeeded (under a rule: not yet final); 0 once started
-	deps      []int // records it depends on
-	succ      []int
+	unmet     int          // dependencies not yet taken into account (see Submit); 0 once started
+	deps      []int        // records it depends on
+	succ      []int        // records that depend on it and still hear from it
+	heard     map[int]bool // dependencies whose ends are settled, as far as it has heard
+	settled   bool         // final, and (if Skipped) every dependency's end settled: its class is final
 	cancelReq bool
 	released  bool
 	calls     int // calls of the function, over every run
@@ -113,7 +115,8 @@ type Model struct {
 	StartIn []string       // the pool of each start in Started
 	Now     time.Duration
 	Closing bool
-	frozen  bool // shut down with nothing running: the scheduler's loop has stopped, and retention with it
+	notes   []note // the trigger-rule cascade's worklist
+	frozen  bool   // shut down with nothing running: the scheduler's loop has stopped, and retention with it
 
 	retain  bool
 	keep    time.Duration
@@ -161,10 +164,10 @@ func (m *Model) Submit(batch []Task) error {
 		m.Tasks = append(m.Tasks, &Record{Task: t, notBefore: m.Now + t.Delay})
 		m.ByID[t.ID] = base + i
 	}
-	var skip []int
-	var ended [][2]int // (task under a rule, its dependency that had already ended)
+	var ended [][2]int // (task, its dependency that had already ended)
 	for i := range batch {
 		r := m.Tasks[base+i]
+		r.heard = map[int]bool{}
 		for _, d := range r.Deps {
 			j := m.ByID[d]
 			if slices.Contains(r.deps, j) {
@@ -172,28 +175,21 @@ func (m *Model) Submit(batch []Task) error {
 			}
 			r.deps = append(r.deps, j)
 			dr := m.Tasks[j]
-			if final := dr.Status >= Succeeded; r.When != AllSucceeded && final {
-				r.unmet++ // applied once every edge is wired
+			switch {
+			case dr.Status == Succeeded && r.When == AllSucceeded:
+				r.heard[j] = true
+			case dr.Status >= Succeeded:
+				// Applied once every edge is wired, as its end would have
+				// been; a Skipped one not settled goes on telling r.
+				r.unmet++
 				ended = append(ended, [2]int{base + i, j})
-				continue
-			}
-			switch dr.Status {
-			case Succeeded:
-			case Failed, Cancelled, Skipped:
-				if r.Cause == "" {
-					r.Cause = m.root(dr)
-					skip = append(skip, base+i)
+				if !dr.settled {
+					dr.succ = append(dr.succ, base+i)
 				}
 			default:
 				dr.succ = append(dr.succ, base+i)
 				r.unmet++
 			}
-		}
-	}
-	for _, t := range skip {
-		if r := m.Tasks[t]; r.Status < Succeeded {
-			m.finish(r, Skipped, "skipped")
-			m.skipDependents(t)
 		}
 	}
 	for i := range batch {
@@ -202,10 +198,16 @@ func (m *Model) Submit(batch []Task) error {
 		}
 	}
 	for _, e := range ended {
-		if m.Tasks[e[1]].Status == Succeeded {
-			m.released(e[0])
-		} else if m.react(e[0], m.root(m.Tasks[e[1]])) {
-			m.skipDependents(e[0])
+		c, j := e[0], e[1]
+		if m.Tasks[j].Status == Succeeded {
+			m.released(c, j)
+			continue
+		}
+		m.onEnded(c, j)
+		m.cascade()
+		if m.Tasks[j].settled {
+			m.onSettled(c, j)
+			m.cascade()
 		}
 	}
 	m.run()
@@ -287,78 +289,190 @@ func (m *Model) finish(r *Record, s Status, event string) {
 	r.Status = s
 	r.Events = append(r.Events, event)
 	r.finalAt = m.Now
+	r.settled = s != Skipped
 }
 
-// skipDependents tells the tasks waiting on from, which ended without
-// succeeding, by each one's rule, transitively (last in, first out).
-func (m *Model) skipDependents(from int) {
-	work := []int{from}
-	for len(work) > 0 {
-		t := work[len(work)-1]
-		work = work[:len(work)-1]
-		root := m.root(m.Tasks[t])
-		for _, c := range m.Tasks[t].succ {
-			if m.react(c, root) {
-				work = append(work, c)
+// The trigger-rule cascade. A task's end without success reaches what
+// waits on it by class: "failed" (its root cause failed), "cancelled", or
+// "benign" (a rule upstream skipped it). A Skipped task's class is the
+// worst among its dependencies' ends, so it may get worse while some of
+// them still run; it is settled once every dependency's end is settled.
+// Rules that tell failed from cancelled from benign (AnyFailed,
+// NoneFailed) take a Skipped dependency into account only once its class
+// is final: failed, or settled. The news travels as notes on a worklist,
+// last in, first out.
+
+type noteKind int
+
+const (
+	noteEnded noteKind = iota
+	noteWorse
+	noteSettled
+)
+
+type note struct {
+	t    int
+	kind noteKind
+}
+
+// class ranks an end: failed 0, cancelled 1, benign 2 (lower is worse).
+func (m *Model) class(r *Record) int {
+	switch m.Tasks[m.ByID[m.root(r)]].Status {
+	case Failed:
+		return 0
+	case Cancelled:
+		return 1
+	}
+	return 2
+}
+
+// endedBadly: t failed or was cancelled.
+func (m *Model) endedBadly(t int) {
+	m.notes = append(m.notes, note{t, noteSettled}, note{t, noteEnded})
+	m.cascade()
+}
+
+func (m *Model) skip(c int, cause string) {
+	rc := m.Tasks[c]
+	rc.Cause = cause
+	m.finish(rc, Skipped, "skipped")
+	m.maybeSettle(c)
+	m.notes = append(m.notes, note{c, noteEnded})
+}
+
+// maybeSettle settles Skipped task c once it has heard every dependency's
+// end settled.
+func (m *Model) maybeSettle(c int) {
+	rc := m.Tasks[c]
+	if rc.Status != Skipped || rc.settled {
+		return
+	}
+	for _, d := range rc.deps {
+		if !rc.heard[d] {
+			return
+		}
+	}
+	rc.settled = true
+	m.notes = append(m.notes, note{c, noteSettled})
+}
+
+func (m *Model) cascade() {
+	for len(m.notes) > 0 {
+		n := m.notes[len(m.notes)-1]
+		m.notes = m.notes[:len(m.notes)-1]
+		for _, c := range m.Tasks[n.t].succ {
+			switch n.kind {
+			case noteEnded:
+				m.onEnded(c, n.t)
+			case noteWorse:
+				m.onWorse(c, n.t)
+			default:
+				m.onSettled(c, n.t)
 			}
 		}
 	}
 }
 
-// react applies to c the end without success of one of its dependencies,
-// whose root cause is root, and reports whether c was skipped.
-func (m *Model) react(c int, root string) bool {
-	rc := m.Tasks[c]
-	if rc.Status != Pending || (rc.When != AllSucceeded && rc.unmet == 0) {
-		return false
-	}
-	rr := m.Tasks[m.ByID[root]]
-	failed, cancelled := rr.Status == Failed, rr.Status == Cancelled
-	skip := func(cause string) bool {
-		rc.Cause = cause
-		m.finish(rc, Skipped, "skipped")
-		return true
+func (m *Model) onEnded(c, t int) {
+	rc, rt := m.Tasks[c], m.Tasks[t]
+	if rc.Status == Skipped {
+		m.maybeWorse(c, t)
+		return
 	}
 	switch rc.When {
+	case AllSucceeded:
+		if rc.Status == Pending {
+			m.skip(c, m.root(rt))
+		}
 	case AllDone:
-		if rc.unmet--; rc.unmet == 0 {
-			m.eligible(c)
-		}
-	case AnyFailed:
-		if failed {
-			rc.unmet = 0
-			m.eligible(c)
-		} else if rc.unmet--; rc.unmet == 0 {
-			return skip("")
-		}
-	case NoneFailed:
-		if failed || cancelled {
-			rc.unmet = 0
-			return skip(root)
-		}
-		if rc.unmet--; rc.unmet == 0 {
-			m.eligible(c)
+		if rc.Status == Pending && rc.unmet > 0 {
+			if rc.unmet--; rc.unmet == 0 {
+				m.eligible(c)
+			}
 		}
 	default:
-		return skip(root)
+		if rt.Status != Skipped || m.class(rt) == 0 {
+			m.decide(c, t)
+		}
 	}
-	return false
 }
 
-// released applies to c the success of one of its dependencies.
-func (m *Model) released(c int) {
+func (m *Model) onWorse(c, t int) {
+	if m.Tasks[c].Status == Skipped {
+		m.maybeWorse(c, t)
+	} else if m.class(m.Tasks[t]) == 0 {
+		m.decide(c, t)
+	}
+}
+
+func (m *Model) onSettled(c, t int) {
+	rc, rt := m.Tasks[c], m.Tasks[t]
+	rc.heard[t] = true
+	if rc.Status == Skipped {
+		m.maybeSettle(c)
+		return
+	}
+	if (rc.When == AnyFailed || rc.When == NoneFailed) && rt.Status == Skipped && m.class(rt) != 0 {
+		m.decide(c, t)
+	}
+}
+
+// maybeWorse gives c, Skipped and not settled, the root cause of t if its
+// class is worse.
+func (m *Model) maybeWorse(c, t int) {
+	rc, rt := m.Tasks[c], m.Tasks[t]
+	if rc.settled || m.class(rt) >= m.class(rc) {
+		return
+	}
+	rc.Cause = m.root(rt)
+	m.notes = append(m.notes, note{c, noteWorse})
+}
+
+// decide applies to c (AnyFailed, NoneFailed) the end of t, whose class is
+// final.
+func (m *Model) decide(c, t int) {
 	rc := m.Tasks[c]
 	if rc.Status != Pending || rc.unmet == 0 {
 		return
 	}
-	if rc.unmet--; rc.unmet == 0 {
-		if rc.When == AnyFailed {
-			rc.Cause = ""
-			m.finish(rc, Skipped, "skipped")
-			m.skipDependents(c)
+	class := m.class(m.Tasks[t])
+	switch rc.When {
+	case AnyFailed:
+		if class == 0 {
+			rc.unmet = 0
+			m.eligible(c)
+		} else if rc.unmet--; rc.unmet == 0 {
+			m.skip(c, "")
+		}
+	case NoneFailed:
+		if class < 2 {
+			m.skip(c, m.root(m.Tasks[t]))
+		} else if rc.unmet--; rc.unmet == 0 {
+			m.eligible(c)
+		}
+	}
+}
+
+// released applies to c the success of its dependency t.
+func (m *Model) released(c, t int) {
+	rc := m.Tasks[c]
+	rc.heard[t] = true
+	switch rc.Status {
+	case Skipped:
+		m.maybeSettle(c)
+		m.cascade()
+	case Pending:
+		if rc.unmet == 0 {
 			return
 		}
-		m.eligible(c)
+		if rc.unmet--; rc.unmet == 0 {
+			if rc.When == AnyFailed {
+				m.skip(c, "")
+				m.cascade()
+				return
+			}
+			m.eligible(c)
+		}
 	}
 }
 
@@ -411,7 +525,9 @@ func (m *Model) outcome(t int, ok bool) {
 	switch {
 	case r.cancelReq:
 		m.finish(r, Cancelled, "cancelled")
-		m.skipDependents(t)
+		if !m.Closing { // under Shutdown every waiting task is cancelled instead
+			m.endedBadly(t)
+		}
 	case ok && r.Every > 0 && r.Runs+1 < r.Times:
 		r.Runs++
 		r.Status = Pending
@@ -423,7 +539,7 @@ func (m *Model) outcome(t int, ok bool) {
 		r.Runs++
 		m.finish(r, Succeeded, "succeeded")
 		for _, c := range r.succ {
-			m.released(c)
+			m.released(c, t)
 		}
 	case r.Attempts < max(1, r.Do.MaxAttempt):
 		r.Status = Pending
@@ -435,7 +551,7 @@ func (m *Model) outcome(t int, ok bool) {
 		m.schedule(t, m.Now+wait)
 	default:
 		m.finish(r, Failed, "failed")
-		m.skipDependents(t)
+		m.endedBadly(t)
 	}
 }
 
@@ -450,7 +566,7 @@ func (m *Model) Cancel(id string) bool {
 	case Pending, Ready:
 		m.timers = slices.DeleteFunc(m.timers, func(tm timer) bool { return tm.t == t })
 		m.finish(r, Cancelled, "cancelled")
-		m.skipDependents(t)
+		m.endedBadly(t)
 		m.run()
 		m.Forget()
 		return true
@@ -533,8 +649,8 @@ func (m *Model) Forget() {
 func (m *Model) free(t int) bool {
 	r := m.Tasks[t]
 	for _, d := range r.deps {
-		if m.Tasks[d].Status < Succeeded {
-			return false
+		if !m.Tasks[d].settled {
+			return false // it may still tell r something
 		}
 	}
 	for _, o := range m.Tasks {
