@@ -275,13 +275,20 @@ func TestRestoreSeriesMissedRuns(t *testing.T) {
 			}
 			m := clock.NewMock()
 			m.Set(start)
-			s := open(t, path, opts(m)...)
 			task := coordinator.Task{ID: "series", Func: "tick", Every: time.Hour, Times: 10, Missed: tc.missed}
 			if tc.cron != "" {
+				// A cron series starts at its first start after submission:
+				// submitted a second before start, it runs at start.
 				task.Every, task.Cron = 0, tc.cron
+				m.Set(start.Add(-time.Second))
 			}
+			s := open(t, path, opts(m)...)
 			if err := s.Submit(task); err != nil {
 				t.Fatal(err)
+			}
+			if tc.cron != "" {
+				waitArmed(t, armed, start)
+				m.Set(start)
 			}
 			waitArmed(t, armed, start.Add(time.Hour)) // run 1 done at start
 			shutdown(t, s)

@@ -144,7 +144,7 @@ func (s *state) succeeded(t int32, now time.Time) {
 	r := &s.tasks[t]
 	r.runs++
 	if x := r.x; x != nil && x.recurring() && (x.times == 0 || int(r.runs) < x.times) {
-		if due, ok := x.next(now); ok {
+		if due, ok := x.next(); ok {
 			if e := s.emit(EventRecurred, t, now); e != nil {
 				e.Run = int(r.runs)
 			}
@@ -153,6 +153,13 @@ func (s *state) succeeded(t int32, now time.Time) {
 			return
 		}
 	}
+	s.seriesEnds(t, now)
+}
+
+// seriesEnds ends t Succeeded: its last run, or the last start of its
+// series, is over.
+func (s *state) seriesEnds(t int32, now time.Time) {
+	r := &s.tasks[t]
 	s.finish(t, Succeeded, now)
 	if e := s.emit(EventSucceeded, t, now); e != nil {
 		e.Run = int(r.runs)

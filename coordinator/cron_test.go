@@ -13,6 +13,7 @@ import (
 	_ "time/tzdata" // the DST test's zone, whatever the machine has installed
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
 )
 
 // starts records when a task's function was called, on the fake clock.
@@ -63,10 +64,10 @@ func TestCronRunsAtItsStarts(t *testing.T) {
 				t.Fatalf("hourly run %d at %v; want %v", i+1, at, want)
 			}
 		}
-		// 09:00 in Tokyo is 00:00 UTC: the first start after submission at
-		// 00:00 UTC is that very instant, then a day later.
-		if got := daily.times(); len(got) != 2 || !got[0].Equal(t0) || !got[1].Equal(t0.Add(24*time.Hour)) {
-			t.Fatalf("daily ran at %v; want %v and a day later", got, t0)
+		// 09:00 in Tokyo is 00:00 UTC: submitted at that very instant, the
+		// first start strictly after submission is a day later.
+		if got := daily.times(); len(got) != 2 || !got[0].Equal(t0.Add(24*time.Hour)) || !got[1].Equal(t0.Add(48*time.Hour)) {
+			t.Fatalf("daily ran at %v; want %v and a day later", got, t0.Add(24*time.Hour))
 		}
 		if info, _ := s.Info("hourly"); info.Status != coordinator.Succeeded || info.Runs != 24 {
 			t.Fatalf("Info(hourly) = %+v; want succeeded after 24 runs", info)
@@ -182,8 +183,15 @@ func TestMissedRunPolicies(t *testing.T) {
 					}}
 					task := base
 					task.ID, task.Run, task.Times, task.Missed = "series", st.run, 6, w.policy
-					// Submitted on a minute: the cron's first start is then.
-					start := time.Now()
+					// Every starts at submission; Cron and Schedule at their
+					// first start after it: submitted a second before a
+					// minute, all three start on that minute.
+					start := time.Now().Add(time.Minute)
+					wait := time.Minute
+					if task.Every == 0 {
+						wait -= time.Second
+					}
+					time.Sleep(wait)
 					if err := s.Submit(task); err != nil {
 						t.Fatalf("Submit = %v", err)
 					}
@@ -220,8 +228,14 @@ func TestMissedDefaults(t *testing.T) {
 				return 0
 			}}
 			tc.task.ID, tc.task.Run, tc.task.Times = "series", st.run, 10
+			if tc.task.Cron != "" {
+				time.Sleep(59 * time.Second) // its first start is then the next minute, a second away
+			}
 			if err := s.Submit(tc.task); err != nil {
 				t.Fatalf("Submit = %v", err)
+			}
+			if tc.task.Cron != "" {
+				time.Sleep(time.Second)
 			}
 			time.Sleep(3*time.Minute + 30*time.Second)
 			synctest.Wait()
@@ -319,4 +333,157 @@ func TestSubmitNilGraph(t *testing.T) {
 	if err := s.SubmitGraph(context.Background(), nil); err != nil {
 		t.Fatalf("SubmitGraph(nil) = %v; want nil (an empty graph)", err)
 	}
+}
+
+// Every series runs at its starts from the moment it may start (its
+// origin, submission plus Delay): Every at the origin and every Every
+// after it; Cron and Schedule at the starts their Next gives strictly
+// after the origin, as robfig/cron's Next does, so one submitted exactly
+// on one of its slots waits for the next (testing/synctest starts on the
+// hour, where tests meet this first).
+func TestSeriesFirstStart(t *testing.T) {
+	m := time.Minute
+	for _, tc := range []struct {
+		name  string
+		task  coordinator.Task
+		early time.Duration // submitted this long before a minute
+		want  time.Duration // first start, from that minute
+	}{
+		{"every on the minute", coordinator.Task{Every: m}, 0, 0},
+		{"cron on its slot", coordinator.Task{Cron: "* * * * *"}, 0, m},
+		{"schedule on its slot", coordinator.Task{Schedule: everyMinute{}}, 0, m},
+		{"cron just before", coordinator.Task{Cron: "* * * * *"}, time.Nanosecond, 0},
+		{"schedule just before", coordinator.Task{Schedule: everyMinute{}}, time.Nanosecond, 0},
+		{"cron with a delay onto its slot", coordinator.Task{Cron: "* * * * *", Delay: 30 * time.Second}, 30 * time.Second, m},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				st := &starts{}
+				minute := time.Now().Add(m)
+				time.Sleep(m - tc.early)
+				task := tc.task
+				task.ID, task.Run, task.Times = "series", st.run, 1
+				if err := s.Submit(task); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				if got := st.times(); len(got) != 1 || got[0].Sub(minute) != tc.want {
+					t.Fatalf("started at %v; want %v after the minute", got, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// One function decides what is missed, whatever made a start late: a
+// start is missed when it cannot begin within a second of its time (or
+// half the time to the next start, if that is shorter). Here a series
+// every minute ran at its first start and then could not start again
+// until 11.5 minutes later, because the coordinator was stalled (a
+// Schedule's Next that takes minutes), because its pool's one worker was
+// busy, or because the process was down (a durable scheduler crashed and
+// restored then); in every case, for Every, Cron and Schedule alike, the
+// policy decides the same. SkipMissed used to run the second start 10.5
+// minutes late after a stall, RunOnceForMissed to run twice, where the
+// restart path treated that start as missed.
+func TestMissedStartsAreDecidedAlike(t *testing.T) {
+	m := time.Minute
+	late := 11*m + 30*time.Second
+	wants := map[coordinator.Missed][]time.Duration{
+		coordinator.RunEachMissed:    {0, late, late},   // catches up, one after another
+		coordinator.RunOnceForMissed: {0, late, 12 * m}, // one run for the starts up to now, then the next
+		coordinator.SkipMissed:       {0, 12 * m, 13 * m},
+	}
+	kinds := map[string]coordinator.Task{"every": {Every: m}, "cron": {Cron: "* * * * *"}, "schedule": {Schedule: everyMinute{}}}
+	for _, how := range []string{"stalled", "busy pool", "restarted"} {
+		for kind, base := range kinds {
+			for policy, want := range wants {
+				if how == "restarted" && kind == "schedule" {
+					continue // a Schedule is a Go value: not durable
+				}
+				t.Run(fmt.Sprintf("%s/%s/%v", how, kind, policy), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						checkMissed(t, how, base, policy, late, want)
+					})
+				})
+			}
+		}
+	}
+}
+
+func checkMissed(t *testing.T, how string, series coordinator.Task, policy coordinator.Missed, late time.Duration, want []time.Duration) {
+	// Every starts at submission, Cron and Schedule on the next minute:
+	// submitted a second before it, both start then.
+	early := time.Duration(0)
+	if series.Every == 0 {
+		early = time.Second
+		time.Sleep(time.Minute - early)
+	}
+	first := time.Now().Add(early)
+	st := &starts{}
+	series.ID, series.Times, series.Missed, series.Run = "series", 3, policy, st.run
+	hold := 30 * time.Second // after the first start, what makes the next one late begins
+	switch how {
+	case "stalled":
+		s := newScheduler(t)
+		if err := s.Submit(series); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(early + hold)
+		// Its first start is planned on the coordinator, which waits for
+		// Next.
+		stall := coordinator.Task{ID: "stall", Times: 1, Run: ok, Schedule: &sleepyNext{d: late - hold}}
+		if err := s.Submit(stall); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+	case "busy pool":
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		busy := coordinator.Task{ID: "busy", Delay: early + hold, Run: func(context.Context) error {
+			time.Sleep(late - hold)
+			return nil
+		}}
+		if err := s.Submit(series, busy); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+	case "restarted":
+		mem := storetest.NewMemory()
+		step := coordinator.WithFunc("step", func(ctx context.Context, _ []byte) error { return st.run(ctx) })
+		s1 := restored(t, mem, step)
+		series.Run, series.Func = nil, "step"
+		if err := s1.Submit(series); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(early + hold)
+		crashed := mem.Crash()
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(late - hold)
+		settle(t, restored(t, crashed, step))
+	}
+	var got []time.Duration
+	for _, at := range st.times() {
+		got = append(got, at.Sub(first))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("starts %v; want %v", got, want)
+	}
+}
+
+// sleepyNext is a Schedule whose second Next call (the first is Submit's
+// check) takes d, holding the coordinator, which waits for it: a stalled
+// coordinator.
+type sleepyNext struct {
+	d     time.Duration
+	calls int
+}
+
+func (s *sleepyNext) Next(t time.Time) time.Time {
+	if s.calls++; s.calls == 2 {
+		time.Sleep(s.d)
+	}
+	return t.Add(time.Hour)
 }

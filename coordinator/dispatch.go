@@ -125,8 +125,10 @@ func (p *poolState) target() int {
 	return max(2, min(p.maxTarget, int(dispatchBudget/p.cost)))
 }
 
-// popReady returns the oldest live entry of the pool's best level.
-func (s *state) popReady(p *poolState) (int32, bool) {
+// popReady returns the oldest live entry of the pool's best level, to be
+// handed out at now. A start of a series it passes over (SkipMissed drops
+// it: catchUp) waits for the series' next start instead.
+func (s *state) popReady(p *poolState, now time.Time) (int32, bool) {
 	for {
 		e, _, ok := p.ready.Pop()
 		if !ok {
@@ -135,9 +137,32 @@ func (s *state) popReady(p *poolState) (int32, bool) {
 		t := int32(uint32(e))
 		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
 			p.readyLive--
+			if s.hot[t].flags&fExtra != 0 && !s.startsNow(t, now) {
+				continue
+			}
 			return t, true
 		}
 	}
+}
+
+// startsNow reports whether ready task t may start at now: any task but a
+// start of a series that SkipMissed drops, which then waits for the
+// series' next start (or, if there is none, ends the series).
+func (s *state) startsNow(t int32, now time.Time) bool {
+	x := s.tasks[t].x
+	if !x.recurring() {
+		return true
+	}
+	run, wait := x.catchUp(now)
+	switch {
+	case run:
+	case wait.IsZero():
+		s.seriesEnds(t, now)
+	default:
+		s.schedule(t, wait, now)
+	}
+	s.touched(t) // its planned start moved, or it ended
+	return run
 }
 
 // bestReady reports the best level holding a live entry, dropping stale
@@ -190,7 +215,7 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 	level := int32(math.MinInt32)
 	alone := !(p.idle > 0 && (ls.open || p.idle > 1)) // no other worker of the pool is idle
 	for took := 0; placed < k && took < take; took++ {
-		t, ok := s.popReady(p)
+		t, ok := s.popReady(p, now)
 		if !ok {
 			break
 		}

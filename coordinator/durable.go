@@ -877,7 +877,7 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		case st.status == Ready:
 			s.pushReady(t, now)
 		case !st.due.IsZero():
-			s.schedule(t, s.resumeAt(t, st.due, now), now)
+			s.schedule(t, st.due, now) // a start missed meanwhile: catchUp, when it is handed out
 		default:
 			s.eligible(t, now)
 		}
@@ -1017,44 +1017,6 @@ func (s *state) ruleVerdict(t int32) (verdict, int32) {
 		return ruleWaits, noTask
 	}
 	return ruleRuns, noTask
-}
-
-// resumeAt is when a task restored waiting in the delayed set is due: its
-// stored due time, except for a recurring task waiting for its next run
-// whose starts were missed while no process ran (the stored due time
-// among them): under SkipMissed they are dropped and the series waits for
-// the next start; under RunOnceForMissed one run at once stands for all
-// of them; under RunEachMissed each runs, one after another.
-func (s *state) resumeAt(t int32, due, now time.Time) time.Time {
-	x := s.tasks[t].x
-	if x == nil || !x.recurring() || s.tasks[t].attempts != 0 || !due.Before(now) {
-		return due
-	}
-	switch x.missed {
-	case SkipMissed:
-		var next time.Time
-		if x.sched == nil {
-			k := (now.Sub(due) + x.every - 1) / x.every
-			next = addSat(due, k*x.every)
-		} else {
-			next = x.sched.Next(now.Add(-time.Nanosecond))
-		}
-		if next.IsZero() {
-			return due
-		}
-		x.planned = next
-		return next
-	case RunOnceForMissed:
-		// The run planned at the last missed start, now: the next one
-		// is the first start after it.
-		if x.sched == nil {
-			x.planned = addSat(due, now.Sub(due)/x.every*x.every)
-		} else {
-			x.planned = now
-		}
-		return now
-	}
-	return due
 }
 
 func ownerOf(o any) *Scheduler {

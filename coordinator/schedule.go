@@ -12,17 +12,26 @@ import (
 
 // Schedule gives the start times of a recurring task: Next returns the
 // first start strictly after t, or the zero time when there is none. A
-// robfig/cron/v3 cron.Schedule fits. The coordinator waits for Next: it
-// must be quick and must not call the scheduler; a Next that panics, calls
+// robfig/cron/v3 cron.Schedule fits. Next must be a pure function of t
+// (the same t, the same start), as cron's are: the scheduler calls it more
+// than once for one start (Submit checks there is a first start; the
+// coordinator plans each start, and asks for the start after a late one
+// to tell whether it was missed). The coordinator waits for Next: it must
+// be quick and must not call the scheduler; a Next that panics, calls
 // runtime.Goexit, or returns a time not after t, ends the series as if it
 // had no more starts.
 type Schedule interface {
 	Next(t time.Time) time.Time
 }
 
-// Missed says what a recurring task does with the starts it missed: those
-// whose time had passed when the previous run ended, because that run
-// overran or the process was suspended. Runs of one task never overlap.
+// Missed says what a recurring task does with the starts it missed. A
+// start is missed when it cannot begin within a second of its time (or
+// within half the time to the series' next start, if that is shorter):
+// because the previous run overran it, because the process was suspended
+// or stalled or not running at all (a durable scheduler restored later),
+// or because its pool had no worker free. One rule decides it, when a
+// worker could take the start, whatever made it late. Runs of one task
+// never overlap.
 type Missed int
 
 const (
@@ -32,10 +41,12 @@ const (
 	// RunEachMissed runs every missed start, one after another at once,
 	// then goes on with the schedule: a fixed rate that catches up.
 	RunEachMissed
-	// RunOnceForMissed runs once at once for all the missed starts, then
-	// goes on with the first start after that run began.
+	// RunOnceForMissed runs once at once for all the missed starts (and
+	// for the last one, if it is merely late), then goes on with the first
+	// start after that run began.
 	RunOnceForMissed
-	// SkipMissed drops the missed starts and waits for the next one.
+	// SkipMissed drops the missed starts and waits for the next one; a
+	// last start that is late but not missed still runs.
 	SkipMissed
 )
 
@@ -129,49 +140,103 @@ func (x *extra) after(t time.Time) time.Time {
 	return addSat(t, x.every)
 }
 
-// first plans the first run of a recurring task that may start at start:
-// then for Every, the schedule's first start at or after it otherwise.
+// first plans the first run of a recurring task that may start at start
+// (its origin): start itself for Every, whose fixed rate counts from its
+// origin; for Cron and Schedule, the schedule's first start strictly
+// after it, as robfig/cron computes one (a cron task submitted on one of
+// its slots waits for the next).
 func (x *extra) first(start time.Time) (time.Time, bool) {
 	if x.sched == nil {
 		x.planned = start
 		return start, true
 	}
-	due := x.sched.Next(start.Add(-time.Nanosecond))
+	due := x.sched.Next(start)
 	x.planned = due
 	return due, !due.IsZero()
 }
 
-// next plans the run after the one planned at x.planned, which ended at
-// now, under the missed-run policy; false when the schedule has no more
-// starts.
-func (x *extra) next(now time.Time) (time.Time, bool) {
+// next plans the run after the one planned at x.planned: its next start,
+// which may have passed already (the run overran). Whether a start that
+// has passed runs is decided when a worker could take it (catchUp), as for
+// every start. False when the schedule has no more starts.
+func (x *extra) next() (time.Time, bool) {
 	slot := x.after(x.planned)
 	if slot.IsZero() {
 		return time.Time{}, false
 	}
-	if !slot.Before(now) || x.missed == RunEachMissed {
-		x.planned = slot
-		return slot, true
+	x.planned = slot
+	return slot, true
+}
+
+// missedAfter bounds how late a start may begin and still be on time: a
+// second, or half the time to the series' next start if that is shorter.
+// A start later than that was missed: the previous run overran it, the
+// process was suspended or not running, or its pool had no worker free.
+const missedAfter = time.Second
+
+// lateness is how late the start at slot may begin and still be on time
+// (missedAfter).
+func (x *extra) lateness(slot time.Time) time.Duration {
+	tol := missedAfter
+	if next := x.after(slot); !next.IsZero() {
+		tol = min(tol, next.Sub(slot)/2)
 	}
-	switch x.missed {
-	case RunOnceForMissed:
-		// One run now stands for every missed start: the next run is the
-		// first start after the last of them.
-		if x.sched == nil {
-			k := now.Sub(slot) / x.every
-			x.planned = addSat(slot, k*x.every)
-		} else {
-			x.planned = now
+	return tol
+}
+
+// catchUp decides what becomes of the start planned at x.planned, which a
+// worker could take at now: the one function that says what is missed,
+// whatever made the start late (a run that overran, a process suspended
+// or restarted, a busy pool). A start on time runs. A missed one, under
+// the task's Missed policy: RunEachMissed runs it (the next missed one
+// follows at once); RunOnceForMissed runs once now for every start up to
+// now; SkipMissed drops every start up to now, except the last one if it
+// is on time, and otherwise waits for the next one. It reports whether
+// the start runs now, and if not when the series is next due (zero: the
+// schedule has no more starts).
+func (x *extra) catchUp(now time.Time) (run bool, wait time.Time) {
+	p := x.planned
+	if !now.After(p) || x.missed == RunEachMissed || now.Sub(p) <= x.lateness(p) {
+		return true, time.Time{}
+	}
+	last, next, found := x.lastStart(now)
+	switch {
+	case x.missed == RunOnceForMissed:
+		x.planned = last // this run stands for every start up to now
+		return true, time.Time{}
+	case found && now.Sub(last) <= x.lateness(last): // SkipMissed, the last start on time
+		x.planned = last
+		return true, time.Time{}
+	}
+	x.planned = next
+	return false, next
+}
+
+// lastStart returns the last start of the series at or before now, from
+// x.planned on, and the start after it (zero: none). For a Cron or a
+// Schedule, whose starts are known one by one, it looks for the last start
+// within missedAfter of now only (one further back is missed anyway), not
+// by walking every start missed: if there is none, it returns now itself
+// as the last, with found false (now's next start is the series' next).
+func (x *extra) lastStart(now time.Time) (last, next time.Time, found bool) {
+	p := x.planned
+	if x.sched == nil {
+		k := now.Sub(p) / x.every
+		last = addSat(p, k*x.every)
+		return last, addSat(last, x.every), true
+	}
+	last, found = p, true
+	if from := now.Add(-missedAfter); from.After(p) {
+		last, found = now, false
+		if n := x.sched.Next(from.Add(-time.Nanosecond)); !n.IsZero() && !n.After(now) {
+			last, found = n, true
 		}
-		return now, true
-	default: // SkipMissed
-		if x.sched == nil {
-			k := (now.Sub(slot) + x.every - 1) / x.every
-			slot = addSat(slot, k*x.every)
-		} else if slot = x.sched.Next(now.Add(-time.Nanosecond)); slot.IsZero() {
-			return time.Time{}, false
+	}
+	for {
+		n := x.sched.Next(last)
+		if n.IsZero() || n.After(now) {
+			return last, n, found
 		}
-		x.planned = slot
-		return slot, true
+		last, found = n, true
 	}
 }

@@ -28,15 +28,19 @@ type Task struct {
 
 	// A recurring task runs again after each successful run, at most one
 	// of: Every, at a fixed rate, each run planned from the last planned
-	// start (the first at once); Cron, a robfig/cron/v3 standard
-	// expression (five fields, descriptors such as @hourly, a CRON_TZ=
-	// prefix or its alias TZ=; UTC unless it names a zone, and CRON_TZ=
-	// with no zone is UTC too; runs at its starts from submission on); or
-	// Schedule. Times is the total number of runs; 0
+	// start; Cron, a robfig/cron/v3 standard expression (five fields,
+	// descriptors such as @hourly, a CRON_TZ= prefix or its alias TZ=; UTC
+	// unless it names a zone, and CRON_TZ= with no zone is UTC too); or
+	// Schedule. A series runs at its starts from its origin, the moment it
+	// may start (submission plus Delay, once its dependencies allow): an
+	// Every series at the origin itself and every Every after it; a Cron
+	// or Schedule series at the starts Next gives strictly after the
+	// origin, as robfig/cron's own scheduler does, so one submitted
+	// exactly on one of its slots (testing/synctest starts on the hour)
+	// waits for the next. Times is the total number of runs; 0
 	// means no end: the series runs until Cancel or Shutdown. Missed says
-	// what to do with starts missed because a run overran or the process
-	// was suspended. Runs never overlap; a run that fails after its
-	// retries ends the series Failed.
+	// what to do with the starts missed (see Missed). Runs never overlap;
+	// a run that fails after its retries ends the series Failed.
 	//
 	// Cron time is literal, as robfig/cron's: in a zone with daylight
 	// saving time, a start in the hour skipped in spring does not happen

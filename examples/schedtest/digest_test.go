@@ -30,7 +30,7 @@ func TestDigestRunsHourlyAndRetries(t *testing.T) {
 		calls := 0
 		send := func(ctx context.Context) error {
 			calls++
-			if calls == 2 { // the 01:00 digest fails once
+			if calls == 2 { // the 02:00 digest fails once
 				return errors.New("mail server down")
 			}
 			sent = append(sent, time.Since(start))
@@ -43,8 +43,11 @@ func TestDigestRunsHourlyAndRetries(t *testing.T) {
 		time.Sleep(24 * time.Hour) // a day passes, instantly
 		synctest.Wait()
 
-		want := []time.Duration{0, time.Hour + time.Minute} // 00:00; 01:00 failed, retried at 01:01
-		for h := 2; h <= 24; h++ {
+		// Submitted at 00:00, the series starts at its first start after
+		// that, 01:00 (as robfig/cron would): a cron task submitted on one
+		// of its slots waits for the next. 02:00 failed, retried at 02:01.
+		want := []time.Duration{time.Hour, 2*time.Hour + time.Minute}
+		for h := 3; h <= 24; h++ {
 			want = append(want, time.Duration(h)*time.Hour)
 		}
 		if len(sent) != len(want) {
