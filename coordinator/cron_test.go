@@ -328,10 +328,15 @@ func TestStallingScheduleEndsTheSeries(t *testing.T) {
 	})
 }
 
+// A nil *Graph is a mistake, not an empty graph: ErrNilGraph. An empty
+// Graph adds nothing.
 func TestSubmitNilGraph(t *testing.T) {
 	s := newScheduler(t)
-	if err := s.SubmitGraph(context.Background(), nil); err != nil {
-		t.Fatalf("SubmitGraph(nil) = %v; want nil (an empty graph)", err)
+	if err := s.SubmitGraph(context.Background(), nil); !errors.Is(err, coordinator.ErrNilGraph) {
+		t.Fatalf("SubmitGraph(nil) = %v; want ErrNilGraph", err)
+	}
+	if err := s.SubmitGraph(context.Background(), &coordinator.Graph{}); err != nil {
+		t.Fatalf("SubmitGraph(empty) = %v; want nil", err)
 	}
 }
 

@@ -44,8 +44,9 @@
 //     methods: an untouched context is reused for a later attempt.
 //  3. Keep subscriber callbacks short or unsubscribe them: events queue for
 //     a slow subscriber without bound.
-//  4. Tasks may call Submit, Cancel, Info and Subscribe; a task must not
-//     call Wait or Shutdown, which would wait for that task itself.
+//  4. Tasks may call Submit, Cancel, Info and Subscribe; Wait and
+//     Shutdown would wait for the task itself: called from a task, they
+//     return ErrFromTask at once (Shutdown begins the shutdown first).
 //     Subscriber callbacks may call every method, Wait and Shutdown
 //     included.
 //

@@ -109,8 +109,8 @@ func (s *state) cancelAsked(t int32) {
 // prepare checks a batch against what a durable scheduler can restore and
 // binds named functions (Task.Func) to their tasks. It runs on the
 // caller's goroutine, before validateTask; it copies the batch's tasks
-// before changing one (batch.own), since they are the caller's.
-func (s *Scheduler) prepare(b *batch) error {
+// before changing one (submission.own), since they are the caller's.
+func (s *Scheduler) prepare(b *submission) error {
 	cfg := s.dcfg
 	if cfg == nil {
 		for i := range b.tasks {
@@ -181,7 +181,7 @@ func checkResult(s *Scheduler, v any) error {
 // submitted is called when a batch was stored: its tasks are numbered,
 // their definitions encoded and their states marked, and the reply waits
 // for the commit.
-func (s *state) submitted(b *batch, reply chan<- error) {
+func (s *state) submitted(b *submission, reply chan<- error) {
 	defer s.afterCommit(func(err error) { reply <- err })
 	d := s.dur
 	for i := range b.tasks {
@@ -757,7 +757,7 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		return nil
 	}
 	d := s.dur
-	b := &batch{tasks: make([]Task, len(stored))}
+	b := &submission{tasks: make([]Task, len(stored))}
 	for i := range stored {
 		st := &stored[i]
 		t := st.def.task

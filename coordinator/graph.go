@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 )
@@ -79,22 +80,38 @@ func (g *Graph) Reset() {
 	g.tasks, g.hstart, g.handles, g.bad, g.tag = g.tasks[:0], g.hstart[:0], g.handles[:0], nil, 0
 }
 
+// ErrNilGraph: SubmitGraph or SubmitGraphBatch was given a nil *Graph
+// (an empty graph is a Graph with no task, its zero value).
+var ErrNilGraph = errors.New("coordinator: nil *Graph")
+
 // SubmitGraph adds the tasks of g as one batch: accepted whole or rejected
 // whole, with the same errors and the same context rules as
 // SubmitContext. g is not retained; it may be Reset and reused once
-// SubmitGraph returns. A nil g is an empty graph.
+// SubmitGraph returns. A nil g is ErrNilGraph; an empty one is accepted
+// and adds nothing.
 func (s *Scheduler) SubmitGraph(ctx context.Context, g *Graph) error {
+	return s.submitGraph(ctx, g, nil)
+}
+
+// SubmitGraphBatch is SubmitGraph, and returns the accepted batch (see
+// SubmitBatch).
+func (s *Scheduler) SubmitGraphBatch(ctx context.Context, g *Graph) (*Batch, error) {
+	b, reply := newBatch()
+	if err := s.submitGraph(ctx, g, reply); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (s *Scheduler) submitGraph(ctx context.Context, g *Graph, watch chan<- error) error {
 	if s.closed.Load() {
 		return s.closedErr()
 	}
 	if g == nil {
-		return nil
+		return ErrNilGraph
 	}
 	if g.bad != nil {
 		return g.bad
 	}
-	if len(g.tasks) == 0 {
-		return nil
-	}
-	return s.submit(ctx, &batch{tasks: g.tasks, hstart: g.hstart, handles: g.handles})
+	return s.submit(ctx, &submission{tasks: g.tasks, hstart: g.hstart, handles: g.handles, watch: watch})
 }

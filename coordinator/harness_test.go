@@ -136,7 +136,7 @@ func benchState(b *testing.B, shape string) {
 		for i := range rigs {
 			r := newRig(2)
 			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
-			if err := r.s.submit(&batch{tasks: tasks}, r.now); err != nil {
+			if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
 				b.Fatal(err)
 			}
 			rigs[i] = r

@@ -186,7 +186,7 @@ func TestStrings(t *testing.T) {
 		t.Fatalf("Final(): Failed must be final, Running not")
 	}
 	err := &coordinator.TaskError{ID: "b", Err: coordinator.ErrUnknownDependency, Detail: `"zz"`}
-	if got, want := err.Error(), `coordinator: unknown dependency: "zz" (task "b")`; got != want {
+	if got, want := err.Error(), `coordinator: task "b": unknown dependency: "zz"`; got != want {
 		t.Fatalf("Error() = %q; want %q", got, want)
 	}
 }

@@ -25,15 +25,16 @@ type poolConfig struct {
 }
 
 type config struct {
-	workers int
-	clock   clock.Clock
-	pools   []poolConfig // named pools, in the order given
-	rng     *rand.Rand
-	retain  bool
-	keep    time.Duration
-	grace   time.Duration
-	logger  *slog.Logger
-	taskLog bool // the logger was given (WithLogger): log task life to it
+	workers    int
+	workersSet bool // WithWorkers was given
+	clock      clock.Clock
+	pools      []poolConfig // named pools, in the order given
+	rng        *rand.Rand
+	retain     bool
+	keep       time.Duration
+	grace      time.Duration
+	logger     *slog.Logger
+	taskLog    bool // the logger was given (WithLogger): log task life to it
 
 	middleware []Middleware   // WithMiddleware, outermost first
 	dur        *durableConfig // WithStore, WithFunc (nil: neither)
@@ -49,13 +50,17 @@ type config struct {
 const MaxWorkers = 1 << 16
 
 // WithWorkers sets the size of the default pool (default
-// runtime.GOMAXPROCS(0)); see MaxWorkers.
+// runtime.GOMAXPROCS(0)); see MaxWorkers. Given twice, it is refused, as
+// WithPool is for one name.
 func WithWorkers(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > MaxWorkers {
+		switch {
+		case n < 1 || n > MaxWorkers:
 			return fmt.Errorf("%w: WithWorkers(%d): need 1 to %d", ErrInvalidOption, n, MaxWorkers)
+		case c.workersSet:
+			return fmt.Errorf("%w: WithWorkers given twice", ErrInvalidOption)
 		}
-		c.workers = n
+		c.workers, c.workersSet = n, true
 		return nil
 	}
 }

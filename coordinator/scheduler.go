@@ -45,6 +45,35 @@ type Scheduler struct {
 	done     chan struct{}     // closed when the group has exited and no detached attempt runs
 	subsMu   sync.Mutex        // guards subs
 	subs     []*subscriber     // guarded by subsMu: subscribers whose goroutines may still run
+	inside   sync.Map          // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
+}
+
+// ErrFromTask: Wait or Shutdown was called from inside a task (its
+// function, a custom worker's Do, a middleware), which it would wait for.
+// Wait returns it at once; Shutdown begins the shutdown (the task's own
+// context ends, with the others') and returns it without waiting: call
+// Shutdown from outside the tasks to wait for it.
+var ErrFromTask = errors.New("coordinator: called from inside a task, which the call would wait for")
+
+// enter registers the calling goroutine as one that runs attempts, until
+// the returned function is called (dispatch.Env.Inside).
+func (s *Scheduler) enter() (leave func()) {
+	g := goid()
+	s.inside.Store(g, struct{}{})
+	return func() { s.inside.Delete(g) }
+}
+
+// fromTask reports whether a call with ctx comes from inside one of this
+// scheduler's tasks: ctx is (or derives from) an attempt's context, or the
+// calling goroutine runs attempts.
+func (s *Scheduler) fromTask(ctx context.Context) bool {
+	if c, ok := dispatch.Of(ctx); ok {
+		if _, owner, ok := c.Attempt(); ok && owner == s {
+			return true
+		}
+	}
+	_, in := s.inside.Load(goid())
+	return in
 }
 
 // request is a message to the loop. apply runs on the loop's goroutine.
@@ -130,7 +159,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	for i := range all {
 		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed, Go: s.g.Go,
-			ReportStarts: st.dur != nil}
+			ReportStarts: st.dur != nil, Inside: s.enter}
 		for _, li := range st.pools[i].lanes {
 			lane := st.lanes[li].l
 			s.g.Go(func() error { return lane.Run(workCtx, env) })
@@ -334,12 +363,23 @@ func (s *Scheduler) timer(ctx context.Context) error {
 }
 
 type submitReq struct {
-	b     *batch
+	b     *submission
 	reply chan<- error
 }
 
 func (r submitReq) apply(l *loop, now time.Time) {
 	err := l.st.submit(r.b, now)
+	if err == nil && r.b.watch != nil {
+		// Watched from the moment it is stored: retention may forget a
+		// task as soon as it ends, its end is kept here.
+		tasks := make([]int32, 0, len(r.b.tasks))
+		for i := range r.b.tasks {
+			if t, ok := l.st.find(r.b.tasks[i].ID); ok && !containsTask(tasks, t) {
+				tasks = append(tasks, t)
+			}
+		}
+		l.st.watchTasks(l.s.waitSeq.Add(1), tasks, r.b.watch)
+	}
 	if err == nil && l.st.dur != nil {
 		l.st.submitted(r.b, r.reply) // answered once committed, at the end of the iteration
 		return
@@ -373,10 +413,10 @@ func (s *Scheduler) Submit(tasks ...Task) error {
 // and returns an error wrapping ErrStoreFailed if the commit failed. Safe
 // for concurrent use.
 func (s *Scheduler) SubmitContext(ctx context.Context, tasks ...Task) error {
-	return s.submit(ctx, &batch{tasks: tasks})
+	return s.submit(ctx, &submission{tasks: tasks})
 }
 
-func (s *Scheduler) submit(ctx context.Context, b *batch) error {
+func (s *Scheduler) submit(ctx context.Context, b *submission) error {
 	if s.closed.Load() {
 		return s.closedErr()
 	}
@@ -405,6 +445,9 @@ func (s *Scheduler) submit(ctx context.Context, b *batch) error {
 		b.scheds[i] = sched
 	}
 	if len(b.tasks) == 0 {
+		if b.watch != nil {
+			b.watch <- nil // nothing to wait for
+		}
 		return nil
 	}
 	if ctx != context.Background() && ctx != context.TODO() {
@@ -603,12 +646,17 @@ func (r unwaitReq) apply(l *loop, now time.Time) { delete(l.waiters, r.id) }
 // sees every failure as it happens. Wait returns ctx.Err() if ctx ends
 // first, and then forgets the call. It does not wait for subscribers to
 // receive the final events. Safe for concurrent use, from a subscriber
-// callback too (not from a task, which would wait for itself). After
+// callback too. Called from inside a task, which it would wait for, it
+// returns ErrFromTask at once (a call on the task's goroutine, or with its
+// context). After
 // Shutdown it returns nil as soon as every task is final (at once, unless
 // a function still runs). On a durable scheduler stopped by a failed
 // commit, it returns that failure (wrapping ErrStoreFailed) instead of
 // nil: the tasks are not done, they are as the last commit left them.
 func (s *Scheduler) Wait(ctx context.Context) error {
+	if s.fromTask(ctx) {
+		return ErrFromTask
+	}
 	id := s.waitSeq.Add(1)
 	settled := make(chan struct{})
 	if err := s.mailbox.Send(ctx, waitReq{id: id, reply: settled}); err != nil {
@@ -642,7 +690,10 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // Shutdown too, waiting for this one): they deliver the rest of their
 // events once their callbacks return, and a later Shutdown from outside
 // waits for them. A callback must not wait for a Shutdown it started on
-// another goroutine: that Shutdown waits for the callback. Calling it
+// another goroutine: that Shutdown waits for the callback. Called from
+// inside a task (on its goroutine, or with its context), it begins the
+// shutdown and returns ErrFromTask without waiting, since the shutdown
+// waits for that task. Calling it
 // again, or concurrently, is safe.
 //
 // On a durable scheduler (WithStore), the cancellations Shutdown makes are
@@ -654,6 +705,9 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	s.stopOnce.Do(func() { close(s.stopc) })
+	if s.fromTask(ctx) {
+		return ErrFromTask // begun; it ends once this task returns
+	}
 	select {
 	case <-s.done:
 	case <-ctx.Done():

@@ -18,7 +18,7 @@ import (
 
 func (r *rig) submit(t *testing.T, tasks ...Task) {
 	t.Helper()
-	if err := r.s.submit(&batch{tasks: tasks}, r.now); err != nil {
+	if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
 		t.Fatalf("submit = %v", err)
 	}
 }
@@ -506,7 +506,7 @@ func TestStateShutdownMeetsEveryKind(t *testing.T) {
 	if r.s.open != 0 || !r.s.settled() {
 		t.Fatalf("open = %d, settled = %v; want 0, true", r.s.open, r.s.settled())
 	}
-	if err := r.s.submit(&batch{tasks: []Task{{ID: "after", Run: noop}}}, r.now); !errors.Is(err, ErrClosed) {
+	if err := r.s.submit(&submission{tasks: []Task{{ID: "after", Run: noop}}}, r.now); !errors.Is(err, ErrClosed) {
 		t.Fatalf("submit after shutdown = %v; want ErrClosed", err)
 	}
 }

@@ -3,16 +3,16 @@ package coordinator
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/batonhq/baton/internal/dispatch"
 )
 
-// batch is one Submit, SubmitContext or SubmitGraph: the tasks, and for a
-// Graph their dependencies inside the batch by place.
-type batch struct {
+// submission is one Submit, SubmitContext, SubmitGraph or SubmitBatch:
+// the tasks, and for a Graph their dependencies inside the batch by place.
+type submission struct {
+	watch   chan<- error // SubmitBatch: where the batch's ends are told once all are final (nil: not watched)
 	tasks   []Task
 	hstart  []int32 // nil, or: task i's places are handles[hstart[i]:hstart[i+1]]
 	handles []int32
@@ -23,7 +23,7 @@ type batch struct {
 
 // own makes b.tasks a copy of the caller's slice, once, before a task of
 // it is changed.
-func (b *batch) own() {
+func (b *submission) own() {
 	if !b.owned {
 		b.tasks, b.owned = slices.Clone(b.tasks), true
 	}
@@ -32,7 +32,7 @@ func (b *batch) own() {
 // copyPayloads gives the batch copies of its []byte payloads: the caller
 // may reuse a buffer once Submit has returned, and the attempts (and, on
 // a durable scheduler, the store) must see what was submitted.
-func (b *batch) copyPayloads() {
+func (b *submission) copyPayloads() {
 	for i := range b.tasks {
 		if p, ok := b.tasks[i].Payload.([]byte); ok && p != nil {
 			b.own()
@@ -41,7 +41,7 @@ func (b *batch) copyPayloads() {
 	}
 }
 
-func (b *batch) places(i int) []int32 {
+func (b *submission) places(i int) []int32 {
 	if b.hstart == nil {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (b *batch) places(i int) []int32 {
 // Static checks (validateTask) have already passed. Each ID is hashed
 // once and inserted with one probe; dependencies given by place need no
 // lookup at all.
-func (s *state) submit(b *batch, now time.Time) error {
+func (s *state) submit(b *submission, now time.Time) error {
 	if s.closing {
 		return ErrClosed
 	}
@@ -153,7 +153,7 @@ func (s *state) submit(b *batch, now time.Time) error {
 			k++
 			if !ok {
 				undo()
-				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: fmt.Sprintf("%q", d)}
+				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: quoteID(d)}
 			}
 			p := place(j)
 			deps, places = appendDep(deps, places, mark, j, p, &seen)

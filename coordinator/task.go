@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Task is one node of the graph. Submit copies what it needs; the caller may
@@ -306,11 +308,31 @@ type TaskError struct {
 	Detail string // what exactly is wrong, if more than Err says
 }
 
+// Error names the task once, its ID cut to its first 64 bytes: for
+// example `coordinator: task "c": unknown dependency: "b"`.
 func (e *TaskError) Error() string {
+	msg := "coordinator: task " + quoteID(e.ID) + ": " + strings.TrimPrefix(e.Err.Error(), "coordinator: ")
 	if e.Detail != "" {
-		return fmt.Sprintf("%v: %s (task %q)", e.Err, e.Detail, e.ID)
+		msg += ": " + e.Detail
 	}
-	return fmt.Sprintf("%v (task %q)", e.Err, e.ID)
+	return msg
+}
+
+// maxIDInMessage is how much of an ID an error message quotes.
+const maxIDInMessage = 64
+
+// quoteID quotes id for an error message, cut to its first
+// maxIDInMessage bytes (at a rune's start) with its length said: a
+// 5,000-byte ID must not make a 5,000-byte message.
+func quoteID(id string) string {
+	if len(id) <= maxIDInMessage {
+		return strconv.Quote(id)
+	}
+	cut := maxIDInMessage
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", id[:cut], len(id))
 }
 
 func (e *TaskError) Unwrap() error { return e.Err }
@@ -322,12 +344,32 @@ type CycleError struct {
 	Behind  []string // tasks on no cycle that wait on one, sorted
 }
 
+// Error names at most the first 10 tasks of each list, each ID cut as a
+// TaskError cuts it; the lists themselves are whole.
 func (e *CycleError) Error() string {
-	s := "coordinator: dependency cycle among " + strings.Join(e.InCycle, ", ")
+	s := "coordinator: dependency cycle among " + listIDs(e.InCycle)
 	if len(e.Behind) > 0 {
-		s += "; blocked behind it: " + strings.Join(e.Behind, ", ")
+		s += "; blocked behind it: " + listIDs(e.Behind)
 	}
 	return s
+}
+
+// listIDs writes up to 10 IDs, quoted and cut (quoteID), and how many
+// more there are.
+func listIDs(ids []string) string {
+	const most = 10
+	var b strings.Builder
+	for i, id := range ids {
+		if i == most {
+			fmt.Fprintf(&b, " and %d more", len(ids)-most)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteID(id))
+	}
+	return b.String()
 }
 
 // Is makes errors.Is(err, ErrCycle) true.

@@ -58,7 +58,11 @@ func validateTask(t *Task, handles bool, pools map[string]worker.Worker) (Schedu
 	}
 	w, ok := pools[t.Pool]
 	if !ok {
-		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: fmt.Sprintf("%q", t.Pool)}
+		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(t.Pool)}
+	}
+	if _, plain := w.(worker.Func); plain && t.Run == nil {
+		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, worker.ErrNilRun),
+			Detail: "set Run, or Func to the name of a function registered with WithFunc"}
 	}
 	if v, ok := w.(worker.Validator); ok {
 		if err := safeValidate(v, worker.Job{ID: t.ID, Run: t.Run, Payload: t.Payload}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton/actor"
@@ -19,6 +20,21 @@ type TasksError struct {
 	Tasks []TaskInfo // the listed tasks that did not succeed, in the order given, each once
 }
 
+// Unwrap returns the errors of the listed tasks that ended with one (the
+// last failed attempt's, ErrCancelled or ErrClosed), so that errors.Is and
+// errors.As see them: errors.Is(err, ErrCancelled) holds when one was
+// cancelled, and errors.As finds a task's own error type. A Skipped task
+// has none.
+func (e *TasksError) Unwrap() []error {
+	var errs []error
+	for _, ti := range e.Tasks {
+		if ti.Err != nil {
+			errs = append(errs, ti.Err)
+		}
+	}
+	return errs
+}
+
 func (e *TasksError) Error() string {
 	var b strings.Builder
 	b.WriteString("coordinator: ")
@@ -26,10 +42,10 @@ func (e *TasksError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s %v", ti.ID, ti.Status)
+		fmt.Fprintf(&b, "%s %v", quoteID(ti.ID), ti.Status)
 		switch {
 		case ti.Status == Skipped && ti.Cause != "":
-			fmt.Fprintf(&b, " because of %s", ti.Cause)
+			fmt.Fprintf(&b, " because of %s", quoteID(ti.Cause))
 		case ti.Status == Skipped:
 			b.WriteString(" by its trigger rule")
 		case ti.Err != nil:
@@ -116,6 +132,11 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 		reply <- err
 		return
 	}
+	s.watchTasks(id, tasks, reply)
+}
+
+// watchTasks registers a watch of distinct tasks, or answers it at once.
+func (s *state) watchTasks(id uint64, tasks []int32, reply chan<- error) {
 	w := &watch{id: id, reply: reply, tasks: tasks}
 	w.infos = make([]TaskInfo, len(w.tasks))
 	for i, t := range w.tasks {
@@ -198,4 +219,50 @@ func (w *watch) result() error {
 		return nil
 	}
 	return &TasksError{Tasks: bad}
+}
+
+// Batch is a batch of tasks that SubmitBatch or SubmitGraphBatch accepted,
+// watched from the moment it was stored: Wait tells how its tasks ended,
+// even once retention has forgotten them (WaitTasks after Submit could
+// not tell a task that ended and was forgotten from one never submitted).
+type Batch struct {
+	reply <-chan error  // buffer 1: the watch's answer, received once
+	ready chan struct{} // closed once err is set
+	once  sync.Once
+	err   error // set once, before ready closes
+}
+
+func newBatch() (*Batch, chan<- error) {
+	reply := make(chan error, 1)
+	return &Batch{reply: reply, ready: make(chan struct{})}, reply
+}
+
+// Wait blocks until every task of the batch is final, and returns nil if
+// all of them succeeded, or a *TasksError listing those that did not, as
+// WaitTasks does; on a durable scheduler, once their ends are committed.
+// It returns ctx.Err() if ctx ends first: the batch is still watched, and
+// a later Wait tells how it ended. Safe for concurrent use, and after
+// Shutdown (Shutdown ends every task). Like Wait, called from inside one
+// of the batch's tasks it would wait for itself.
+func (b *Batch) Wait(ctx context.Context) error {
+	select {
+	case err := <-b.reply:
+		b.once.Do(func() { b.err = err; close(b.ready) })
+	case <-b.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.err
+}
+
+// SubmitBatch is SubmitContext, and returns the accepted batch, whose
+// Wait tells how its tasks ended, whatever retention forgot in between: a
+// race-free submit and wait. On error nothing is stored and the *Batch is
+// nil.
+func (s *Scheduler) SubmitBatch(ctx context.Context, tasks ...Task) (*Batch, error) {
+	b, reply := newBatch()
+	if err := s.submit(ctx, &submission{tasks: tasks, watch: reply}); err != nil {
+		return nil, err
+	}
+	return b, nil
 }

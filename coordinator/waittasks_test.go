@@ -54,7 +54,7 @@ func TestWaitTasks(t *testing.T) {
 		if got := strings.Join(ids, " "); got != "after-bad:skipped bad:failed alert:skipped" {
 			t.Fatalf("TasksError.Tasks = %s; want after-bad skipped, bad failed, alert skipped", got)
 		}
-		for _, want := range []string{"after-bad skipped because of bad", "bad failed: disk full", "alert skipped by its trigger rule"} {
+		for _, want := range []string{`"after-bad" skipped because of "bad"`, `"bad" failed: disk full`, `"alert" skipped by its trigger rule`} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("message %q lacks %q", err.Error(), want)
 			}

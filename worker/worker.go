@@ -68,8 +68,36 @@ type Validator interface {
 var ErrNilRun = errors.New("worker: task has no Run function")
 
 // ErrTimeout is the error of an attempt that did not end before its timeout.
-// The attempt's context is cancelled with it as the cause.
+// The attempt's context is cancelled with it as the cause. The attempt's
+// own error is a *TimeoutError, for which errors.Is(err, ErrTimeout) and
+// errors.Is(err, context.DeadlineExceeded) hold.
 var ErrTimeout = errors.New("worker: attempt timed out")
+
+// TimeoutError is the error of an attempt whose timeout passed before its
+// function returned. It keeps both: the timeout (errors.Is(err,
+// ErrTimeout) and errors.Is(err, context.DeadlineExceeded) hold) and what
+// the function returned once its context had ended (Err, which errors.Is
+// and errors.As see through: a "query users: ..." error is not lost), or
+// nil if it had not returned a grace period later and was abandoned.
+type TimeoutError struct {
+	After time.Duration // the attempt's timeout
+	Err   error         // the function's error, returned after the timeout; nil if none or abandoned
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("worker: attempt timed out after %v", e.After)
+	}
+	return fmt.Sprintf("worker: attempt timed out after %v: %v", e.After, e.Err)
+}
+
+// Is reports ErrTimeout and context.DeadlineExceeded as matches.
+func (e *TimeoutError) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+// Unwrap returns the function's error.
+func (e *TimeoutError) Unwrap() error { return e.Err }
 
 // ErrGoexit is the panic value (PanicError.Value) of an attempt whose
 // function, or Worker, called runtime.Goexit: testing.T's FailNow, Fatal

@@ -218,6 +218,11 @@ type Env struct {
 	// hears of it, so that a crash during the attempt counts it; without a
 	// report the coordinator could hear of it only when the attempt ends.
 	ReportStarts bool
+	// Inside, if set, is called by every goroutine that runs attempts (a
+	// lane's, and a timed attempt's own) when it starts, and what it
+	// returns when it stops: the scheduler tells a call made from inside a
+	// task by the goroutine it comes from.
+	Inside func() (leave func())
 	// Go starts a supervised goroutine (the scheduler's errgroup): Run
 	// hands its lane to a new one when a task ends the worker goroutine
 	// with runtime.Goexit. Nil: the lane stops there (tests).
@@ -417,6 +422,9 @@ func (l *Lane) Run(ctx context.Context, env *Env) error { return l.run(ctx, env,
 // run is Run, draining first when it takes over from a goroutine that a
 // task ended with runtime.Goexit.
 func (l *Lane) run(ctx context.Context, env *Env, drain bool) error {
+	if env.Inside != nil {
+		defer env.Inside()()
+	}
 	returned := false
 	defer func() {
 		if !returned && env.Go != nil {
@@ -654,8 +662,12 @@ func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 	res := make(chan error, 1) // an abandoned attempt's late result must not block
 	det, w := l.env.Detached, l.env.Worker
 	id := det.add(spec.ID)
+	inside := l.env.Inside
 	go func() {
 		defer det.done(id)
+		if inside != nil {
+			defer inside()()
+		}
 		returned := false
 		defer func() {
 			if !returned { // call recovers panics: this is runtime.Goexit
@@ -673,12 +685,12 @@ func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 		return err
 	case <-fire:
 	}
-	terr := fmt.Errorf("%w after %v", worker.ErrTimeout, timeout)
-	ctx.Expire(terr)
+	ctx.Expire(fmt.Errorf("%w after %v", worker.ErrTimeout, timeout))
 	out.TimedOut = true
+	terr := &worker.TimeoutError{After: timeout}
 	g, gfire := l.arm(AddSat(deadline, l.env.Grace))
 	select {
-	case <-res:
+	case terr.Err = <-res: // what it returned once its context ended: kept beside the timeout
 		if g != nil {
 			g.Stop()
 		}

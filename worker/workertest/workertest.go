@@ -19,6 +19,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/worker"
 )
@@ -28,12 +29,20 @@ type Jobs struct {
 	OK    worker.Job // Do returns nil
 	Fail  worker.Job // Do returns an error
 	Block worker.Job // Do runs until its context ends, then returns
+	// ReturnWithin is how long Do(Block) may take to return once its
+	// context has ended (0: DefaultReturnWithin).
+	ReturnWithin time.Duration
 }
+
+// DefaultReturnWithin is how long the suite lets a worker take to return
+// once its context has ended, unless Jobs.ReturnWithin says otherwise.
+const DefaultReturnWithin = 10 * time.Second
 
 // Run checks w: a job that should succeed succeeds and one that should fail
 // fails, under concurrent use; a job that runs until cancelled returns once
-// its context ends (a worker that does not hangs the test until go test's
-// -timeout); a Validator accepts the suite's jobs. Run it with -race.
+// its context ends (a worker that has not returned Jobs.ReturnWithin later
+// fails the test, saying so, rather than hanging it); a Validator accepts
+// the suite's jobs. Run it with -race.
 func Run(t *testing.T, w worker.Worker, jobs Jobs) {
 	t.Helper()
 	t.Run("Outcomes", func(t *testing.T) {
@@ -70,9 +79,20 @@ func Run(t *testing.T, w worker.Worker, jobs Jobs) {
 		done := make(chan error, 1)
 		go func() { done <- w.Do(ctx, jobs.Block) }()
 		cancel()
-		// A worker that ignores its context hangs here until go test's
-		// -timeout, whose report shows the stuck Do; no wall clock needed.
-		<-done
+		within := jobs.ReturnWithin
+		if within <= 0 {
+			within = DefaultReturnWithin
+		}
+		// A failure guard on the wall clock, not a wait for something to
+		// happen: Do returns at once if the worker honours its context.
+		guard, stop := context.WithTimeout(context.Background(), within)
+		defer stop()
+		select {
+		case <-done:
+		case <-guard.Done():
+			t.Fatalf("Do(Block) has not returned %v after its context ended: a worker must return soon after "+
+				"ctx ends, or the scheduler's Cancel, Timeout and Shutdown wait for it (its goroutine is left running)", within)
+		}
 	})
 	if v, ok := w.(worker.Validator); ok {
 		t.Run("Validate", func(t *testing.T) {
