@@ -81,6 +81,20 @@
 // attempts). After WithMaxDeliver deliveries without an outcome, Do
 // returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
 //
+// The last delivery's end, without a worker. JetStream may give up an
+// attempt whose last delivery's lease ran out only when a worker pulls
+// again (nats-server 2.15 does, for a MaxDeliver above 1: its
+// max-deliveries advisory comes then), and with every worker dead none
+// does. So a Serve that takes an attempt's last delivery reports
+// it to the attempt's Pool instance, at once and at each lease extension
+// (a core message on baton.P.held.I, for all such attempts of the Serve at
+// once); Do gives the attempt up with ErrMaxDeliveries, and deletes it
+// from the stream, once a lease and a half passes without a report: about
+// a lease after JetStream's own lease ran out, whether or not a worker is
+// alive. A report lost with the Pool's connection does not count: the
+// wait starts again when the connection is back. The advisory still
+// fails the attempt too, whichever comes first.
+//
 // Keys and publications. An attempt key names an attempt (instance,
 // round, attempt, task) and comes back: a durable coordinator hands the
 // same attempt out again after a restart, and a task ID may be used again
@@ -145,7 +159,8 @@
 // is the one place in Baton where production code reads real time.
 //
 // Leases. Serve extends a running attempt's lease every third of the work
-// consumer's AckWait (WithLease), which it reads when it starts, again
+// consumer's AckWait (WithLease), which it reads (with its MaxDeliver,
+// for the held reports) when it starts, again
 // when a NewPool announces that it set the consumers, and every ten
 // seconds: workers that keep running while a coordinator restarts with
 // another lease follow it.
@@ -172,10 +187,14 @@
 // # Limits
 //
 // What this package does not handle, as of this version:
-//   - The max-deliveries advisory is core NATS: a Pool that is down (a
-//     coordinator restart) when an attempt reaches WithMaxDeliver misses
-//     it, and the restarted Do of that attempt waits until the task's
-//     Timeout (give remote tasks one).
+//   - The max-deliveries advisory and the held reports are core NATS: a
+//     Pool that is down (a coordinator restart) when an attempt's last
+//     delivery dies misses them, and the restarted Do of that attempt
+//     waits until the task's Timeout (give remote tasks one). So does a
+//     Do whose last delivery went to a worker that died before its first
+//     report left it (a moment after it took the attempt), or to a Serve
+//     of an older version, which sends none; a worker pulling again ends
+//     the wait, as before.
 //   - Two live Pools with the same WithInstance are not detected: they
 //     would take each other's outcomes.
 //   - An instance name is a promise of continuity: a Pool given the name
@@ -195,7 +214,8 @@
 // BATON_P_RESULTS (interest retention, subjects baton.P.results.>; the
 // outcome of attempt key K on baton.P.results.I.H, H a hash of K) with a
 // durable consumer coord-I per instance (filter baton.P.results.I.>),
-// removed after WithResultsTTL of inactivity; the core subjects baton.P.cancel
-// and baton.P.config (NewPool set the consumers). NewPool
+// removed after WithResultsTTL of inactivity; the core subjects baton.P.cancel,
+// baton.P.config (NewPool set the consumers) and baton.P.held.I (a Serve
+// holds the last delivery of one of I's attempts). NewPool
 // creates or updates them all; Serve waits for them.
 package jetstream

@@ -37,7 +37,9 @@ var (
 	ErrInFlight = errors.New("jetstream: attempt already in flight")
 	// ErrMaxDeliveries is returned by Pool.Do for an attempt that was
 	// delivered to workers as many times as WithMaxDeliver allows without
-	// an outcome: every worker that took it died or lost its lease.
+	// an outcome: every worker that took it died or lost its lease. Do
+	// returns it about a lease after the last delivery's lease ran out,
+	// whether or not a worker is left (see the package doc, Decisions).
 	ErrMaxDeliveries = errors.New("jetstream: attempt delivered too often without an outcome")
 )
 

@@ -342,6 +342,17 @@ func workerProcess(name, url, pool string) int {
 			}
 			return []byte("survived"), nil
 		},
+		// "hold" says where it runs and which delivery it is (on
+		// test.hold), then blocks until the test kills this process.
+		"hold": func(ctx context.Context, data []byte) ([]byte, error) {
+			a, _ := bjs.AttemptOf(ctx)
+			b, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "worker": a.Worker, "delivery": a.Delivery})
+			if err := nc.Publish("test.hold", b); err != nil {
+				return nil, err
+			}
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		},
 	}
 	// Say ready once the pool's subscriptions are in place: a first
 	// "echo" through Serve would need a coordinator, so joining is

@@ -133,7 +133,9 @@ func WithLease(d time.Duration) Option {
 const MinLease = 100 * time.Millisecond
 
 // WithMaxDeliver sets how many times one attempt is delivered to workers
-// (default DefaultMaxDeliver); after that, Do returns ErrMaxDeliveries.
+// (default DefaultMaxDeliver); after that, Do returns ErrMaxDeliveries,
+// about a lease after the last delivery's lease ran out (its worker died
+// or stopped), even if no worker is left.
 func WithMaxDeliver(n int) Option {
 	return func(c *poolConfig) error {
 		if n < 1 {
@@ -255,7 +257,7 @@ type Pool struct {
 	cfg      poolConfig                                                                        // immutable after NewPool
 	maxData  int                                                                               // immutable: the largest Payload.Data
 	cc       njs.ConsumeContext                                                                // set by NewPool, stopped by Close: the results consumer
-	subs     []*nats.Subscription                                                              // set by NewPool, unsubscribed by Close: the advisory
+	subs     []*nats.Subscription                                                              // set by NewPool, unsubscribed by Close: the advisory and held reports
 	status   chan nats.Status                                                                  // connection events, read by monitor
 	closing  chan struct{}                                                                     // closed by Close
 	up       atomic.Pointer[chan struct{}]                                                     // closed while connected; replaced (under mu) when the connection drops
@@ -280,6 +282,10 @@ type call struct {
 	gone bool          // unregistered; owned by the Do goroutine
 	got  bool          // a delivery was sent on ch; guarded by Pool.mu
 	ch   chan delivery // receives at most one delivery (buffer 1)
+
+	held      chan struct{} // signalled (buffer 1) at each report that a worker holds the attempt's last delivery (onHeld)
+	heldSeq   uint64        // the publication the last report named; guarded by Pool.mu
+	delivered int           // the delivery the last report named; guarded by Pool.mu
 }
 
 type delivery struct {
@@ -390,6 +396,7 @@ func (p *Pool) start(ctx context.Context) error {
 		f       nats.MsgHandler
 	}{
 		{maxDeliveriesSubject(p.name), p.onMaxDeliveries},
+		{heldSubject(p.name, p.cfg.instance), p.onHeld},
 	} {
 		sub, err := p.nc.Subscribe(s.subject, s.f)
 		if err != nil {
@@ -547,7 +554,7 @@ const maxRekeys = 16
 // coordinator restarted and handed the attempt out again): publish it
 // again under next.
 func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (next string, err error) {
-	c := &call{key: key, ch: make(chan delivery, 1)}
+	c := &call{key: key, ch: make(chan delivery, 1), held: make(chan struct{}, 1)}
 	lost, arrived, err := p.register(c)
 	if err != nil {
 		return "", err
@@ -569,23 +576,82 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 			return rekey(c.key, c.seq.Load()), nil
 		}
 	}
-	select {
-	case d := <-c.ch:
-		if d.err == nil && d.o.Status == statusCancelled && ctx.Err() == nil && c.seq.Load() != 0 {
-			// Stopped by the cancel of an earlier Do of this attempt,
-			// yet this one's context is alive: run it again.
-			_ = d.msg.Ack()
-			return rekey(c.key, c.seq.Load()), nil
+	// Once a worker reports that it holds the attempt's last delivery
+	// (held), lapse fires if reports stop for heldLapse: that worker died
+	// or lost its lease, and JetStream will deliver the attempt to no one
+	// else. JetStream's own verdict, the max-deliveries advisory, may come
+	// only when some worker pulls again (see the package doc), and none
+	// may be left. The reports come over this Pool's connection: one lost
+	// since the last report (since) only re-arms lapse once the
+	// connection is back (back).
+	var (
+		lapse *time.Timer
+		fire  <-chan time.Time // lapse's channel while armed
+		since *chan struct{}   // p.up when lapse was armed
+		back  <-chan struct{}  // closes when the connection is back, while lapse waits for it
+		rearm = func() {
+			since = p.up.Load()
+			if lapse == nil {
+				lapse = time.NewTimer(p.heldLapse())
+			} else {
+				lapse.Reset(p.heldLapse())
+			}
+			fire, back = lapse.C, nil
 		}
-		return "", p.apply(ctx, c, d)
-	case <-ctx.Done():
-		return "", p.cancel(ctx, c)
-	case <-lost:
-		return "", fmt.Errorf("%w: no outcome for task %q after an outage of %v", ErrUnavailable, j.ID, p.cfg.maxOutage)
-	case <-p.closing:
-		return "", ErrClosed
+	)
+	defer func() {
+		if lapse != nil {
+			lapse.Stop()
+		}
+	}()
+	for {
+		select {
+		case d := <-c.ch:
+			if d.err == nil && d.o.Status == statusCancelled && ctx.Err() == nil && c.seq.Load() != 0 {
+				// Stopped by the cancel of an earlier Do of this attempt,
+				// yet this one's context is alive: run it again.
+				_ = d.msg.Ack()
+				return rekey(c.key, c.seq.Load()), nil
+			}
+			return "", p.apply(ctx, c, d)
+		case <-c.held:
+			rearm()
+		case <-fire:
+			fire = nil
+			if up := p.up.Load(); up != since || !closed(*up) {
+				back = *up // the connection dropped since the last report
+				continue
+			}
+			p.lapsed(c) // the outcome, or ErrMaxDeliveries, is then on c.ch
+		case <-back:
+			rearm()
+		case <-ctx.Done():
+			return "", p.cancel(ctx, c)
+		case <-lost:
+			return "", fmt.Errorf("%w: no outcome for task %q after an outage of %v", ErrUnavailable, j.ID, p.cfg.maxOutage)
+		case <-p.closing:
+			return "", ErrClosed
+		}
 	}
 }
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// heldLapse is how long a Do waits, after a worker last reported that it
+// holds the attempt's last delivery, before it gives the attempt up: a
+// lease and a half. The worker reports every third of a lease, each time
+// right after it extended the lease, so by then JetStream's lease has run
+// out for at least half a lease, and a live worker has missed four
+// reports in a row.
+func (p *Pool) heldLapse() time.Duration { return p.cfg.lease + p.cfg.lease/2 }
 
 // dead reports whether the publication c's publish found (a duplicate of
 // an earlier Do's) can no longer bring an outcome: its message is gone
@@ -920,21 +986,65 @@ func (p *Pool) onMaxDeliveries(m *nats.Msg) {
 		return
 	}
 	p.mu.Lock()
-	var c *call
-	for _, w := range p.waiting { // rare: a scan beats an index kept on every attempt
-		if w.seq.Load() == adv.StreamSeq {
-			c = w
-			break
+	defer p.mu.Unlock()
+	for _, c := range p.waiting { // rare: a scan beats an index kept on every attempt
+		if c.seq.Load() == adv.StreamSeq {
+			p.exhausted(c, fmt.Errorf("%w: attempt %s, %d deliveries", ErrMaxDeliveries, c.key, p.cfg.maxDeliver))
+			return
 		}
 	}
-	if c == nil || c.got {
-		p.mu.Unlock()
+}
+
+// onHeld receives the reports of workers that hold the last delivery of
+// one of this instance's attempts (see held), and signals the Do waiting
+// for it, which gives the attempt up once they stop.
+func (p *Pool) onHeld(m *nats.Msg) {
+	hs, err := decodeHeld(m.Data)
+	if err != nil {
+		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "jetstream: dropping a bad held report",
+			slog.String("pool", p.name), slog.Any("err", err))
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, h := range hs {
+		c := p.waiting[h.key]
+		if c == nil || c.got || h.delivery < p.cfg.maxDeliver {
+			continue
+		}
+		if seq := c.seq.Load(); seq != 0 && h.seq != seq {
+			continue // another publication of the key
+		}
+		c.heldSeq, c.delivered = h.seq, h.delivery
+		select {
+		case c.held <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// lapsed fails c's attempt with ErrMaxDeliveries: the worker that
+// reported it held its last delivery stopped reporting (Pool.do). It does
+// nothing if the reports named another publication than c's (the one c
+// published was not known yet when they came).
+func (p *Pool) lapsed(c *call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if seq := c.seq.Load(); seq == 0 || c.heldSeq != seq {
+		return
+	}
+	p.exhausted(c, fmt.Errorf("%w: attempt %s: the lease of delivery %d of %d ran out, and no worker reported it for %v",
+		ErrMaxDeliveries, c.key, c.delivered, p.cfg.maxDeliver, p.heldLapse()))
+}
+
+// exhausted fails c, unless it has its outcome already. Guarded by mu.
+func (p *Pool) exhausted(c *call, err error) {
+	if c.got {
 		return
 	}
 	c.got = true
-	c.ch <- delivery{err: fmt.Errorf("%w: attempt %s, %d deliveries", ErrMaxDeliveries, c.key, p.cfg.maxDeliver)}
+	c.ch <- delivery{err: err}
 	p.settle(c)
-	p.mu.Unlock()
 }
 
 // monitor follows the connection: an outage that lasts longer than

@@ -106,18 +106,22 @@ type server struct {
 	handlers map[string]Handler // immutable (Serve's copy)
 	cfg      serveConfig        // immutable
 
-	lease atomic.Int64 // the work consumer's AckWait as last read (ns): extendLeases paces itself by it
+	lease      atomic.Int64 // the work consumer's AckWait as last read (ns): extendLeases paces itself by it
+	maxDeliver atomic.Int64 // the work consumer's MaxDeliver as last read: which deliveries are reported held (lastDelivery)
 
 	mu        sync.Mutex            // guards the fields below
 	running   map[string][]*running // by attempt key: more than one when a lease lapsed (a stalled process) and the attempt came again
 	cancelled *keyRing              // publications cancelled before they ran here (pubID), with when for seq 0
 }
 
-// running is an attempt whose handler runs on this worker.
+// running is an attempt whose handler runs on this worker. Immutable.
 type running struct {
-	cancel context.CancelCauseFunc // ends the handler's context
-	msg    njs.Msg                 // the attempt's message, whose lease extendLeases extends
-	seq    uint64                  // the message's stream sequence (its publication)
+	cancel   context.CancelCauseFunc // ends the handler's context
+	msg      njs.Msg                 // the attempt's message, whose lease extendLeases extends
+	seq      uint64                  // the message's stream sequence (its publication)
+	key      string                  // the attempt key
+	instance string                  // the Pool instance it comes from (held reports go there)
+	delivery int                     // which delivery of the message this is (0: not known)
 }
 
 // Serve runs attempts of the pool called pool on this machine until ctx
@@ -128,6 +132,9 @@ type running struct {
 // (result, error text, or panic and stack; a handler that calls
 // runtime.Goexit counts as a panic) and only then acknowledges the
 // attempt. An attempt whose kind has no handler fails with ErrUnknownKind.
+// While it runs an attempt's last delivery (WithMaxDeliver), Serve also
+// reports so to the attempt's Pool, when it takes it and at each lease
+// extension: the Pool gives the attempt up once the reports stop.
 //
 // Serve waits for the pool's streams if no NewPool created them yet, and
 // rides through connection losses and server restarts (nc must reconnect:
@@ -232,7 +239,7 @@ func (s *server) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.lease.Store(int64(cons.CachedInfo().Config.AckWait))
+	s.follow(cons.CachedInfo().Config)
 
 	// Leases are extended until the last handler has returned, after ctx
 	// has ended too: a handler winding down must not lose its attempt.
@@ -473,18 +480,53 @@ func (s *server) consumer(ctx context.Context) (njs.Consumer, error) {
 // workers pacing their InProgress by the old one.
 const leaseCheck = 10 * time.Second
 
+// follow records the work consumer's lease and delivery limit, as read
+// from its configuration.
+func (s *server) follow(c njs.ConsumerConfig) {
+	s.lease.Store(int64(c.AckWait))
+	s.maxDeliver.Store(int64(c.MaxDeliver))
+}
+
+// lastDelivery reports whether delivery is the last one the work consumer
+// allows (never, for an unlimited consumer or an unknown delivery).
+func (s *server) lastDelivery(delivery int) bool {
+	md := s.maxDeliver.Load()
+	return md > 0 && delivery > 0 && int64(delivery) >= md
+}
+
+// reportHeld tells the Pool instances that this worker holds the last
+// delivery of the attempts rs (see held): one message per instance.
+// JetStream may give such an attempt up only when a worker pulls again
+// after its lease ran out; these reports let the Pool fail it without one.
+func (s *server) reportHeld(rs []*running) {
+	var by map[string][]held
+	for _, r := range rs {
+		if !s.lastDelivery(r.delivery) {
+			continue
+		}
+		if by == nil {
+			by = make(map[string][]held)
+		}
+		by[r.instance] = append(by[r.instance], held{key: r.key, seq: r.seq, delivery: r.delivery})
+	}
+	for instance, hs := range by {
+		_ = s.nc.Publish(heldSubject(s.pool, instance), encodeHeld(hs))
+	}
+}
+
 // extendLeases tells JetStream, every third of the lease, that the
 // attempts running here are still in progress (one timer for all of them,
-// rather than one per attempt), until ctx ends. It follows changes of the
+// rather than one per attempt), and reports those on their last delivery
+// to their Pool (reportHeld), until ctx ends. It follows changes of the
 // lease: NewPool announces one on the pool's config subject (changed
 // receives them), and every leaseCheck it reads the consumer's AckWait
-// anyway.
+// and MaxDeliver anyway.
 func (s *server) extendLeases(ctx context.Context, changed <-chan *nats.Msg) {
 	lease := time.Duration(s.lease.Load())
 	t := time.NewTicker(max(lease/3, time.Millisecond)) // a consumer made elsewhere may have any AckWait
 	defer t.Stop()
 	checked := time.Now()
-	var msgs []njs.Msg
+	var rs []*running
 	for {
 		refresh := false
 		select {
@@ -499,7 +541,7 @@ func (s *server) extendLeases(ctx context.Context, changed <-chan *nats.Msg) {
 			checked = time.Now()
 			qctx, done := context.WithTimeout(ctx, publishTimeout)
 			if c, err := s.js.Consumer(qctx, attemptsStream(s.pool), workConsumer); err == nil {
-				s.lease.Store(int64(c.CachedInfo().Config.AckWait))
+				s.follow(c.CachedInfo().Config)
 			}
 			done()
 		}
@@ -507,17 +549,17 @@ func (s *server) extendLeases(ctx context.Context, changed <-chan *nats.Msg) {
 			lease = l
 			t.Reset(max(lease/3, time.Millisecond))
 		}
-		msgs = msgs[:0]
+		rs = rs[:0]
 		s.mu.Lock()
-		for _, rs := range s.running {
-			for _, r := range rs {
-				msgs = append(msgs, r.msg)
-			}
+		for _, runs := range s.running {
+			rs = append(rs, runs...)
 		}
 		s.mu.Unlock()
-		for _, m := range msgs {
-			_ = m.InProgress()
+		for _, r := range rs {
+			_ = r.msg.InProgress()
 		}
+		s.reportHeld(rs)
+		clear(rs) // let the messages go
 	}
 }
 
@@ -577,9 +619,11 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		s.settle(ctx, m, instance, o)
 		return
 	}
-	r := &running{cancel: cancel, msg: m, seq: seq} // extendLeases sends InProgress for it until it is gone
+	// extendLeases sends InProgress for it until it is gone.
+	r := &running{cancel: cancel, msg: m, seq: seq, key: key, instance: instance, delivery: a.Delivery}
 	s.running[key] = append(s.running[key], r)
 	s.mu.Unlock()
+	s.reportHeld([]*running{r})
 	defer func() {
 		s.mu.Lock()
 		rs := slices.DeleteFunc(s.running[key], func(x *running) bool { return x == r })

@@ -24,6 +24,8 @@ import (
 //	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I.>
 //	subject  baton.P.cancel                                core NATS, body = publication (cancelBody): stop it
 //	subject  baton.P.config                                core NATS: NewPool set the consumers, read them again
+//	subject  baton.P.held.I                                core NATS, body = held reports (encodeHeld): a Serve holds
+//	                                                       the last delivery of these publications of instance I
 const workConsumer = "workers"
 
 // validName reports whether s names a pool or a Pool instance: 1-64
@@ -63,6 +65,11 @@ func cancelSubject(pool string) string { return "baton." + pool + ".cancel" }
 // configSubject is where NewPool announces that it set the pool's
 // consumers (a lease may have changed): Serve reads them again.
 func configSubject(pool string) string { return "baton." + pool + ".config" }
+
+// heldSubject is where Serve reports to the Pool instance the attempts
+// whose last delivery it holds (Pool.onHeld).
+func heldSubject(pool, instance string) string { return "baton." + pool + ".held." + instance }
+
 func maxDeliveriesSubject(pool string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + attemptsStream(pool) + "." + workConsumer
 }
@@ -268,6 +275,69 @@ func decodeOutcome(b []byte) (outcome, error) {
 		o.Result = bytes.Clone(b)
 	}
 	return o, nil
+}
+
+// held is one entry of a held report: a worker holds the publication of
+// key at stream sequence seq, on its delivery-th delivery, the last one
+// WithMaxDeliver allows. Serve sends a report when it takes such a
+// delivery and each time it extends its lease; the Pool fails the attempt
+// with ErrMaxDeliveries once reports stop for longer than the lease
+// (Pool.do), since no worker will ever be given it again.
+//
+// On the wire (encodeHeld): a version byte (1), then for each entry its
+// sequence and delivery as uvarints and its key as a uvarint length and
+// its bytes.
+type held struct {
+	key      string
+	seq      uint64
+	delivery int
+}
+
+const heldVersion = 1
+
+func encodeHeld(hs []held) []byte {
+	n := 1
+	for _, h := range hs {
+		n += 3*binary.MaxVarintLen64 + len(h.key)
+	}
+	b := append(make([]byte, 0, n), heldVersion)
+	for _, h := range hs {
+		b = binary.AppendUvarint(b, h.seq)
+		b = binary.AppendUvarint(b, uint64(h.delivery))
+		b = binary.AppendUvarint(b, uint64(len(h.key)))
+		b = append(b, h.key...)
+	}
+	return b
+}
+
+var errBadHeld = errors.New("jetstream: undecodable held report")
+
+func decodeHeld(b []byte) ([]held, error) {
+	if len(b) < 1 || b[0] != heldVersion {
+		return nil, errBadHeld
+	}
+	b = b[1:]
+	var hs []held
+	for len(b) > 0 {
+		var h held
+		var n int
+		if h.seq, n = binary.Uvarint(b); n <= 0 {
+			return nil, errBadHeld
+		}
+		b = b[n:]
+		d, n := binary.Uvarint(b)
+		if n <= 0 || d > 1<<31 {
+			return nil, errBadHeld
+		}
+		h.delivery, b = int(d), b[n:]
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l == 0 || l > uint64(len(b)-n) {
+			return nil, errBadHeld
+		}
+		h.key, b = string(b[n:n+int(l)]), b[n+int(l):]
+		hs = append(hs, h)
+	}
+	return hs, nil
 }
 
 // keyRing is a set of the last n keys added, each with a time: a bounded

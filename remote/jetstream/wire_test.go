@@ -85,3 +85,25 @@ func FuzzDecodeOutcome(f *testing.F) {
 		}
 	})
 }
+
+func TestHeldRoundTrip(t *testing.T) {
+	for _, hs := range [][]held{
+		{{key: "i/1/1/t", seq: 7, delivery: 2}},
+		{{key: "i/1/2/a b", seq: 1 << 40, delivery: 5}, {key: "j+9/3/1/x", seq: 1, delivery: 1 << 20}},
+	} {
+		got, err := decodeHeld(encodeHeld(hs))
+		if err != nil || len(got) != len(hs) {
+			t.Fatalf("decodeHeld(encodeHeld(%+v)) = %+v, %v", hs, got, err)
+		}
+		for i := range hs {
+			if got[i] != hs[i] {
+				t.Errorf("decodeHeld(encodeHeld(%+v))[%d] = %+v", hs, i, got[i])
+			}
+		}
+	}
+	for _, b := range [][]byte{nil, {}, {2}, {1, 7}, {1, 7, 2}, {1, 7, 2, 0}, {1, 7, 2, 3, 'a'}} {
+		if _, err := decodeHeld(b); err == nil {
+			t.Errorf("decodeHeld(%v) = nil error; want one", b)
+		}
+	}
+}
