@@ -54,7 +54,7 @@ type RemoteError struct {
 	Task     string // the task's ID
 	Round    int    // the run number (Job.Round)
 	Attempt  int    // the attempt number (Job.Attempt)
-	Worker   string // the name of the Serve that ran it (WithName)
+	Worker   string // the name of the Serve that ran it: its WithWorkerName, by default host name and process ID
 	Delivery int    // how many times the attempt had been delivered when it ran (1 unless a worker died or lost its lease)
 	Message  string // the remote error's text, or the panic value printed with %v
 	Panic    bool   // the handler panicked
