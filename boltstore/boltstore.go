@@ -6,7 +6,7 @@
 //		coordinator.WithStore(st),
 //		coordinator.WithFunc("resize", resize),
 //	)
-//	if err != nil { ... } // locked by another process, corrupt, newer format: see coordinator.New
+//	if err != nil { ... } // locked by another process, not a store, newer format, a directory: see Load
 //	defer s.Shutdown(ctx)
 //
 // Every commit of the scheduler is one bbolt write transaction, which
@@ -102,17 +102,20 @@ func (s *Store) Path() string { return s.path }
 // Load opens and locks the file and calls fn with every record in key
 // order. Its errors wrap coordinator.ErrStoreLocked when another process
 // holds the file past the lock timeout (or this Store value is open
-// already), coordinator.ErrStoreCorrupt when the file is not a readable
-// bbolt file, is shorter than its pages, has a damaged page or holds
-// another application's buckets, and coordinator.ErrStoreVersion when
-// bbolt's own format is another version. A missing or empty (0-byte)
+// already); coordinator.ErrStoreCorrupt when the file is not a Baton
+// store: not a bbolt file (no valid meta page, whatever its size),
+// shorter than its pages, with a damaged page, or holding another
+// application's buckets; coordinator.ErrStoreVersion when bbolt's own
+// format is another version; and coordinator.ErrInvalidOption when the
+// path names a directory or anything else that is not a regular file (a
+// mistake in the path, not a damaged store). A missing or empty (0-byte)
 // file is a new store. It blocks for the file's reading (every page of
 // it). On an error the file is closed again.
 func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 	if s.db != nil {
 		return fmt.Errorf("%w: %s: this Store is already open (a Store serves one scheduler)", coordinator.ErrStoreLocked, s.path)
 	}
-	if err := checkSize(s.path); err != nil {
+	if err := checkFile(s.path); err != nil {
 		return err
 	}
 	var ro, db *bolt.DB
@@ -255,44 +258,80 @@ func (s *Store) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
-// checkSize refuses a file shorter than its own meta page says: bbolt maps
-// the pages the meta names without checking that the file holds them, and
-// reading past the end of a mapped file is a SIGBUS, which no recover
-// catches (bbolt reads them on a goroutine of its own). A truncated file
-// (a disk full, a copy cut short) is a corrupt store. A missing or empty
-// file, or one whose meta pages are not valid, is left to bbolt, which
-// creates the first or reports the second.
-func checkSize(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
+// checkFile refuses, before bbolt opens it, a path bbolt would misread:
+//
+//   - A directory, or anything else that is not a regular file, is a
+//     mistake in the path (coordinator.ErrInvalidOption). bbolt would call
+//     a directory "invalid database", and opening a named pipe blocks.
+//   - A non-empty file without a valid bbolt meta page, looked for where
+//     bbolt looks (the first page, or the second at any page size bbolt
+//     tries), is not a Baton store (coordinator.ErrStoreCorrupt), whatever
+//     its size: bbolt would report "invalid database" or, for 2,049 to
+//     8,191 bytes (4 KiB pages), "file size too small", which wraps
+//     nothing.
+//   - A file shorter than its own meta page says is truncated (a disk full,
+//     a copy cut short; coordinator.ErrStoreCorrupt): bbolt maps the pages
+//     the meta names without checking that the file holds them, and
+//     reading past the end of a mapped file is a SIGBUS, which no recover
+//     catches (bbolt reads them on a goroutine of its own).
+//
+// A missing or empty file is a new store, which bbolt creates; a file
+// that cannot be read is left to bbolt, which says why.
+func checkFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
 		return nil // missing (bbolt creates it) or unreadable (bbolt says why)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.Size() == 0 {
+	case fi.IsDir():
+		return fmt.Errorf("%w: boltstore.New(%q): a directory, not a store file (name a file, which Load creates if missing)", coordinator.ErrInvalidOption, path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: boltstore.New(%q): not a regular file (%v)", coordinator.ErrInvalidOption, path, fi.Mode().Type())
+	case fi.Size() == 0:
 		return nil
 	}
-	best, ok := meta{}, false
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	size := fi.Size()
 	var buf [metaEnd]byte
-	for _, off := range []int64{0, -1} {
-		if off < 0 { // the second meta page follows the first
-			if !ok {
+	read := func(off int64) (meta, bool, error) {
+		clear(buf[:])
+		if _, err := f.ReadAt(buf[:], off); err != nil && err != io.EOF {
+			return meta{}, false, err
+		}
+		m, ok := readMeta(buf[:])
+		return m, ok, nil
+	}
+	best, ok, err := read(0)
+	if err != nil {
+		return nil
+	}
+	if ok {
+		// The second meta page follows the first: the later of the two
+		// is the one bbolt uses.
+		if m, valid, err := read(int64(best.pageSize)); err == nil && valid && m.txid > best.txid {
+			best = m
+		}
+	} else {
+		// bbolt falls back to the second meta page, which it looks for at
+		// every page size from 1 KiB to 16 MiB that leaves a KiB after it
+		// (db.go, getPageSizeFromSecondMeta).
+		for ps := int64(1024); ps <= 1024<<14 && ps < size-1024; ps <<= 1 {
+			if best, ok, err = read(ps); err != nil {
+				return nil
+			}
+			if ok {
 				break
 			}
-			off = int64(best.pageSize)
-		}
-		if _, err := f.ReadAt(buf[:], off); err != nil && err != io.EOF {
-			return nil
-		}
-		if m, valid := readMeta(buf[:]); valid && (!ok || m.txid > best.txid) {
-			best, ok = m, true
 		}
 	}
 	if !ok {
-		return nil
+		return fmt.Errorf("%w: %s: not a Baton store: no valid bbolt meta page in its %d bytes (another kind of file, or both meta pages damaged)", coordinator.ErrStoreCorrupt, path, size)
 	}
-	if need := int64(best.pgid) * int64(best.pageSize); best.pgid > 1<<40 || fi.Size() < need {
-		return fmt.Errorf("%w: %s: truncated: %d bytes, its pages need %d", coordinator.ErrStoreCorrupt, path, fi.Size(), need)
+	if need := int64(best.pgid) * int64(best.pageSize); best.pgid > 1<<40 || size < need {
+		return fmt.Errorf("%w: %s: truncated: %d bytes, its pages need %d", coordinator.ErrStoreCorrupt, path, size, need)
 	}
 	return nil
 }
