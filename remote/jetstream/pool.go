@@ -479,6 +479,9 @@ func (p *Pool) Validate(j worker.Job) error {
 	return err
 }
 
+// payload reads j's Payload. Its errors do not name the task: the
+// scheduler's error for the task (a *coordinator.TaskError at Submit, the
+// task's own error at run time) does.
 func (p *Pool) payload(j worker.Job) (Payload, error) {
 	var pl Payload
 	switch v := j.Payload.(type) {
@@ -486,28 +489,28 @@ func (p *Pool) payload(j worker.Job) (Payload, error) {
 		pl = v
 	case *Payload:
 		if v == nil {
-			return pl, fmt.Errorf("%w: task %q: nil *Payload", ErrBadPayload, j.ID)
+			return pl, fmt.Errorf("%w: nil *Payload", ErrBadPayload)
 		}
 		pl = *v
 	case []byte:
 		var err error
 		if pl, err = DecodePayload(v); err != nil {
-			return pl, fmt.Errorf("task %q: %w", j.ID, err)
+			return pl, err
 		}
 	default:
-		return pl, fmt.Errorf("%w: task %q: Payload is a %T, not a jetstream.Payload", ErrBadPayload, j.ID, j.Payload)
+		return pl, fmt.Errorf("%w: Payload is a %T, not a jetstream.Payload", ErrBadPayload, j.Payload)
 	}
 	switch {
 	case pl.Kind == "":
-		return pl, fmt.Errorf("%w: task %q: Payload without a Kind", ErrBadPayload, j.ID)
+		return pl, fmt.Errorf("%w: Payload without a Kind", ErrBadPayload)
 	case !validHeader(pl.Kind) || !validHeader(j.ID):
-		return pl, fmt.Errorf("%w: task %q: line break, NUL, or white space at an end of the ID or Kind", ErrBadPayload, j.ID)
+		return pl, fmt.Errorf("%w: line break, NUL, or white space at an end of the ID or Kind", ErrBadPayload)
 	case len(j.ID)+len(pl.Kind) > maxHeaders:
-		return pl, fmt.Errorf("%w: task %q (cut): ID and Kind of %d bytes, more than the %d a message's headers hold", ErrBadPayload, j.ID[:min(len(j.ID), 32)], len(j.ID)+len(pl.Kind), maxHeaders)
+		return pl, fmt.Errorf("%w: ID and Kind of %d bytes, more than the %d a message's headers hold", ErrBadPayload, len(j.ID)+len(pl.Kind), maxHeaders)
 	case len(pl.Data) > p.maxData:
-		return pl, fmt.Errorf("%w: task %q: %d bytes of Data, more than the %d a message holds", ErrBadPayload, j.ID, len(pl.Data), p.maxData)
+		return pl, fmt.Errorf("%w: %d bytes of Data, more than the %d a message holds", ErrBadPayload, len(pl.Data), p.maxData)
 	case p.cfg.kinds != nil && !p.cfg.kinds[pl.Kind]:
-		return pl, fmt.Errorf("%w: task %q: kind %q", ErrUnknownKind, j.ID, pl.Kind)
+		return pl, fmt.Errorf("%w: kind %q", ErrUnknownKind, pl.Kind)
 	}
 	return pl, nil
 }
