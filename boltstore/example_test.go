@@ -76,7 +76,7 @@ func Example() {
 		fmt.Printf("%s: %v, attempts %d\n", id, ti.Status, ti.Attempts)
 	}
 	// Output:
-	// submit: coordinator: invalid task: function "index" is not registered (WithFunc) (task "index")
+	// submit: coordinator: task "index": invalid task: function "index" is not registered (WithFunc)
 	// fetch https://example.com
 	// parse <html>
 	// fetch: succeeded, attempts 1
