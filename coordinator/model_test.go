@@ -155,27 +155,66 @@ type modelWorker struct{}
 
 func (modelWorker) Do(ctx context.Context, j worker.Job) error { return j.Run(ctx) }
 
+// calls records, without a subscriber, when task functions are called
+// and return, on one sequence: a start is the call of the function.
+type calls struct {
+	mu  sync.Mutex
+	log []call
+}
+
+type call struct {
+	id, pool string
+	ret      bool // a return; else a call
+	ok       bool // a return of nil
+	at       time.Time
+}
+
+func (c *calls) add(e call) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.log = append(c.log, e)
+	c.mu.Unlock()
+}
+
+func (c *calls) all() []call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
 // schedTask builds the scheduler's version of a model task: its function
 // fails, panics or blocks as the behaviour says (gate releases a task that
-// ignores its context).
-func schedTask(mt refmodel.Task, gate <-chan struct{}) coordinator.Task {
+// ignores its context). rec, if not nil, records its calls and returns.
+func schedTask(mt refmodel.Task, gate <-chan struct{}, rec *calls) coordinator.Task {
 	do := mt.Do
-	var calls atomic.Int32
+	var n atomic.Int32
+	body := func(ctx context.Context) error {
+		switch {
+		case int(n.Add(1)) <= do.Fails:
+			return errors.New("planned failure")
+		case do.Panics:
+			panic("planned panic")
+		case do.BlockCtx:
+			<-ctx.Done()
+		case do.BlockDeaf:
+			<-gate
+		}
+		return nil
+	}
 	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority, Pool: mt.Pool,
 		Delay: mt.Delay, Every: mt.Every, Times: mt.Times, When: coordinator.Trigger(mt.When),
 		Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
-		Run: func(ctx context.Context) error {
-			switch {
-			case int(calls.Add(1)) <= do.Fails:
-				return errors.New("planned failure")
-			case do.Panics:
-				panic("planned panic")
-			case do.BlockCtx:
-				<-ctx.Done()
-			case do.BlockDeaf:
-				<-gate
-			}
-			return nil
+		Run: func(ctx context.Context) (err error) {
+			rec.add(call{id: mt.ID, pool: mt.Pool, at: time.Now()})
+			returned := false // false in the deferred record: it panicked
+			defer func() {
+				rec.add(call{id: mt.ID, pool: mt.Pool, ret: true, ok: returned && err == nil, at: time.Now()})
+			}()
+			err = body(ctx)
+			returned = true
+			return err
 		}}
 }
 
@@ -247,7 +286,12 @@ func (g *gates) freeAll() {
 // events, forgotten IDs unknown, and whether Wait returns. Programs on one
 // pool only: two pools run at once, and which of two outcomes of the same
 // instant the coordinator applies first is not determined.
-func runProgram(t *testing.T, prog program) (diff string) {
+func runProgram(t *testing.T, prog program) string { return runProgramAs(t, prog, true) }
+
+// runProgramAs runs prog as runProgram does; without observe, in the
+// configuration most users run: no subscriber, logger or middleware,
+// starts read from the functions' own calls, and no events compared.
+func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := coordinator.New(programOptions(prog, 1, 1)...)
 		if err != nil {
@@ -257,12 +301,18 @@ func runProgram(t *testing.T, prog program) (diff string) {
 		m := refmodel.New(prog.retain, prog.keep)
 		var mu sync.Mutex
 		started := map[string][]string{} // by pool
-		events := map[string][]string{}
-		s.Subscribe(func(e coordinator.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			events[e.TaskID] = append(events[e.TaskID], e.Kind.String())
-		})
+		var events map[string][]string   // nil: not observed
+		var rec *calls                   // not nil: starts are the functions' calls
+		if observe {
+			events = map[string][]string{}
+			s.Subscribe(func(e coordinator.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				events[e.TaskID] = append(events[e.TaskID], e.Kind.String())
+			})
+		} else {
+			rec = &calls{}
+		}
 		var g gates
 		shutdownDone := make(chan error, 1)
 		shutdownCalled := false
@@ -275,13 +325,15 @@ func runProgram(t *testing.T, prog program) (diff string) {
 				diff = fmt.Sprintf("Shutdown = %v", err)
 			}
 		}()
-		s.Subscribe(func(e coordinator.Event) {
-			if e.Kind == coordinator.EventStarted {
-				mu.Lock()
-				started[e.Pool] = append(started[e.Pool], e.TaskID)
-				mu.Unlock()
-			}
-		})
+		if observe {
+			s.Subscribe(func(e coordinator.Event) {
+				if e.Kind == coordinator.EventStarted {
+					mu.Lock()
+					started[e.Pool] = append(started[e.Pool], e.TaskID)
+					mu.Unlock()
+				}
+			})
+		}
 		for k, st := range prog.steps {
 			where := fmt.Sprintf("step %d (%v)", k, st)
 			switch {
@@ -293,7 +345,7 @@ func runProgram(t *testing.T, prog program) (diff string) {
 					if mt.Do.BlockDeaf {
 						chans[mt.ID] = gate
 					}
-					tasks = append(tasks, schedTask(mt, gate))
+					tasks = append(tasks, schedTask(mt, gate, rec))
 				}
 				got, want := s.Submit(tasks...), m.Submit(st.submit)
 				sameErr := (got == nil && want == nil) ||
@@ -329,6 +381,16 @@ func runProgram(t *testing.T, prog program) (diff string) {
 			waited := make(chan struct{})
 			go func() { s.Wait(context.Background()); close(waited) }()
 			synctest.Wait()
+			if rec != nil {
+				mu.Lock()
+				clear(started)
+				for _, c := range rec.all() {
+					if !c.ret {
+						started[c.pool] = append(started[c.pool], c.id)
+					}
+				}
+				mu.Unlock()
+			}
 			if d := compare(s, m, &mu, started, events, where); d != "" {
 				diff = d
 				return
@@ -383,6 +445,9 @@ func compare(s *coordinator.Scheduler, m *refmodel.Model, mu *sync.Mutex, starte
 					where, id, found, info.Status, info.Attempts, info.Runs, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Runs, r.Cause)
 			}
 		}
+		if events == nil {
+			continue // not observed
+		}
 		var want []string
 		for _, r := range rs {
 			want = append(want, r.Events...)
@@ -402,6 +467,14 @@ func compare(s *coordinator.Scheduler, m *refmodel.Model, mu *sync.Mutex, starte
 // forget final tasks. A failure is shrunk to a short program. More
 // programs: -rapid.checks=N.
 func TestModel(t *testing.T) { checkPrograms(t, false, runProgram) }
+
+// The same, in the configuration most users run: no subscriber, logger or
+// middleware (a subscriber changes what the scheduler does: it asks every
+// outcome to be reported at once). Starts are read from the functions'
+// calls; statuses, attempts, runs and causes from Info.
+func TestModelDefaultConfig(t *testing.T) {
+	checkPrograms(t, false, func(t *testing.T, p program) string { return runProgramAs(t, p, false) })
+}
 
 // checkInvariants runs prog with batching, look-ahead and fusion on, on
 // pools of several workers, where the order is not fixed, and checks on the
@@ -443,7 +516,7 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 				for _, mt := range st.submit {
 					gate := make(chan struct{})
 					chans[mt.ID] = gate
-					batch = append(batch, schedTask(mt, gate))
+					batch = append(batch, schedTask(mt, gate, nil))
 				}
 				if s.Submit(batch...) == nil {
 					for _, mt := range st.submit {
@@ -586,3 +659,204 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 // with batching, look-ahead and fusion on, on three workers per pool,
 // checked for what must hold in any order (see checkInvariants).
 func TestModelInvariantsManyWorkers(t *testing.T) { checkPrograms(t, true, checkInvariants) }
+
+// checkInvariantsQuiet is checkInvariants in the configuration most users
+// run: no subscriber, logger or middleware. What must hold is read from
+// the functions' own calls and returns, on one sequence, and from Info at
+// the end: a function is called only once every dependency's function
+// has returned for the last time (AnyFailed aside, which starts at the
+// first failure), and then only as its rule allows (by the dependencies'
+// final states), never before its delay, never while an earlier call of
+// the task is out, never after Shutdown; every accepted task ends final;
+// a task that succeeded ran, one that was skipped never did; Wait returns.
+func checkInvariantsQuiet(t *testing.T, prog program) (diff string) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(programOptions(prog, 3, 0)...)
+		if err != nil {
+			diff = err.Error()
+			return
+		}
+		type accepted struct {
+			deps      []string
+			when      coordinator.Trigger
+			notBefore time.Time
+		}
+		tasks := map[string][]accepted{}
+		rec := &calls{}
+		var g gates
+		shutdownDone := make(chan error, 1)
+		shut, shutCalls := false, -1 // calls made by the time Shutdown had settled
+		for _, st := range prog.steps {
+			switch {
+			case st.submit != nil:
+				var batch []coordinator.Task
+				chans := map[string]chan struct{}{}
+				for _, mt := range st.submit {
+					gate := make(chan struct{})
+					chans[mt.ID] = gate
+					batch = append(batch, schedTask(mt, gate, rec))
+				}
+				if s.Submit(batch...) == nil {
+					for _, mt := range st.submit {
+						tasks[mt.ID] = append(tasks[mt.ID], accepted{mt.Deps, coordinator.Trigger(mt.When), time.Now().Add(mt.Delay)})
+						g.add(mt.ID, chans[mt.ID])
+					}
+				}
+			case st.cancel != "":
+				s.Cancel(st.cancel)
+			case st.advance > 0:
+				time.Sleep(st.advance)
+			case st.shutdown:
+				shut = true
+				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+			default:
+				g.free(st.free)
+			}
+			synctest.Wait()
+			if shut && shutCalls < 0 {
+				shutCalls = len(rec.all())
+			}
+		}
+		g.freeAll()
+		for id := range tasks {
+			s.Cancel(id)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			diff = fmt.Sprintf("Wait = %v", err)
+		}
+		infos := map[string]coordinator.TaskInfo{}
+		for id := range tasks {
+			if info, found := s.Info(id); found {
+				infos[id] = info
+			}
+		}
+		if !shut {
+			go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+		}
+		if err := <-shutdownDone; err != nil && diff == "" {
+			diff = fmt.Sprintf("Shutdown = %v", err)
+		}
+		if diff != "" {
+			return
+		}
+		log := rec.all()
+		if shutCalls >= 0 {
+			for _, c := range log[shutCalls:] {
+				if !c.ret {
+					diff = fmt.Sprintf("%s was called after Shutdown had begun and settled", c.id)
+					return
+				}
+			}
+		}
+		// The last return of each ID, by position: a dependent's call comes
+		// after it (for IDs accepted once: retention may reuse an ID).
+		lastRet := map[string]int{}
+		for i, c := range log {
+			if c.ret {
+				lastRet[c.id] = i
+			}
+		}
+		ran := map[string]bool{}
+		out := map[string]bool{}
+		for i, c := range log {
+			if c.ret {
+				out[c.id] = false
+				continue
+			}
+			if out[c.id] {
+				diff = fmt.Sprintf("%s was called while an earlier call of it was out", c.id)
+				return
+			}
+			out[c.id] = true
+			ran[c.id] = true
+			accs := tasks[c.id]
+			if len(accs) != 1 {
+				continue // an ID accepted again after retention forgot it: which one is ambiguous
+			}
+			acc := accs[0]
+			if c.at.Before(acc.notBefore) {
+				diff = fmt.Sprintf("%s was called at %v, before its delay passed (%v)", c.id, c.at, acc.notBefore)
+				return
+			}
+			if acc.when == coordinator.AnyFailed {
+				continue
+			}
+			for _, d := range acc.deps {
+				if len(tasks[d]) != 1 {
+					continue
+				}
+				if at, ok := lastRet[d]; ok && at > i {
+					diff = fmt.Sprintf("%s (%v) was called before its dependency %s returned for the last time", c.id, acc.when, d)
+					return
+				}
+			}
+		}
+		// By the final states, where retention kept them.
+		class := func(d string) string { // how a rule sees d's end
+			ti, ok := infos[d]
+			switch {
+			case !ok:
+				return "?"
+			case ti.Status == coordinator.Succeeded:
+				return "ok"
+			case ti.Status == coordinator.Skipped && ti.Cause != "":
+				if root, ok := infos[ti.Cause]; ok && root.Status != coordinator.Skipped {
+					return root.Status.String()
+				} else if !ok {
+					return "?"
+				}
+				return "benign"
+			case ti.Status == coordinator.Skipped:
+				return "benign"
+			}
+			return ti.Status.String()
+		}
+		for id, accs := range tasks {
+			ti, ok := infos[id]
+			if !ok || len(accs) != 1 {
+				continue
+			}
+			if !ti.Status.Final() {
+				diff = fmt.Sprintf("Info(%s) = %v after Wait; want final", id, ti.Status)
+				return
+			}
+			switch {
+			case ti.Status == coordinator.Succeeded && !ran[id]:
+				diff = fmt.Sprintf("%s succeeded without its function being called", id)
+			case ti.Status == coordinator.Skipped && ran[id]:
+				diff = fmt.Sprintf("%s was skipped after its function was called", id)
+			}
+			if diff != "" {
+				return
+			}
+			if !ran[id] {
+				continue
+			}
+			acc := accs[0]
+			anyFailed := false
+			for _, d := range acc.deps {
+				k := class(d)
+				anyFailed = anyFailed || k == "failed"
+				switch {
+				case k == "?":
+				case acc.when == coordinator.AllSucceeded && k != "ok":
+					diff = fmt.Sprintf("%s ran though its dependency %s ended %s", id, d, k)
+				case acc.when == coordinator.NoneFailed && (k == "failed" || k == "cancelled"):
+					diff = fmt.Sprintf("%s (NoneFailed) ran though its dependency %s ended %s", id, d, k)
+				}
+				if diff != "" {
+					return
+				}
+			}
+			if acc.when == coordinator.AnyFailed && !anyFailed && !slices.ContainsFunc(acc.deps, func(d string) bool { return class(d) == "?" }) {
+				diff = fmt.Sprintf("%s (AnyFailed) ran with no dependency failed", id)
+				return
+			}
+		}
+	})
+	return diff
+}
+
+// The invariants of TestModelInvariantsManyWorkers, checked without a
+// subscriber (see checkInvariantsQuiet).
+func TestModelInvariantsDefaultConfig(t *testing.T) { checkPrograms(t, true, checkInvariantsQuiet) }

@@ -50,9 +50,12 @@ func TestConcurrentStress(t *testing.T) {
 	var tasks, events int
 	for i := range *stressRuns {
 		s := seed + uint64(i)
-		n, e, err := stressOnce(s)
+		// Every other run in the configuration most users run: no
+		// subscriber, logger or middleware, checked from the functions'
+		// calls and from Info.
+		n, e, err := stressOnce(s, i%2 == 0)
 		if err != nil {
-			t.Fatalf("seed %d (-baton.seed=%d -baton.stress=1): %v", s, s, err)
+			t.Fatalf("seed %d (-baton.seed=%d -baton.stress=1, observed %v): %v", s, s, i%2 == 0, err)
 		}
 		tasks, events = tasks+n, events+e
 	}
@@ -70,10 +73,11 @@ func TestConcurrentStress(t *testing.T) {
 }
 
 type stressTask struct {
-	deps []string
+	deps  []string
+	timed bool // it has a Timeout: an abandoned attempt may return after the task ended
 }
 
-func stressOnce(seed uint64) (tasks, events int, err error) {
+func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	opts := []coordinator.Option{coordinator.WithWorkers(1 + r.IntN(4)),
 		coordinator.WithPool("dev", 1+r.IntN(2), stressWorker{}), coordinator.WithAbandonAfter(time.Millisecond)}
@@ -87,11 +91,14 @@ func stressOnce(seed uint64) (tasks, events int, err error) {
 	}
 	var mu sync.Mutex
 	var log []coordinator.Event
-	s.Subscribe(func(e coordinator.Event) {
-		mu.Lock()
-		log = append(log, e)
-		mu.Unlock()
-	})
+	if observe {
+		s.Subscribe(func(e coordinator.Event) {
+			mu.Lock()
+			log = append(log, e)
+			mu.Unlock()
+		})
+	}
+	rec := &calls{} // the functions' calls and returns, in either mode
 	accepted := map[string]stressTask{}
 	var ids []string // accepted, for dependencies and cancels
 	var stop atomic.Bool
@@ -105,7 +112,7 @@ func stressOnce(seed uint64) (tasks, events int, err error) {
 				for k := range 1 + pr.IntN(6) {
 					id := fmt.Sprintf("p%d-%d-%d", p, b, k)
 					run, blocks := stressRun(pr)
-					tk := coordinator.Task{ID: id, Priority: pr.IntN(3), Run: run}
+					tk := coordinator.Task{ID: id, Priority: pr.IntN(3), Run: recorded(rec, id, run)}
 					if pr.IntN(4) == 0 {
 						tk.Pool = "dev"
 					}
@@ -139,7 +146,7 @@ func stressOnce(seed uint64) (tasks, events int, err error) {
 				case err == nil:
 					mu.Lock()
 					for _, tk := range batch {
-						accepted[tk.ID] = stressTask{deps: tk.Deps}
+						accepted[tk.ID] = stressTask{deps: tk.Deps, timed: tk.Timeout > 0}
 						ids = append(ids, tk.ID)
 					}
 					mu.Unlock()
@@ -170,6 +177,10 @@ func stressOnce(seed uint64) (tasks, events int, err error) {
 				case 1:
 					s.Info(id)
 				case 2:
+					if !observe {
+						s.Counts() // a query of every task: no subscriber in this mode
+						break
+					}
 					unsub := s.Subscribe(func(coordinator.Event) {})
 					runtime.Gosched()
 					unsub()
@@ -192,7 +203,82 @@ func stressOnce(seed uint64) (tasks, events int, err error) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		return 0, 0, fmt.Errorf("second Shutdown = %v", err)
 	}
+	if err := checkCalls(s, accepted, rec.all(), retain); err != nil {
+		return 0, 0, err
+	}
+	if !observe {
+		return len(accepted), 0, nil
+	}
 	return len(accepted), len(log), checkLog(s, accepted, log, retain)
+}
+
+// recorded wraps a task's function to record its calls and returns.
+func recorded(rec *calls, id string, run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) (err error) {
+		rec.add(call{id: id})
+		returned := false
+		defer func() { rec.add(call{id: id, ret: true, ok: returned && err == nil}) }()
+		err = run(ctx)
+		returned = true
+		return err
+	}
+}
+
+// checkCalls checks, from the functions' own calls and from Info, what
+// must hold without any subscriber: a function is called only once each
+// dependency's function has returned for the last time (unless that one
+// has a timeout: an abandoned attempt returns late) and ended Succeeded;
+// never twice at once; every accepted task is final; a Succeeded task ran
+// and a Skipped one did not.
+func checkCalls(s *coordinator.Scheduler, accepted map[string]stressTask, log []call, retain bool) error {
+	lastRet := map[string]int{}
+	for i, c := range log {
+		if c.ret {
+			lastRet[c.id] = i
+		}
+	}
+	infos := map[string]coordinator.TaskInfo{}
+	for id := range accepted {
+		if ti, ok := s.Info(id); ok {
+			infos[id] = ti
+		} else if !retain {
+			return fmt.Errorf("Info(%s): unknown, without retention", id)
+		}
+	}
+	ran := map[string]bool{}
+	out := map[string]bool{}
+	for i, c := range log {
+		if c.ret {
+			out[c.id] = false
+			continue
+		}
+		if out[c.id] && !accepted[c.id].timed {
+			return fmt.Errorf("%s was called while an earlier call of it was out", c.id)
+		}
+		out[c.id], ran[c.id] = true, true
+		for _, d := range accepted[c.id].deps {
+			if accepted[d].timed {
+				continue
+			}
+			if at, ok := lastRet[d]; ok && at > i {
+				return fmt.Errorf("%s was called before its dependency %s returned for the last time", c.id, d)
+			}
+			if ti, ok := infos[d]; ok && ti.Status != coordinator.Succeeded {
+				return fmt.Errorf("%s ran though its dependency %s ended %v", c.id, d, ti.Status)
+			}
+		}
+	}
+	for id, ti := range infos {
+		switch {
+		case !ti.Status.Final():
+			return fmt.Errorf("Info(%s) = %v after Shutdown; want final", id, ti.Status)
+		case ti.Status == coordinator.Succeeded && !ran[id]:
+			return fmt.Errorf("%s succeeded without its function being called", id)
+		case ti.Status == coordinator.Skipped && ran[id]:
+			return fmt.Errorf("%s was skipped after its function was called", id)
+		}
+	}
+	return nil
 }
 
 // stressRun draws a task body: instant, slow, failing, panicking, honouring
