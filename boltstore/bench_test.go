@@ -209,3 +209,40 @@ func BenchmarkRetentionFileSize(b *testing.B) {
 		b.ReportMetric(float64(late), "bytes-after-100k-tasks")
 	}
 }
+
+// BenchmarkReopen measures New on a store holding n tasks that wait (a
+// delay): the restore reads them and writes nothing (they resume as they
+// were stored). Each New rewrote every such record before, and grew the
+// file by a copy of them.
+func BenchmarkReopen(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "baton.db")
+			s, err := coordinator.New(coordinator.WithStore(boltstore.New(path)), coordinator.WithFunc("noop", noop))
+			if err != nil {
+				b.Fatal(err)
+			}
+			tasks := durableTasks("t", n)
+			for i := range tasks {
+				tasks[i].Delay = time.Hour
+			}
+			if err := s.Submit(tasks...); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Shutdown(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := coordinator.New(coordinator.WithStore(boltstore.New(path)), coordinator.WithFunc("noop", noop))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Shutdown(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n)*1000, "ns/task")
+		})
+	}
+}
