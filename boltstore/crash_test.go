@@ -393,7 +393,7 @@ func TestCrashRestart(t *testing.T) {
 			}
 			where := fmt.Sprintf("round %d (seed %d, retention %v) gen %d", rounds, seed, retain == 1, gen)
 			checkGeneration(t, where, graph, prev, snap, expected, ranIn(log, gen), retain == 1)
-			checkOrder(t, where, graph, log)
+			checkOrder(t, where, graph, log, snap)
 			if killedAt != 0 && !done {
 				checkCounted(t, where, graph, prev, snap, log, gen, killedAt)
 			}
@@ -483,12 +483,14 @@ func checkGeneration(t *testing.T, where string, graph []crashTask, prev, snap s
 
 var _ worker.Worker = workerFunc(nil)
 
+var debugOrder func(graph []crashTask, id string)
+
 // checkOrder checks, over every child so far, that no dependency started
 // after a task that waits for its end had started: a task runs only once
 // its dependencies' ends are committed, so a crash never makes a
 // dependency run again after it (AnyFailed starts at the first failure,
 // while other dependencies may still run: it is left out).
-func checkOrder(t *testing.T, where string, graph []crashTask, log []logEntry) {
+func checkOrder(t *testing.T, where string, graph []crashTask, log []logEntry, snap snapshot) {
 	t.Helper()
 	deps := map[string][]string{}
 	for _, ct := range graph {
@@ -516,6 +518,53 @@ func checkOrder(t *testing.T, where string, graph []crashTask, log []logEntry) {
 			}
 			t.Errorf("%s: %s started (line %d, gen %d) after its dependent %s (%v) had started (line %d)",
 				where, e.id, i, e.gen, dependent, graphRule(graph, dependent), at)
+		}
+	}
+	// NoneFailed waits until a skipped dependency's class is final: every
+	// task upstream of it, through skipped tasks, has ended. None of those
+	// starts after the NoneFailed task did (under the old rule, the first
+	// bad end decided, and one of them could start after it). A cancelled
+	// task is settled at once: what is upstream of it may run on.
+	byID := map[string]crashTask{}
+	for _, ct := range graph {
+		byID[ct.task.ID] = ct
+	}
+	skipped := map[string]bool{} // by the store (a forgotten task is not walked through)
+	for id, ti := range snap {
+		skipped[id] = ti.Status == coordinator.Skipped
+	}
+	for _, ct := range graph {
+		at, ok := started[ct.task.ID]
+		if !ok || ct.task.When != coordinator.NoneFailed {
+			continue
+		}
+		seen := map[string]bool{}
+		var walk func(id string)
+		walk = func(id string) {
+			for _, d := range byID[id].task.Deps {
+				if seen[d] {
+					continue
+				}
+				seen[d] = true
+				for i, e := range log {
+					if e.kind == "run" && e.id == d && i > at {
+						t.Errorf("%s: %s, upstream of %s (NoneFailed) through skipped tasks, started (line %d) after it had started (line %d)",
+							where, d, ct.task.ID, i, at)
+						if debugOrder != nil {
+							debugOrder(graph, ct.task.ID)
+						}
+						break
+					}
+				}
+				if skipped[d] {
+					walk(d)
+				}
+			}
+		}
+		for _, d := range ct.task.Deps {
+			if skipped[d] {
+				walk(d)
+			}
 		}
 	}
 }
