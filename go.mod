@@ -1,11 +1,11 @@
 module github.com/batonhq/baton
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/benbjohnson/clock v1.3.5
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sync v0.25.0
+	golang.org/x/sync v0.20.0
 	pgregory.net/rapid v1.3.0
 )
 

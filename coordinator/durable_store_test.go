@@ -65,7 +65,7 @@ func TestInterruptedAttemptCountsWithoutObservers(t *testing.T) {
 					return coordinator.Task{ID: id, Func: "step", Payload: []byte(id), Deps: deps}
 				}
 				b := task("b", "a")
-				b.Retry.MaxAttempts = maxAttempts
+				b.Retry = coordinator.RetryPolicy{MaxAttempts: maxAttempts, BaseDelay: time.Hour} // a retry waits: Info reads the count
 				// One worker: b, released by a, is handed out behind x while
 				// x runs, and claimed the moment x returns.
 				if err := s.Submit(task("a"), task("x"), b); err != nil {

@@ -1,9 +1,9 @@
 module github.com/batonhq/baton/otelbaton
 
-go 1.26.8
+go 1.26.0
 
 require (
-	github.com/batonhq/baton v0.0.0
+	github.com/batonhq/baton v0.1.0
 	github.com/benbjohnson/clock v1.3.5
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/otel v1.47.0
@@ -33,5 +33,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/batonhq/baton => ../

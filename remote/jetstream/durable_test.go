@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/boltstore"
 	"github.com/batonhq/baton/coordinator"
 	bjs "github.com/batonhq/baton/remote/jetstream"
 	"github.com/batonhq/baton/worker"
@@ -53,7 +52,7 @@ func coordinatorProcess(path, url string) int {
 		return fail("NewPool", err)
 	}
 	defer pool.Close()
-	s, err := coordinator.New(coordinator.WithStore(boltstore.New(path)), coordinator.WithPool("remote", 4, pool))
+	s, err := coordinator.New(coordinator.WithStore(newFileStore(path)), coordinator.WithPool("remote", 4, pool))
 	if err != nil {
 		return fail("coordinator.New", err)
 	}
@@ -101,7 +100,7 @@ func TestDurableCoordinatorRestart(t *testing.T) {
 		}
 		return []byte("out-" + id), nil
 	}})
-	path := filepath.Join(t.TempDir(), "baton.db")
+	path := filepath.Join(t.TempDir(), "baton.json")
 	start := func() (*exec.Cmd, *bufio.Scanner) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envCoord+"="+path, envURL+"="+url)

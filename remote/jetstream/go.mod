@@ -1,21 +1,18 @@
 module github.com/batonhq/baton/remote/jetstream
 
-go 1.26.8
-
-replace github.com/batonhq/baton => ../..
+go 1.26.0
 
 require (
-	github.com/batonhq/baton v0.0.0
+	github.com/batonhq/baton v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/goleak v1.3.0
 )
 
-require go.etcd.io/bbolt v1.5.0 // indirect
+require github.com/stretchr/testify v1.11.1 // indirect
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
-	github.com/batonhq/baton/boltstore v0.0.0-00010101000000-000000000000
 	github.com/benbjohnson/clock v1.3.5
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
@@ -29,5 +26,3 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
-
-replace github.com/batonhq/baton/boltstore => ../../boltstore
