@@ -942,12 +942,13 @@ func (s *state) restoreCounts(finals []retention) {
 			}
 		}
 		if s.retain {
+			// Whatever its own state: a task final already (cancelled, or
+			// started early by AnyFailed) still hears from a dependency
+			// that has not ended, and must not be forgotten before.
 			s.held[t].preds = 0
-			if !s.settledEnd(t) {
-				for _, dep := range s.edges(r, r.deps) {
-					if !s.settledEnd(dep) {
-						s.held[t].preds++
-					}
+			for _, dep := range s.edges(r, r.deps) {
+				if !s.settledEnd(dep) {
+					s.held[t].preds++
 				}
 			}
 		}

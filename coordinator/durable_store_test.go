@@ -221,3 +221,94 @@ func TestRestoreWritesNothingThatDidNotChange(t *testing.T) {
 		}
 	})
 }
+
+// A restored task that is final while a dependency of it has not ended (it
+// was cancelled, or AnyFailed started it at a first failure) is held by
+// that dependency under retention, as in memory: it is forgotten only once
+// the dependency is final, not at once after the restart (its record was
+// reused by the next Submit, and the dependency's end then released the
+// new task before its own dependency ended), and not never (its count of
+// such dependencies went below zero, and it stayed in memory and in the
+// store). Found by an adversarial review.
+func TestRestoredFinalTaskIsHeldByItsRunningDependency(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		crash bool
+		setup func(s *coordinator.Scheduler, task func(string, coordinator.Trigger, ...string) coordinator.Task) error
+	}{
+		{"cancelled", false, func(s *coordinator.Scheduler, task func(string, coordinator.Trigger, ...string) coordinator.Task) error {
+			err := s.Submit(task("b", 0), task("c", 0, "b"))
+			s.Cancel("c")
+			return err
+		}},
+		{"AnyFailed started early", true, func(s *coordinator.Scheduler, task func(string, coordinator.Trigger, ...string) coordinator.Task) error {
+			return s.Submit(task("a", 0), task("b", 0), task("c", coordinator.AnyFailed, "a", "b"), task("d", coordinator.AllDone, "c", "b"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				gateB, gateY := make(chan struct{}), make(chan struct{})
+				ran := make(chan string, 16)
+				fn := coordinator.WithFunc("f", func(ctx context.Context, p []byte) error {
+					wait := map[string]chan struct{}{"b": gateB, "y": gateY}[string(p)]
+					if wait != nil {
+						select {
+						case <-wait:
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					}
+					if string(p) == "a" {
+						return errors.New("a fails")
+					}
+					ran <- string(p)
+					return nil
+				})
+				task := func(id string, when coordinator.Trigger, deps ...string) coordinator.Task {
+					return coordinator.Task{ID: id, Func: "f", Payload: []byte(id), Deps: deps, When: when}
+				}
+				mem := storetest.NewMemory()
+				s1 := newScheduler(t, coordinator.WithStore(mem.Open()), fn, coordinator.WithWorkers(4), coordinator.WithRetention(0))
+				if err := tc.setup(s1, task); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // b runs; c is final
+				if tc.crash {
+					crashed := mem.Crash()
+					s1.Shutdown(context.Background())
+					mem = crashed
+				} else if err := s1.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				s := newScheduler(t, coordinator.WithStore(mem.Open()), fn, coordinator.WithWorkers(4), coordinator.WithRetention(0))
+				if _, ok := s.Info("c"); !ok {
+					t.Fatal("c was forgotten after the restart while b, its dependency, runs")
+				}
+				batch := []coordinator.Task{task("y", 0)}
+				for i := range 4 {
+					batch = append(batch, task(fmt.Sprint("x", i), 0, "y"))
+				}
+				if err := s.Submit(batch...); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				close(gateB)
+				synctest.Wait()
+				for len(ran) > 0 {
+					if id := <-ran; id[0] == 'x' {
+						t.Fatalf("%s ran before its dependency y ended", id)
+					}
+				}
+				close(gateY)
+				settle(t, s)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				for _, id := range []string{"a", "b", "c", "d", "y", "x0"} {
+					if _, ok := s.Info(id); ok {
+						t.Errorf("%s is still known an hour after everything ended, under WithRetention(0)", id)
+					}
+				}
+			})
+		})
+	}
+}
