@@ -38,7 +38,7 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 		return true
 	case dispatched:
 		ls, seq := s.locate(r.link)
-		if ls.l.Revoke(seq) || ls.l.State(seq) == dispatch.Passed {
+		if ls.l.Revoke(seq) || dispatch.PassedOver(ls.l.State(seq)) {
 			ls.live--
 			r.attempts--
 			r.link = noTask

@@ -87,6 +87,14 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 				default:
 					h.status, h.unmet = Pending, 1 // waits for it again
 				}
+			case dispatch.Late:
+				// A series' start its worker reached after its start-by
+				// time: missed. catchUp decides again, now.
+				r.attempts--
+				h.status = Ready
+				if s.startsNow(t, now) {
+					s.requeue(t)
+				}
 			case dispatch.Sealed, dispatch.Returned, dispatch.Stopped:
 				dirty := st != dispatch.Sealed || r.x != nil
 				s.ended(ls, seq, t, st, now)

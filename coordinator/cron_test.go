@@ -401,7 +401,7 @@ func TestMissedStartsAreDecidedAlike(t *testing.T) {
 		coordinator.SkipMissed:       {0, 12 * m, 13 * m},
 	}
 	kinds := map[string]coordinator.Task{"every": {Every: m}, "cron": {Cron: "* * * * *"}, "schedule": {Schedule: everyMinute{}}}
-	for _, how := range []string{"stalled", "busy pool", "restarted"} {
+	for _, how := range []string{"stalled", "busy pool", "queued in a lane", "restarted"} {
 		for kind, base := range kinds {
 			for policy, want := range wants {
 				if how == "restarted" && kind == "schedule" {
@@ -453,6 +453,20 @@ func checkMissed(t *testing.T, how string, series coordinator.Task, policy coord
 			t.Fatal(err)
 		}
 		settle(t, s)
+	case "queued in a lane":
+		// A long task becomes ready with the second start, is better, and
+		// is handed out first: the start, on time when handed out behind
+		// it, waits in the lane for 10.5 minutes. Only the worker knows
+		// when it could take it (it used to run as if on time).
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		long := coordinator.Task{ID: "long", Delay: early + time.Minute, Priority: -1, Run: func(context.Context) error {
+			time.Sleep(late - time.Minute)
+			return nil
+		}}
+		if err := s.Submit(series, long); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
 	case "restarted":
 		mem := storetest.NewMemory()
 		step := coordinator.WithFunc("step", func(ctx context.Context, _ []byte) error { return st.run(ctx) })
@@ -491,4 +505,35 @@ func (s *sleepyNext) Next(t time.Time) time.Time {
 		time.Sleep(s.d)
 	}
 	return t.Add(time.Hour)
+}
+
+// A retry of a series' run is not a start: its backoff makes it late by
+// design, and no missed-run policy drops it.
+func TestRetryOfASeriesRunIsNotMissed(t *testing.T) {
+	for _, policy := range []coordinator.Missed{coordinator.SkipMissed, coordinator.RunOnceForMissed} {
+		t.Run(policy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				start := time.Now()
+				var at []time.Duration
+				calls := 0
+				err := s.Submit(coordinator.Task{ID: "series", Every: time.Minute, Times: 2, Missed: policy,
+					Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: 10 * time.Second},
+					Run: func(context.Context) error {
+						at = append(at, time.Since(start))
+						if calls++; calls == 1 {
+							return errors.New("once")
+						}
+						return nil
+					}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				if want := []time.Duration{0, 10 * time.Second, time.Minute}; !slices.Equal(at, want) {
+					t.Fatalf("calls at %v; want %v (the retry runs after its backoff)", at, want)
+				}
+			})
+		})
+	}
 }

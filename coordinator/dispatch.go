@@ -91,7 +91,7 @@ func (s *state) mayTopUp(ls *laneState, p *poolState) bool {
 	worst, worstFree := int32(math.MinInt32), int32(math.MinInt32)
 	for seq := ls.applied; seq != ls.n; seq++ {
 		switch st := ls.l.State(seq); st {
-		case dispatch.Revoked, dispatch.Passed:
+		case dispatch.Revoked, dispatch.Passed, dispatch.Late:
 		default:
 			prio := s.hot[ls.l.Task(seq)].prio
 			worst = max(worst, prio)
@@ -150,12 +150,15 @@ func (s *state) popReady(p *poolState, now time.Time) (int32, bool) {
 // series' next start (or, if there is none, ends the series).
 func (s *state) startsNow(t int32, now time.Time) bool {
 	x := s.tasks[t].x
-	if !x.recurring() {
-		return true
+	if !x.recurring() || s.tasks[t].attempts > 0 {
+		return true // not a series, or a retry of a run that has started
 	}
 	run, wait := x.catchUp(now)
 	switch {
 	case run:
+		if by := addSat(x.planned, x.lateness(x.planned)); x.missed != RunEachMissed && !by.Before(now) {
+			x.startBy = by // on time now; missed if no worker takes it by then
+		}
 	case wait.IsZero():
 		s.seriesEnds(t, now)
 	default:
@@ -323,6 +326,12 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	// successor in another pool, a subscriber, a WaitTasks call.
 	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || (len(s.watches) > 0 && s.watches[t] != nil)
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0), urgent)
+	if x := r.x; x != nil && !x.startBy.IsZero() {
+		// A series' start on time is missed if it cannot begin in time,
+		// which only its worker knows: past this, the worker passes it.
+		ls.l.SetStartBy(seq, x.startBy.UnixNano())
+		x.startBy = time.Time{}
+	}
 	if r.x != nil && r.x.values != nil {
 		ls.l.Ctx(seq).SetValues(r.x.values)
 	}
@@ -453,7 +462,7 @@ func (s *state) hurryAll() {
 // of a priority worse than prio.
 func (s *state) worseAfter(ls *laneState, seq uint32, prio int32) bool {
 	for at := seq + 1; at != ls.n; at++ {
-		if st := ls.l.State(at); st != dispatch.Revoked && st != dispatch.Passed && s.hot[ls.l.Task(at)].prio > prio {
+		if st := ls.l.State(at); st != dispatch.Revoked && !dispatch.PassedOver(st) && s.hot[ls.l.Task(at)].prio > prio {
 			return true
 		}
 	}
@@ -554,7 +563,7 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 		seq--
 		st := ls.l.State(seq)
 		busy = dispatch.Running(st)
-		if st != dispatch.Revoked && st != dispatch.Passed {
+		if st != dispatch.Revoked && !dispatch.PassedOver(st) {
 			break
 		}
 	}

@@ -132,6 +132,15 @@ func isNil(s Schedule) bool {
 // recurring reports whether the task runs more than once.
 func (x *extra) recurring() bool { return x.every > 0 || x.sched != nil }
 
+// following returns the start after x.planned, asking the schedule once
+// per planned start (a Schedule's Next may be slow; it must be pure).
+func (x *extra) following() time.Time {
+	if !x.followOK || !x.followOf.Equal(x.planned) {
+		x.follow, x.followOf, x.followOK = x.after(x.planned), x.planned, true
+	}
+	return x.follow
+}
+
 // after returns the start after t: t+Every, or the schedule's next.
 func (x *extra) after(t time.Time) time.Time {
 	if x.sched != nil {
@@ -160,7 +169,7 @@ func (x *extra) first(start time.Time) (time.Time, bool) {
 // has passed runs is decided when a worker could take it (catchUp), as for
 // every start. False when the schedule has no more starts.
 func (x *extra) next() (time.Time, bool) {
-	slot := x.after(x.planned)
+	slot := x.following()
 	if slot.IsZero() {
 		return time.Time{}, false
 	}
@@ -178,7 +187,11 @@ const missedAfter = time.Second
 // (missedAfter).
 func (x *extra) lateness(slot time.Time) time.Duration {
 	tol := missedAfter
-	if next := x.after(slot); !next.IsZero() {
+	next := x.following()
+	if !slot.Equal(x.planned) {
+		next = x.after(slot)
+	}
+	if !next.IsZero() {
 		tol = min(tol, next.Sub(slot)/2)
 	}
 	return tol

@@ -105,6 +105,10 @@ type extra struct {
 	planned   time.Time // recurring: planned start of the current run
 	timer     timerwheel.Handle
 	due       time.Time // when the timer is due (valid while inWheel)
+	startBy   time.Time // a series' start being handed out: the worker must claim it by then (zero: no limit)
+	follow    time.Time // the start after followOf, if followOK (following)
+	followOf  time.Time
+	followOK  bool
 	inWheel   bool
 	err       error // the last failed attempt's error, or the cancel cause
 	result    any

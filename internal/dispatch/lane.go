@@ -15,6 +15,7 @@
 //	                           └──coordinator stops──▶ Stopping ──returns──▶ Stopped
 //	Free ──coordinator revokes──▶ Revoked
 //	Free ──worker passes (the item it follows did not succeed)──▶ Passed
+//	Free ──worker passes (its start-by time had passed)──▶ Late
 //
 // A Free item is the coordinator's to take back (Cancel, a better
 // priority, an idle worker stealing); once Claimed, its function runs or is
@@ -62,7 +63,12 @@ const (
 	Stopped                // stopped, and its function has returned
 	Revoked                // taken back by the coordinator before any claim
 	Passed                 // not run: the item it follows did not succeed
+	Late                   // not run: the worker reached it after its start-by time (SetStartBy)
 )
+
+// PassedOver reports whether s is the state of an item the worker went
+// past without running it: Passed or Late.
+func PassedOver(s uint32) bool { return s == Passed || s == Late }
 
 // Spec is what a worker reads of a task: written before any of its items is
 // published and never changed while one is out.
@@ -243,8 +249,12 @@ type Lane struct {
 	// with the item by a coordinator that records it (SetReady), else
 	// noReady; the worker reads it for a Job.
 	readys [Size]int64
-	ctxs   [Size]*Context // one per slot, reused while no function looked at it
-	outs   [Size]Outcome  // written by the worker for a failure only
+	// startBy: the time by which the worker must claim the slot's item
+	// (UnixNano; 0: none), written with the item (SetStartBy); past it,
+	// the worker passes it (Late).
+	startBy [Size]int64
+	ctxs    [Size]*Context // one per slot, reused while no function looked at it
+	outs    [Size]Outcome  // written by the worker for a failure only
 
 	// Owned by the worker goroutine.
 	next   uint32            // the next sequence to look at
@@ -280,6 +290,7 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 		it.flags |= itemUrgent
 	}
 	l.meta[i] = meta{attempt, run}
+	l.startBy[i] = 0
 	if l.ctxs[i] == nil {
 		l.ctxs[i] = l.newContext(i)
 	}
@@ -290,6 +301,13 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 // that records ready times calls one of them after every Put, before the
 // item is published (Put leaves the slot's last value). Coordinator only.
 func (l *Lane) SetReady(seq uint32, unixNano int64) { l.readys[seq&mask] = encodeReady(unixNano) }
+
+// SetStartBy sets the time (UnixNano, on the workers' clock) by which the
+// worker must claim the item at seq, which the coordinator has put and not
+// published yet: a worker that reaches it later passes it (Late). A
+// series' start is missed when it cannot begin in time, and only the
+// worker knows when it could. Coordinator only.
+func (l *Lane) SetStartBy(seq uint32, unixNano int64) { l.startBy[seq&mask] = unixNano }
 
 // ClearReady: see SetReady.
 func (l *Lane) ClearReady(seq uint32) { l.readys[seq&mask] = noReady }
@@ -532,6 +550,13 @@ func (l *Lane) runOne() {
 		atomic.CompareAndSwapUint32(&it.state, Free, Passed) // fails only if revoked
 		l.setOK(l.next, false)
 		l.next++
+		return
+	}
+	if by := l.startBy[i]; by != 0 && l.env.Clock.Now().UnixNano() > by {
+		atomic.CompareAndSwapUint32(&it.state, Free, Late) // fails only if revoked
+		l.setOK(l.next, false)
+		l.next++
+		l.notify = true // the coordinator decides again at once
 		return
 	}
 	if !atomic.CompareAndSwapUint32(&it.state, Free, Claimed) {
