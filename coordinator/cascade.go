@@ -75,6 +75,7 @@ func (s *state) skip(t, cause int32, now time.Time) {
 // settledSkip records that Skipped task t is settled: it no longer holds
 // its successors for retention, and they hear of it.
 func (s *state) settledSkip(t int32) {
+	s.rewatch(t, true)
 	if s.retain {
 		s.settledEnds = append(s.settledEnds, t)
 	}
@@ -84,6 +85,11 @@ func (s *state) settledSkip(t int32) {
 // cascade applies the queued notes, and the notes they queue, until none
 // is left. It walks a worklist, so a chain of any length uses no stack.
 func (s *state) cascade(now time.Time) {
+	if s.cascading {
+		return // called from inside a cascade: the notes are its to apply
+	}
+	s.cascading = true
+	defer func() { s.cascading = false }()
 	for len(s.notes) > 0 {
 		n := s.notes[len(s.notes)-1]
 		s.notes = s.notes[:len(s.notes)-1]
@@ -179,6 +185,7 @@ func (s *state) maybeWorse(c, t int32) {
 	}
 	r.link = root
 	s.touched(c)
+	s.rewatch(c, false)
 	s.notes = append(s.notes, note{c, noteWorse})
 }
 

@@ -537,3 +537,69 @@ func TestRetryOfASeriesRunIsNotMissed(t *testing.T) {
 		})
 	}
 }
+
+// onceAt is a Schedule with one start.
+type onceAt struct{ at time.Time }
+
+func (o onceAt) Next(t time.Time) time.Time {
+	if t.Before(o.at) {
+		return o.at
+	}
+	return time.Time{}
+}
+
+// A series whose schedule has no start left once it may start (its
+// dependency ended after the schedule's only start) cannot run: it is
+// Skipped, as a task whose own rule is not met, and what waits on it
+// follows. It used to wait in the delayed set for ever, and Wait with it.
+func TestSeriesWithNoStartLeftIsSkipped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		err := s.Submit(
+			coordinator.Task{ID: "dep", Run: func(context.Context) error { time.Sleep(2 * time.Hour); return nil }},
+			coordinator.Task{ID: "series", Deps: []string{"dep"}, Schedule: onceAt{time.Now().Add(time.Hour)},
+				Run: func(context.Context) error { t.Error("series ran"); return nil }},
+			coordinator.Task{ID: "after", Deps: []string{"series"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if ti, _ := s.Info("series"); ti.Status != coordinator.Skipped || ti.Cause != "" {
+			t.Errorf("series is %v (cause %q); want skipped by itself", ti.Status, ti.Cause)
+		}
+		if ti, _ := s.Info("after"); ti.Status != coordinator.Skipped || ti.Cause != "series" {
+			t.Errorf("after is %v (cause %q); want skipped because of series", ti.Status, ti.Cause)
+		}
+	})
+}
+
+// A cron @every series keeps to its own grid of starts after missed ones,
+// as Every does: SkipMissed waits for the next start of the grid, not for
+// one a period after the moment it noticed.
+func TestAtEveryKeepsItsGridAfterMissedStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		st := &starts{}
+		start := time.Now()
+		err := s.Submit(
+			coordinator.Task{ID: "series", Cron: "@every 10s", Times: 3, Missed: coordinator.SkipMissed, Run: st.run},
+			coordinator.Task{ID: "busy", Delay: 15 * time.Second, Run: func(context.Context) error { // holds the worker 15s to 33s
+				time.Sleep(18 * time.Second)
+				return nil
+			}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		var got []time.Duration
+		for _, at := range st.times() {
+			got = append(got, at.Sub(start))
+		}
+		// Starts at 10s, 20s (missed: busy), 30s (missed: 3s late), 40s, 50s.
+		if want := []time.Duration{10 * time.Second, 40 * time.Second, 50 * time.Second}; !slices.Equal(got, want) {
+			t.Fatalf("starts %v; want %v", got, want)
+		}
+	})
+}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/batonhq/baton/worker"
 )
 
 // A durable scheduler (WithStore) writes two records per task: its
@@ -27,8 +29,11 @@ import (
 // dependencies are met, and whether a task whose time has come is ready.
 
 // formatVersion is the record format this version writes and reads. A
-// store with a higher version is refused with ErrStoreVersion.
-const formatVersion = 1
+// store with a higher version is refused with ErrStoreVersion. Version 2
+// added the timeout error kind (errTimeout) and the nil-result flag; a
+// version 1 store is read as it is and says version 2 from its next
+// commit on (an older Baton then refuses it, rather than misread it).
+const formatVersion = 2
 
 var metaKey = []byte("m")
 
@@ -115,7 +120,7 @@ func (s *Scheduler) prepare(b *submission) error {
 	if cfg == nil {
 		for i := range b.tasks {
 			if t := &b.tasks[i]; t.Func != "" {
-				return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf("function %q is not registered (WithFunc)", t.Func)}
+				return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf("function %s is not registered (WithFunc)", quoteID(t.Func))}
 			}
 		}
 		return nil
@@ -129,9 +134,9 @@ func (s *Scheduler) prepare(b *submission) error {
 			f, ok := cfg.funcs[t.Func]
 			switch {
 			case t.Run != nil:
-				return bad(ErrInvalidTask, "both Run and Func %q", t.Func)
+				return bad(ErrInvalidTask, "both Run and Func %s", quoteID(t.Func))
 			case !ok:
-				return bad(ErrInvalidTask, "function %q is not registered (WithFunc)", t.Func)
+				return bad(ErrInvalidTask, "function %s is not registered (WithFunc)", quoteID(t.Func))
 			}
 			var payload []byte
 			switch p := t.Payload.(type) {
@@ -226,16 +231,13 @@ func (s *state) afterCommit(answer func(error)) { s.dur.replies = append(s.dur.r
 // for a commit gets it).
 func (s *state) flush(now time.Time) error {
 	d := s.dur
-	if len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.replies) == 0 && !d.meta {
-		return nil
+	if len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.replies) == 0 {
+		return nil // the version record alone is not worth a commit: it goes with the next
 	}
 	var err error
 	if d.failed == nil {
 		c := &d.ch
 		c.Puts, c.Deletes = append(c.Puts[:0], d.defs...), c.Deletes[:0]
-		if d.meta {
-			c.Puts = append(c.Puts, KV{Key: metaKey, Value: binary.AppendUvarint(nil, formatVersion)})
-		}
 		for _, t := range d.dirty {
 			if int(t) >= len(d.seq) || d.seq[t] == 0 || s.hot[t].status == dropped {
 				continue
@@ -255,6 +257,11 @@ func (s *state) flush(now time.Time) error {
 			d.buf = appendTaskKey(d.buf, seq, kindDef)
 			d.buf = appendTaskKey(d.buf, seq, kindState)
 			c.Deletes = append(c.Deletes, d.buf[start:start+10:start+10], d.buf[start+10:start+20:start+20])
+		}
+		if len(c.Puts) > 0 || len(c.Deletes) > 0 {
+			if d.meta {
+				c.Puts = append(c.Puts, KV{Key: metaKey, Value: binary.AppendUvarint(nil, formatVersion)})
+			}
 		}
 		if len(c.Puts) == 0 && len(c.Deletes) == 0 {
 			// Only answers wait (Wait, WaitTasks): nothing to commit.
@@ -298,8 +305,9 @@ type storedState struct {
 	planned   time.Time // recurring: the planned start of the current run
 	at        time.Time // when the state was written
 	errKind   uint8
-	errMsg    string
-	cause     string // Skipped: the task to blame
+	errMsg    string        // errOther: the error's text; errTimeout: the function's error's, if any
+	timeout   time.Duration // errTimeout: the attempt's timeout
+	cause     string        // Skipped: the task to blame
 	result    []byte
 }
 
@@ -310,6 +318,7 @@ const (
 	errClosed
 	errInterrupted
 	errOther
+	errTimeout // a *worker.TimeoutError: errors.Is ErrTimeout and context.DeadlineExceeded after a restart too
 )
 
 // stateOf describes t for its state record; false: nothing to write (a
@@ -320,6 +329,7 @@ func (s *state) stateOf(t int32, now time.Time) (storedState, bool) {
 	h := &s.hot[t]
 	st := storedState{status: h.status, attempts: r.attempts, runs: r.runs, at: now}
 	x := r.x
+	var timeout *worker.TimeoutError
 	switch h.status {
 	case dispatched:
 		if h.flags&fStarted != 0 {
@@ -366,6 +376,11 @@ func (s *state) stateOf(t int32, now time.Time) (storedState, bool) {
 			st.errKind = errClosed
 		case errors.Is(x.err, ErrInterrupted):
 			st.errKind = errInterrupted
+		case errors.As(x.err, &timeout):
+			st.errKind, st.timeout = errTimeout, timeout.After
+			if timeout.Err != nil {
+				st.errMsg = timeout.Err.Error()
+			}
 		default:
 			st.errKind, st.errMsg = errOther, x.err.Error()
 		}
@@ -473,8 +488,11 @@ func (st *storedState) append(b []byte) []byte {
 	b = appendTime(b, st.planned)
 	b = appendTime(b, st.at)
 	b = append(b, st.errKind)
-	if st.errKind == errOther {
+	if st.errKind == errOther || st.errKind == errTimeout {
 		b = appendString(b, st.errMsg)
+	}
+	if st.errKind == errTimeout {
+		b = binary.AppendVarint(b, int64(st.timeout))
 	}
 	b = appendString(b, st.cause)
 	if st.hasResult {
@@ -495,8 +513,11 @@ func decodeState(v []byte) (storedState, error) {
 	st.planned = rd.time()
 	st.at = rd.time()
 	st.errKind = rd.byte()
-	if st.errKind == errOther {
+	if st.errKind == errOther || st.errKind == errTimeout {
 		st.errMsg = rd.string()
+	}
+	if st.errKind == errTimeout {
+		st.timeout = time.Duration(rd.varint())
 	}
 	st.cause = rd.string()
 	if st.hasResult {
@@ -505,7 +526,7 @@ func decodeState(v []byte) (storedState, error) {
 	if err := rd.done(); err != nil {
 		return st, err
 	}
-	if st.status > Skipped || st.errKind > errOther || st.attempts < 0 || st.runs < 0 {
+	if st.status > Skipped || st.errKind > errTimeout || st.attempts < 0 || st.runs < 0 {
 		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrStoreCorrupt, st.status, st.errKind)
 	}
 	return st, nil
@@ -521,6 +542,12 @@ func (st *storedState) err() error {
 		return ErrInterrupted
 	case errOther:
 		return errors.New(st.errMsg)
+	case errTimeout:
+		te := &worker.TimeoutError{After: st.timeout}
+		if st.errMsg != "" {
+			te.Err = errors.New(st.errMsg)
+		}
+		return te
 	}
 	return nil
 }
@@ -695,6 +722,8 @@ func (d *durable) load() ([]storedTask, error) {
 			return nil, fmt.Errorf("%w: task records without a version record", ErrStoreCorrupt)
 		}
 		d.meta = true // a new store: say which format it holds
+	} else if version < formatVersion {
+		d.meta = true // an older format: say this one from the next commit on
 	}
 	return tasks, nil
 }
@@ -744,7 +773,7 @@ func (st *storedState) sameAs(old *storedState) bool {
 	return st.status == old.status && st.cancelReq == old.cancelReq && st.hasResult == old.hasResult &&
 		st.nilResult == old.nilResult && st.attempts == old.attempts && st.runs == old.runs &&
 		st.due.Equal(old.due) && st.planned.Equal(old.planned) && st.errKind == old.errKind &&
-		st.errMsg == old.errMsg && st.cause == old.cause &&
+		st.errMsg == old.errMsg && st.timeout == old.timeout && st.cause == old.cause &&
 		bytes.Equal(st.result, old.result) && (st.result == nil) == (old.result == nil)
 }
 
@@ -762,12 +791,12 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		st := &stored[i]
 		t := st.def.task
 		if _, ok := s.byName[t.Pool]; !ok {
-			return fmt.Errorf("%w: the store holds task %q of pool %q, which New was not given (WithPool)", ErrInvalidOption, t.ID, t.Pool)
+			return fmt.Errorf("%w: the store holds task %s of pool %s, which New was not given (WithPool)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Pool))
 		}
 		if t.Func != "" {
 			f, ok := d.funcs[t.Func]
 			if !ok {
-				return fmt.Errorf("%w: the store holds task %q of function %q, which New was not given (WithFunc)", ErrInvalidOption, t.ID, t.Func)
+				return fmt.Errorf("%w: the store holds task %s of function %s, which New was not given (WithFunc)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Func))
 			}
 			payload, _ := t.Payload.([]byte)
 			t.Run = func(ctx context.Context) error { return f(ctx, payload) }
@@ -775,7 +804,7 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		if t.Cron != "" {
 			sched, err := parseCron(t.Cron)
 			if err != nil {
-				return fmt.Errorf("%w: task %q: %v", ErrStoreCorrupt, t.ID, err)
+				return fmt.Errorf("%w: task %s: %v", ErrStoreCorrupt, quoteID(t.ID), err)
 			}
 			if b.scheds == nil {
 				b.scheds = make([]Schedule, len(stored))

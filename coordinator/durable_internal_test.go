@@ -14,6 +14,8 @@ func FuzzDecodeRecords(f *testing.F) {
 		due: time.Unix(0, 0), planned: time.Unix(5, 6), at: time.Unix(7, 8), errKind: errOther,
 		errMsg: "boom", cause: "up", result: []byte("r")}
 	f.Add(st.append(nil))
+	timedOut := storedState{status: Failed, attempts: 1, errKind: errTimeout, errMsg: "query users", timeout: time.Second}
+	f.Add(timedOut.append(nil))
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -37,7 +39,7 @@ func TestStateRecordRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, st) {
 		t.Errorf("decoded %+v (%v); want %+v", got, err, st)
 	}
-	for _, s := range []storedState{{errKind: errCancelled}, {errKind: errClosed}, {errKind: errInterrupted}} {
+	for _, s := range []storedState{{errKind: errCancelled}, {errKind: errClosed}, {errKind: errInterrupted}, {errKind: errTimeout, timeout: 5}} {
 		got, _ := decodeState(s.append(nil))
 		if e := got.err(); e == nil || errors.Is(e, ErrStoreCorrupt) {
 			t.Errorf("error kind %d restored as %v", s.errKind, e)

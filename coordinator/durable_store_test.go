@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
+	"github.com/batonhq/baton/worker"
 )
 
 // Durable schedulers on an in-memory store (storetest.Memory), crashed at
@@ -311,4 +313,74 @@ func TestRestoredFinalTaskIsHeldByItsRunningDependency(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A timed-out attempt's error is still a timeout after a restart:
+// errors.Is sees worker.ErrTimeout and context.DeadlineExceeded, and the
+// function's error's text is kept. Only the text was stored before.
+func TestTimeoutErrorSurvivesARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		slow := coordinator.WithFunc("slow", func(ctx context.Context, _ []byte) error {
+			<-ctx.Done()
+			return fmt.Errorf("query users: %w", ctx.Err())
+		})
+		s := restored(t, mem, slow)
+		if err := s.Submit(coordinator.Task{ID: "q", Func: "slow", Timeout: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ti, _ := restored(t, mem, slow).Info("q")
+		var te *worker.TimeoutError
+		if !errors.Is(ti.Err, worker.ErrTimeout) || !errors.Is(ti.Err, context.DeadlineExceeded) ||
+			!errors.As(ti.Err, &te) || te.After != time.Second || !strings.Contains(ti.Err.Error(), "query users") {
+			t.Fatalf("after a restart q's error is %v; want a *worker.TimeoutError after 1s keeping the function's error", ti.Err)
+		}
+	})
+}
+
+// A store of the previous format (version 1) opens without a write, and
+// says version 2 from its next commit on: an older Baton then refuses it
+// (ErrStoreVersion) rather than misreading a timeout's record.
+func TestOlderFormatIsUpgradedByTheNextCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		st := mem.Open()
+		if err := st.Load(func(k, v []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Commit(&coordinator.Changes{Puts: []coordinator.KV{{Key: []byte("m"), Value: []byte{1}}}}); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		version := func() byte {
+			var v byte
+			st := mem.Crash().Open() // a copy: the scheduler may hold mem
+			st.Load(func(k, val []byte) error {
+				if string(k) == "m" {
+					v = val[0]
+				}
+				return nil
+			})
+			st.Close()
+			return v
+		}
+		commits := mem.Commits()
+		s := restored(t, mem, blockingFuncs())
+		if mem.Commits() != commits || version() != 1 {
+			t.Fatalf("opening a version 1 store wrote %d commits (version %d); want none", mem.Commits()-commits, version())
+		}
+		if err := s.Submit(coordinator.Task{ID: "a", Func: "step", Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if v := version(); v != 2 {
+			t.Fatalf("after a commit the store says version %d; want 2", v)
+		}
+	})
 }

@@ -43,6 +43,7 @@ func (s *state) ready(now time.Time) actions {
 		s.settle(now)
 		s.dispatch(now)
 	}
+	s.answerWatches() // after every cascade of the iteration: the causes they report are as worse as they got
 	due, ok := s.nextDue()
 	return actions{Wake: s.wake, Events: s.events, Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
 }

@@ -75,7 +75,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 func parseCron(spec string) (sched Schedule, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			sched, err = nil, fmt.Errorf("cron %q: %v", spec, p)
+			sched, err = nil, fmt.Errorf("cron %s: %v", quoteID(spec), p)
 		}
 	}()
 	fields := strings.Fields(spec)
@@ -84,15 +84,15 @@ func parseCron(spec string) (sched Schedule, err error) {
 	}
 	switch {
 	case len(fields) == 0:
-		return nil, fmt.Errorf("cron %q: no schedule", spec)
+		return nil, fmt.Errorf("cron %s: no schedule", quoteID(spec))
 	case fields[0] == "@every":
 		if d, err := time.ParseDuration(strings.Join(fields[1:], "")); err == nil && d <= 0 {
-			return nil, fmt.Errorf("cron %q: @every needs a positive duration", spec)
+			return nil, fmt.Errorf("cron %s: @every needs a positive duration", quoteID(spec))
 		}
 	}
 	s, err := cronParser.Parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("cron %q: %w", spec, err)
+		return nil, fmt.Errorf("cron %s: %w", quoteID(spec), err)
 	}
 	if ss, ok := s.(*cron.SpecSchedule); ok && !strings.HasPrefix(spec, "CRON_TZ=") && !strings.HasPrefix(spec, "TZ=") {
 		ss.Location = time.UTC
@@ -233,10 +233,14 @@ func (x *extra) catchUp(now time.Time) (run bool, wait time.Time) {
 // as the last, with found false (now's next start is the series' next).
 func (x *extra) lastStart(now time.Time) (last, next time.Time, found bool) {
 	p := x.planned
-	if x.sched == nil {
-		k := now.Sub(p) / x.every
-		last = addSat(p, k*x.every)
-		return last, addSat(last, x.every), true
+	every := x.every
+	if cd, ok := x.sched.(cron.ConstantDelaySchedule); ok {
+		every = cd.Delay // @every: its starts are a grid from the planned one, as Every's
+	}
+	if x.sched == nil || every > 0 {
+		k := now.Sub(p) / every
+		last = addSat(p, k*every)
+		return last, addSat(last, every), true
 	}
 	last, found = p, true
 	if from := now.Add(-missedAfter); from.After(p) {

@@ -195,7 +195,9 @@ type state struct {
 	closing bool
 	rseq    uint32
 
-	watches map[int32][]*watch // WaitTasks calls, by task not final yet (nil: none)
+	watches     map[int32][]*watch // WaitTasks calls, by task not final yet (nil: none)
+	skipWatches map[int32][]*watch // ... by Skipped task not settled, whose cause may get worse (rewatch)
+	doneWatches []*watch           // watches whose tasks are all final: answered at the end of the iteration
 
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 
@@ -212,6 +214,7 @@ type state struct {
 	rng         *rand.Rand
 	scratch     []int32              // reused by submit and advance
 	notes       []note               // the trigger-rule cascade's worklist (cascade.go)
+	cascading   bool                 // a cascade is applying notes
 	work        []int32              // reused by fuse
 	groupRoot   [dispatch.Size]int32 // reused by revokeTail
 	groupSize   [dispatch.Size]int32 // reused by revokeTail

@@ -383,7 +383,12 @@ func (s *state) eligible(t int32, now time.Time) {
 	if x.recurring() {
 		var ok bool
 		if start, ok = x.first(start); !ok {
-			start = time.Unix(1<<62, 0) // cannot happen: Submit refuses a schedule without a start
+			// No start left once it may start (its dependencies ended
+			// after its schedule's last start): it cannot run, as a task
+			// whose own rule is not met.
+			s.skip(t, noTask, now)
+			s.cascade(now)
+			return
 		}
 	}
 	s.schedule(t, start, now)

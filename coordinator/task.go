@@ -100,7 +100,8 @@ type Task struct {
 // to reach the task among equals (one that failed or was cancelled, or
 // whose own rule was not met); under AnyFailed, skipped because no
 // dependency failed, "": nothing upstream went wrong, the task's own rule
-// was not met. EventSkipped.Cause names the cause known when the task was
+// was not met (so is a series whose schedule had no start left once it
+// could start). EventSkipped.Cause names the cause known when the task was
 // skipped; a worse end that came later is in TaskInfo.Cause.
 // Upstream(ctx) tells a task how each of its dependencies ended.
 //
@@ -313,9 +314,34 @@ type TaskError struct {
 func (e *TaskError) Error() string {
 	msg := "coordinator: task " + quoteID(e.ID) + ": " + strings.TrimPrefix(e.Err.Error(), "coordinator: ")
 	if e.Detail != "" {
-		msg += ": " + e.Detail
+		msg += ": " + cut(e.Detail, maxDetailInMessage)
 	}
 	return msg
+}
+
+// maxDetailInMessage is how much of a TaskError's Detail its message
+// shows: a detail may quote the user's strings (a cron expression, a
+// pool's own error).
+const maxDetailInMessage = 256
+
+// cut returns s cut to about n bytes at a rune's start, saying how long
+// it was.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:runeStart(s, n)] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// runeStart returns i, or the start of the rune i falls in (a few bytes
+// back at most: bytes that are not UTF-8 are cut anywhere).
+func runeStart(s string, i int) int {
+	for back := 0; back < utf8.UTFMax && i-back > 0; back++ {
+		if utf8.RuneStart(s[i-back]) {
+			return i - back
+		}
+	}
+	return i
 }
 
 // maxIDInMessage is how much of an ID an error message quotes.
@@ -328,11 +354,7 @@ func quoteID(id string) string {
 	if len(id) <= maxIDInMessage {
 		return strconv.Quote(id)
 	}
-	cut := maxIDInMessage
-	for cut > 0 && !utf8.RuneStart(id[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", id[:cut], len(id))
+	return fmt.Sprintf("%q… (%d bytes)", id[:runeStart(id, maxIDInMessage)], len(id))
 }
 
 func (e *TaskError) Unwrap() error { return e.Err }

@@ -218,11 +218,64 @@ func TestErrorsNameTheTaskOnce(t *testing.T) {
 			t.Errorf("Submit(%.20s) = %.300s; want it to match %v and contain %q, naming the task once, briefly", tc.task.ID, msg, tc.is, tc.want)
 		}
 	}
+	for _, task := range []coordinator.Task{
+		{ID: "f", Func: long},                                      // an unregistered function's long name
+		{ID: "c", Run: ok, Cron: long},                             // a long bad cron expression
+		{ID: "z", Run: ok, Cron: "CRON_TZ=" + long + " * * * * *"}, // a long zone
+		{ID: strings.Repeat("\x80", 5000), Run: ok, Delay: -1},     // not UTF-8
+	} {
+		err := s.Submit(task)
+		if err == nil || len(err.Error()) > 400 || !strings.Contains(err.Error(), "coordinator: task \"") {
+			t.Errorf("Submit(%.12q...) = %d bytes of message: %.80s; want a short message", task.ID, len(fmt.Sprint(err)), err)
+		}
+		if strings.HasPrefix(task.ID, "\x80") && strings.Contains(err.Error(), `task ""`) {
+			t.Errorf("an ID that is not UTF-8 shows nothing of itself: %.80s", err)
+		}
+	}
 	cyc := []coordinator.Task{{ID: long + "1", Run: ok, Deps: []string{long + "2"}}, {ID: long + "2", Run: ok, Deps: []string{long + "1"}}}
 	if err := s.Submit(cyc...); !errors.Is(err, coordinator.ErrCycle) || len(err.Error()) > 400 {
 		t.Errorf("a cycle of long IDs: %d bytes of message; want it cut", len(err.Error()))
 	}
 	if _, err := coordinator.New(coordinator.WithWorkers(2), coordinator.WithWorkers(3)); !errors.Is(err, coordinator.ErrInvalidOption) {
 		t.Errorf("New(WithWorkers twice) = %v; want ErrInvalidOption, as for WithPool twice", err)
+	}
+}
+
+// A watch reports causes as worse as they got before it answers: c is
+// skipped when a is cancelled, and blamed on b once b fails; the batch,
+// all of whose tasks are final by then, says so, under any retention.
+// (It used to report the cause known when c was skipped.)
+func TestBatchWaitReportsTheWorstCause(t *testing.T) {
+	for _, retain := range []bool{false, true} {
+		t.Run(fmt.Sprint("retention=", retain), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := []coordinator.Option{coordinator.WithWorkers(2)}
+				if retain {
+					opts = append(opts, coordinator.WithRetention(0))
+				}
+				s := newScheduler(t, opts...)
+				g := newGate()
+				b, err := s.SubmitBatch(context.Background(),
+					coordinator.Task{ID: "a", Run: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+					coordinator.Task{ID: "b", Run: func(ctx context.Context) error { g.run(ctx); return errors.New("b failed") }},
+					coordinator.Task{ID: "c", Run: ok, Deps: []string{"a", "b"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				s.Cancel("a")
+				synctest.Wait()
+				g.release()
+				var te *coordinator.TasksError
+				if err := b.Wait(context.Background()); !errors.As(err, &te) {
+					t.Fatalf("Batch.Wait = %v; want a *TasksError", err)
+				}
+				for _, ti := range te.Tasks {
+					if ti.ID == "c" && ti.Cause != "b" {
+						t.Errorf("Batch.Wait says c was skipped because of %q; want b (a failure outranks a cancel)", ti.Cause)
+					}
+				}
+			})
+		})
 	}
 }

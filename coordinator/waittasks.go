@@ -57,7 +57,9 @@ func (e *TasksError) Error() string {
 
 // WaitTasks blocks until every listed task is final. It returns nil if all
 // of them succeeded, and otherwise a *TasksError listing those that did
-// not, with how each ended. An ID the scheduler does not know is an error
+// not, with how each ended: a Skipped task's Cause as bad as it had got
+// when the call answers (a dependency of it that still runs may make it
+// worse later: see Trigger; TaskInfo.Cause then tells). An ID the scheduler does not know is an error
 // at once, naming it (errors.Is(err, ErrUnknownTask)); so is any ID of a
 // call after a failed one: nothing is waited for. If ctx ends first it
 // returns ctx.Err() and forgets the call; a ctx that has ended already
@@ -91,11 +93,12 @@ func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
 
 // watch is one WaitTasks call.
 type watch struct {
-	id    uint64
-	tasks []int32    // the distinct listed tasks, in the order given
-	infos []TaskInfo // each one's end, once final
-	left  int        // tasks not final yet
-	reply chan<- error
+	id       uint64
+	tasks    []int32    // the distinct listed tasks, in the order given
+	infos    []TaskInfo // each one's end, once final
+	left     int        // tasks not final yet
+	reply    chan<- error
+	answered bool // its answer is out: rewatch leaves it
 }
 
 type watchReq struct {
@@ -152,7 +155,7 @@ func (s *state) watchTasks(id uint64, tasks []int32, reply chan<- error) {
 		s.hurry(t)
 	}
 	if w.left == 0 {
-		s.answer(reply, w.result())
+		s.doneWatches = append(s.doneWatches, w)
 	}
 }
 
@@ -191,21 +194,66 @@ func (s *state) unwatch(id uint64) {
 }
 
 // watched records the end of t, which is watched: its info is taken now,
-// before retention may forget it, and a watch with nothing left answers.
+// before retention may forget it, and a watch with nothing left is
+// answered at the end of the iteration (answerWatches). A Skipped task's
+// cause may still get worse until it is settled (cascade.go): its
+// watches are told (rewatch).
 func (s *state) watched(t int32) {
 	ws := s.watches[t]
 	delete(s.watches, t)
 	info, _ := s.infoOf(t)
 	for _, w := range ws {
-		for i, wt := range w.tasks {
-			if wt == t {
-				w.infos[i] = info
-			}
-		}
+		w.set(t, info)
 		if w.left--; w.left == 0 {
-			s.answer(w.reply, w.result())
+			s.doneWatches = append(s.doneWatches, w)
 		}
 	}
+	if info.Status == Skipped && s.hot[t].unmet > 0 {
+		if s.skipWatches == nil {
+			s.skipWatches = map[int32][]*watch{}
+		}
+		s.skipWatches[t] = ws
+	}
+}
+
+func (w *watch) set(t int32, info TaskInfo) {
+	for i, wt := range w.tasks {
+		if wt == t {
+			w.infos[i] = info
+		}
+	}
+}
+
+// rewatch tells the watches of Skipped task t, not settled, its worse
+// cause; once t is settled (gone: true) its cause is final.
+func (s *state) rewatch(t int32, gone bool) {
+	ws, ok := s.skipWatches[t]
+	if !ok {
+		return
+	}
+	if gone {
+		delete(s.skipWatches, t)
+		return
+	}
+	info, _ := s.infoOf(t)
+	for _, w := range ws {
+		if !w.answered {
+			w.set(t, info)
+		}
+	}
+}
+
+// answerWatches answers the WaitTasks calls (and Batches) whose tasks
+// are all final, with what is known at the end of the iteration (a cause
+// that got worse in a cascade after the last end included). On a durable
+// scheduler the answer waits for the commit (answer).
+func (s *state) answerWatches() {
+	for _, w := range s.doneWatches {
+		w.answered = true
+		s.answer(w.reply, w.result())
+	}
+	clear(s.doneWatches)
+	s.doneWatches = s.doneWatches[:0]
 }
 
 func (w *watch) result() error {
