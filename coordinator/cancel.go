@@ -52,8 +52,8 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 		switch ls.l.State(seq) {
 		case dispatch.Claimed:
 			if ls.l.Stop(seq) {
-				s.peek(ls, now, s.tellsStarts()) // it started before it was stopped: say so first
-				ls.l.Ctx(seq).Cancel(cause)
+				s.peek(ls, now, s.tellsStarts())                                         // it started before it was stopped: say so first
+				s.stopReqs = append(s.stopReqs, stopReq{ls: ls, seq: seq, cause: cause}) // the loop ends its context
 				h.flags |= fCancelReq
 				return true
 			}

@@ -87,13 +87,6 @@ type census struct {
 	ids   []string
 }
 
-type censusReq struct {
-	f     func(*state, time.Time) census
-	reply chan<- census
-}
-
-func (r censusReq) apply(l *loop, now time.Time) { r.reply <- r.f(l.st, now) }
-
 func (s *Scheduler) census(f func(*state, time.Time) census) census {
 	select {
 	case <-s.loopDone:

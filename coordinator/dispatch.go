@@ -13,7 +13,7 @@ import (
 // reported progress, gives idle workers a share of the backlog, lets an
 // idle worker take half of the largest tail of work handed out but not
 // started, and takes worse work back for a better ready task that has
-// waited revokeDelay. The lanes it reopens are left in s.wake for the loop.
+// waited revokeDelay. What it hands out, the loop publishes (outbox).
 func (s *state) dispatch(now time.Time) {
 	hungry := false
 	for pi := range s.pools {
@@ -199,10 +199,8 @@ func (s *state) bestReady(p *poolState) (int32, bool) {
 // sooner). A better task that their successes release takes worse work
 // back (checkPriority).
 func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
-	if s.dur != nil {
-		if s.commitFirst(now); s.dur.failed != nil {
-			return // nothing starts on a scheduler whose store failed
-		}
+	if s.dur != nil && s.dur.failed != nil {
+		return // nothing starts on a scheduler whose store failed
 	}
 	if take > 0 && p.minPrio < p.maxPrio && (!ls.open || ls.live == 0) {
 		// For a worker with nothing left to run, not for a top-up.
@@ -256,19 +254,11 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 		mark = from + 1
 	}
 	ls.l.SetMark(mark)
-	ls.pub = ls.n
-	if ls.open && ls.l.Publish(from, ls.n) {
-		return
-	}
-	// A closed lane (or one its worker closed just now): open it again and
-	// have the loop wake the worker. If the worker's idle report is on its
-	// way, report sees that the lane has moved on.
-	ls.l.Open(ls.n)
+	ls.pub = ls.n // the loop publishes them, after the iteration's commit (outbox)
 	if !ls.open {
 		ls.open = true
 		p.idle--
 	}
-	s.wake = append(s.wake, ls.l.ID)
 }
 
 // fuseOn fuses behind the lane's items from ls.fuseAt on, at most k, and

@@ -48,10 +48,12 @@ func appendTaskKey(b []byte, seq uint64, kind byte) []byte {
 	return append(b, kind)
 }
 
-// durable is the state's link to its store. Owned by the coordinator
-// goroutine, like the state (New uses it before the loop starts).
+// durable is what the state keeps to write its records: what changed
+// since the last commit, and the records' sequence numbers. It never
+// touches the store: the loop commits what takeCommit returns. Owned by
+// the coordinator goroutine, like the state (New uses it before the loop
+// starts).
 type durable struct {
-	store     Store
 	funcs     map[string]func(context.Context, []byte) error
 	seq       []uint64       // by record: the sequence its keys carry (0: none)
 	next      uint64         // the next sequence to give
@@ -60,9 +62,8 @@ type durable struct {
 	dirty     []int32        // records whose state to write this iteration
 	defs      []KV           // definitions of the tasks submitted this iteration
 	deletes   []uint64       // sequences of the tasks forgotten this iteration
-	replies   []func(error)  // answers waiting for this iteration's commit (Submit, Cancel)
 	cancels   map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
-	meta      bool           // the version record is to be written
+	meta      bool           // the version record is to be written, with the next commit
 	restoring bool           // restore is submitting the stored tasks: submit must make nothing ready
 	failed    error          // a commit failed: nothing more is written
 	buf       []byte         // encoding space, reused
@@ -184,11 +185,13 @@ func checkResult(s *Scheduler, v any) error {
 }
 
 // submitted is called when a batch was stored: its tasks are numbered,
-// their definitions encoded and their states marked, and the reply waits
-// for the commit.
-func (s *state) submitted(b *submission, reply chan<- error) {
-	defer s.afterCommit(func(err error) { reply <- err })
+// their definitions encoded and their states marked (its Submit is
+// answered after the commit, as every answer is).
+func (s *state) submitted(b *submission) {
 	d := s.dur
+	if d == nil {
+		return
+	}
 	for i := range b.tasks {
 		task := &b.tasks[i]
 		t, _ := s.find(task.ID)
@@ -207,79 +210,66 @@ func (s *state) submitted(b *submission, reply chan<- error) {
 	}
 }
 
-// answer sends a WaitTasks call its result: on a durable scheduler, once
-// the ends it reports are committed, or the commit's error if it failed.
-func (s *state) answer(reply chan<- error, err error) {
-	if s.dur == nil {
-		reply <- err
-		return
+// answer queues a WaitTasks call's result, delivered at the end of the
+// iteration: on a durable scheduler, once the ends it reports are
+// committed (or with the commit's error if it failed).
+func (s *state) answer(reply chan<- error, err error) { s.later(answer{err: reply, val: err}) }
+
+// takeCommit returns what this iteration changed as one commit (nil:
+// nothing to write), for the loop to commit (outbox); committed learns
+// how that went. After a failed commit nothing more is written.
+func (s *state) takeCommit(now time.Time) *Changes {
+	d := s.dur
+	if d.failed != nil || (len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.defs) == 0) {
+		return nil
 	}
-	s.afterCommit(func(cerr error) {
-		if cerr != nil {
-			err = cerr
+	c := &d.ch
+	c.Puts, c.Deletes = append(c.Puts[:0], d.defs...), c.Deletes[:0]
+	for _, t := range d.dirty {
+		if int(t) >= len(d.seq) || d.seq[t] == 0 || s.hot[t].status == dropped {
+			continue
 		}
-		reply <- err
-	})
+		st, ok := s.stateOf(t, now)
+		if !ok {
+			continue
+		}
+		start := len(d.buf)
+		d.buf = appendTaskKey(d.buf, d.seq[t], kindState)
+		k := len(d.buf)
+		d.buf = st.append(d.buf)
+		c.Puts = append(c.Puts, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
+	}
+	for _, seq := range d.deletes {
+		start := len(d.buf)
+		d.buf = appendTaskKey(d.buf, seq, kindDef)
+		d.buf = appendTaskKey(d.buf, seq, kindState)
+		c.Deletes = append(c.Deletes, d.buf[start:start+10:start+10], d.buf[start+10:start+20:start+20])
+	}
+	if len(c.Puts) == 0 && len(c.Deletes) == 0 {
+		return nil
+	}
+	if d.meta { // the version record goes with a commit, never alone
+		c.Puts = append(c.Puts, KV{Key: metaKey, Value: binary.AppendUvarint(nil, formatVersion)})
+	}
+	return c
 }
 
-// afterCommit has answer called with this iteration's commit error.
-func (s *state) afterCommit(answer func(error)) { s.dur.replies = append(s.dur.replies, answer) }
-
-// flush writes what this iteration changed in one commit and then answers
-// the Submit calls that waited for it. It returns the commit's error (the
-// first one: after it nothing more is written and every Submit waiting
-// for a commit gets it).
-func (s *state) flush(now time.Time) error {
+// committed learns how the loop's commit of takeCommit's changes went
+// (failed: nil if committed or there was nothing to commit; otherwise
+// commitFailure's error), readies the next iteration's, and returns the
+// failure that stopped the scheduler, if any: the first, for good.
+func (s *state) committed(failed error) error {
 	d := s.dur
-	if len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.replies) == 0 {
-		return nil // the version record alone is not worth a commit: it goes with the next
+	if failed != nil && d.failed == nil {
+		d.failed = failed
+	} else if failed == nil && len(d.ch.Puts) > 0 {
+		d.meta = false
 	}
-	var err error
-	if d.failed == nil {
-		c := &d.ch
-		c.Puts, c.Deletes = append(c.Puts[:0], d.defs...), c.Deletes[:0]
-		for _, t := range d.dirty {
-			if int(t) >= len(d.seq) || d.seq[t] == 0 || s.hot[t].status == dropped {
-				continue
-			}
-			st, ok := s.stateOf(t, now)
-			if !ok {
-				continue
-			}
-			start := len(d.buf)
-			d.buf = appendTaskKey(d.buf, d.seq[t], kindState)
-			k := len(d.buf)
-			d.buf = st.append(d.buf)
-			c.Puts = append(c.Puts, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
-		}
-		for _, seq := range d.deletes {
-			start := len(d.buf)
-			d.buf = appendTaskKey(d.buf, seq, kindDef)
-			d.buf = appendTaskKey(d.buf, seq, kindState)
-			c.Deletes = append(c.Deletes, d.buf[start:start+10:start+10], d.buf[start+10:start+20:start+20])
-		}
-		if len(c.Puts) > 0 || len(c.Deletes) > 0 {
-			if d.meta {
-				c.Puts = append(c.Puts, KV{Key: metaKey, Value: binary.AppendUvarint(nil, formatVersion)})
-			}
-		}
-		if len(c.Puts) == 0 && len(c.Deletes) == 0 {
-			// Only answers wait (Wait, WaitTasks): nothing to commit.
-		} else if cerr := d.store.Commit(c); cerr != nil {
-			d.failed = fmt.Errorf("%w: %w", ErrStoreFailed, cerr)
-			err = d.failed
-		} else {
-			d.meta = false
-		}
-		clear(c.Puts)
-		clear(c.Deletes)
-	}
-	for _, answer := range d.replies {
-		answer(d.failed)
-	}
-	clear(d.replies)
+	clear(d.ch.Puts)
+	clear(d.ch.Deletes)
+	d.ch.Puts, d.ch.Deletes = d.ch.Puts[:0], d.ch.Deletes[:0]
 	clear(d.defs)
-	d.replies, d.defs, d.dirty, d.deletes = d.replies[:0], d.defs[:0], d.dirty[:0], d.deletes[:0]
+	d.defs, d.dirty, d.deletes = d.defs[:0], d.dirty[:0], d.deletes[:0]
 	if cap(d.buf) > 1<<20 {
 		d.buf = nil // a large batch: do not keep its space
 	} else {
@@ -290,7 +280,7 @@ func (s *state) flush(now time.Time) error {
 		clear(d.mark)
 		d.epoch = 1
 	}
-	return err
+	return d.failed
 }
 
 // storedState is a task's state record.
@@ -674,75 +664,72 @@ type storedTask struct {
 	state storedState
 }
 
-// load reads the store: the version and every task, in submission order.
-func (d *durable) load() ([]storedTask, error) {
-	var tasks []storedTask
-	version, seen := uint64(0), false
-	err := d.store.Load(func(key, value []byte) error {
-		switch {
-		case bytes.Equal(key, metaKey):
-			rd := reader{b: value}
-			version, seen = rd.uvarint(), true
-			if err := rd.done(); err != nil {
-				return err
-			}
-			if version > formatVersion {
-				return fmt.Errorf("%w: version %d, this one reads up to %d", ErrStoreVersion, version, formatVersion)
-			}
-			return nil
-		case len(key) == 10 && key[0] == 't':
-			seq := binary.BigEndian.Uint64(key[1:9])
-			switch key[9] {
-			case kindDef:
-				def, err := decodeDef(value)
-				if err != nil {
-					return fmt.Errorf("task record %d: %w", seq, err)
-				}
-				tasks = append(tasks, storedTask{seq: seq, def: def})
-				return nil
-			case kindState:
-				if len(tasks) == 0 || tasks[len(tasks)-1].seq != seq {
-					return fmt.Errorf("%w: task record %d has a state and no definition", ErrStoreCorrupt, seq)
-				}
-				st, err := decodeState(value)
-				if err != nil {
-					return fmt.Errorf("task record %d: %w", seq, err)
-				}
-				tasks[len(tasks)-1].state = st
-				return nil
-			}
+// loader decodes a store's records as its Load hands them over (add is
+// Load's fn): the version and every task, in submission order. Pure
+// decoding: New calls the store.
+type loader struct {
+	tasks   []storedTask
+	version uint64
+	seen    bool // the version record was there
+}
+
+func (ld *loader) add(key, value []byte) error {
+	switch {
+	case bytes.Equal(key, metaKey):
+		rd := reader{b: value}
+		ld.version, ld.seen = rd.uvarint(), true
+		if err := rd.done(); err != nil {
+			return err
 		}
-		return fmt.Errorf("%w: unknown key %q", ErrStoreCorrupt, key)
-	})
-	if err != nil {
-		return nil, err
+		if ld.version > formatVersion {
+			return fmt.Errorf("%w: version %d, this one reads up to %d", ErrStoreVersion, ld.version, formatVersion)
+		}
+		return nil
+	case len(key) == 10 && key[0] == 't':
+		seq := binary.BigEndian.Uint64(key[1:9])
+		switch key[9] {
+		case kindDef:
+			def, err := decodeDef(value)
+			if err != nil {
+				return fmt.Errorf("task record %d: %w", seq, err)
+			}
+			ld.tasks = append(ld.tasks, storedTask{seq: seq, def: def})
+			return nil
+		case kindState:
+			if len(ld.tasks) == 0 || ld.tasks[len(ld.tasks)-1].seq != seq {
+				return fmt.Errorf("%w: task record %d has a state and no definition", ErrStoreCorrupt, seq)
+			}
+			st, err := decodeState(value)
+			if err != nil {
+				return fmt.Errorf("task record %d: %w", seq, err)
+			}
+			ld.tasks[len(ld.tasks)-1].state = st
+			return nil
+		}
 	}
-	if !seen {
-		if len(tasks) > 0 {
+	return fmt.Errorf("%w: unknown key %q", ErrStoreCorrupt, key)
+}
+
+// openDurable restores into s, which is new (nothing was submitted yet
+// and no goroutine runs), the tasks a store's Load handed to ld, and
+// returns what the restore decided (interrupted attempts, skips) as a
+// first commit, nil if nothing: New commits it and tells committed.
+func (s *state) openDurable(cfg *durableConfig, ld *loader, now time.Time) (*Changes, error) {
+	d := &durable{funcs: cfg.funcs, next: 1, epoch: 1}
+	s.dur = d
+	if !ld.seen {
+		if len(ld.tasks) > 0 {
 			return nil, fmt.Errorf("%w: task records without a version record", ErrStoreCorrupt)
 		}
 		d.meta = true // a new store: say which format it holds
-	} else if version < formatVersion {
+	} else if ld.version < formatVersion {
 		d.meta = true // an older format: say this one from the next commit on
 	}
-	return tasks, nil
-}
-
-// openDurable loads the store and restores its tasks into s, which is
-// new: nothing was submitted yet and no goroutine runs. Then it writes
-// what the restore decided (interrupted attempts) in a first commit.
-func (s *state) openDurable(cfg *durableConfig, now time.Time) error {
-	d := &durable{store: cfg.store, funcs: cfg.funcs, next: 1, epoch: 1}
-	s.dur = d
-	stored, err := d.load()
-	if err != nil {
-		return err
+	if err := s.restore(ld.tasks, now); err != nil {
+		return nil, err
 	}
-	if err := s.restore(stored, now); err != nil {
-		return err
-	}
-	d.keepUnchanged(s, stored, now)
-	return s.flush(now)
+	d.keepUnchanged(s, ld.tasks, now)
+	return s.takeCommit(now), nil
 }
 
 // keepUnchanged drops from this iteration's writes the restored tasks

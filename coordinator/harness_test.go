@@ -27,6 +27,7 @@ type rig struct {
 	reports chan dispatch.Report
 	now     time.Time
 	clk     *clock.Mock
+	commit  func(*Changes) error // a durable rig's store (nil: not durable)
 }
 
 func newRig(workers int) *rig {
@@ -45,12 +46,30 @@ func newRigPools(pools []poolState, sizes []int) *rig {
 	return r
 }
 
-// step runs one loop iteration's worth of state work: ready, then the
-// lanes it woke are noted as woken (the test drains them itself).
-func (r *rig) step() actions {
-	a := r.s.ready(r.now)
-	r.s.acknowledge()
-	return a
+// step runs one loop iteration's worth of state work: ready, then what
+// the loop would do of its outbox (the test is the store, with commit, if
+// it gives one; it drains the lanes itself), then advance.
+func (r *rig) step() outbox {
+	o := r.s.ready(r.now)
+	failed := o.Failed
+	if failed == nil && o.Commit != nil && r.commit != nil {
+		if err := r.commit(o.Commit); err != nil {
+			failed = commitFailure(err)
+		}
+	}
+	for _, a := range o.Answers {
+		a.deliver(failed)
+	}
+	if failed == nil {
+		for _, p := range o.Publish {
+			p.do()
+		}
+		for _, st := range o.Stop {
+			st.do()
+		}
+	}
+	r.s.advance(failed)
+	return o
 }
 
 // drain runs lane li's published items, as its worker would after a wake,

@@ -1,25 +1,111 @@
 package coordinator
 
-import "time"
+import (
+	"fmt"
+	"time"
 
-// actions is the one boundary between the state and the loop that drives
+	"github.com/batonhq/baton/internal/dispatch"
+)
+
+// outbox is the one boundary between the state and the loop that drives
 // it, after etcd raft's Ready/Advance: after every message the loop asks
-// the state what to do (ready: wake these workers, publish these events,
-// arm the timer for this time, release the waiters, stop), does it, and
-// acknowledges (acknowledge). Between the two calls the state is not
-// touched.
-type actions struct {
-	Wake    []int     // lanes opened with new work: wake their workers
-	Events  []Event   // decided since the last Ready, in order
-	Due     time.Time // the earliest time the state must be woken
-	HasDue  bool      // false: nothing is due, stop the timer
-	Settled bool      // every task is final: release the waiters
-	Done    bool      // shut down and every worker idle: stop
+// the state what the outside world must now see (ready), does all of that
+// I/O in this order, and then acknowledges it (advance) before it touches
+// the state again. The state itself touches no channel, store or context.
+//
+//  1. Commit, on a durable scheduler: what the iteration decided, in one
+//     group commit. Everything below waits for it: a worker runs a task
+//     only once the ends that released it are committed, and nothing is
+//     published after a failed commit (a crash must never undo what a
+//     worker, a caller or a subscriber has seen).
+//  2. Answers: the callers waiting for a decision of this iteration
+//     (Submit, Cancel, Wait, WaitTasks, Batch.Wait), told the commit's
+//     error if it failed.
+//  3. Publish: the attempts handed out, made visible to their workers
+//     (a worker whose lane was closed is woken).
+//  4. Stop: the contexts of running attempts to end (Cancel, Shutdown).
+//  5. Events, for the subscribers and the task log.
+type outbox struct {
+	Failed  error         // a commit failed before this iteration (ErrStoreFailed, wrapped): commit nothing more
+	Commit  *Changes      // nil: nothing to write
+	Answers []answer      // delivered with the commit's error
+	Publish []publication // after a good commit only
+	Stop    []stop        // after a good commit only
+	Events  []Event       // after a good commit only; shared with the subscribers from then on
+	Due     time.Time     // the earliest time the state must be woken
+	HasDue  bool          // false: nothing is due, stop the timer
+	Settled bool          // every task is final: release the waiters
+	Done    bool          // shut down and every worker idle: stop
 }
 
-// ready settles retention, dispatches, reports the starts it can see and
-// returns what the loop must do.
-func (s *state) ready(now time.Time) actions {
+// answer is a caller waiting for a decision of this iteration. Exactly
+// one of its channels is set; the loop delivers it (deliver) once the
+// iteration's commit is done.
+type answer struct {
+	err  chan<- error    // sent val, or the commit's error
+	ok   chan<- bool     // sent true, or false if the commit failed
+	done chan<- struct{} // closed
+	val  error
+}
+
+// deliver answers a, told the iteration's commit error (nil: committed,
+// or nothing to commit). Only the loop calls it.
+func (a answer) deliver(commitErr error) {
+	switch {
+	case a.err != nil:
+		if commitErr != nil {
+			a.err <- commitErr
+		} else {
+			a.err <- a.val
+		}
+	case a.ok != nil:
+		a.ok <- commitErr == nil
+	case a.done != nil:
+		close(a.done)
+	}
+}
+
+// publication makes a lane's items from..to visible to its worker, waking
+// it if it had closed its lane. Only the loop calls do.
+type publication struct {
+	lane     *dispatch.Lane
+	from, to uint32
+}
+
+func (p publication) do() {
+	if !p.lane.Publish(p.from, p.to) {
+		// A closed lane (or one its worker closed just now): open it
+		// again and wake the worker. If the worker's idle report is on its
+		// way, report sees that the lane has moved on.
+		p.lane.Open(p.to)
+		p.lane.Wake()
+	}
+}
+
+// stop ends the context of a running attempt. Only the loop calls do.
+type stop struct {
+	ctx   *dispatch.Context
+	cause error
+}
+
+func (st stop) do() { st.ctx.Cancel(st.cause) }
+
+// stopReq is an attempt the state has stopped (its claim word says
+// Stopping) and whose context the loop must end.
+type stopReq struct {
+	ls    *laneState
+	seq   uint32
+	cause error
+}
+
+// later queues an answer for the end of the iteration: after its commit,
+// on a durable scheduler.
+func (s *state) later(a answer) { s.answers = append(s.answers, a) }
+
+// ready settles retention, dispatches, reports the starts it can see, and
+// returns what the loop must do (outbox). The loop must call advance
+// before it touches the state again.
+func (s *state) ready(now time.Time) outbox {
 	s.settle(now)
 	if s.urged {
 		// hurry set a flag its worker may have read too early (it reads
@@ -43,27 +129,49 @@ func (s *state) ready(now time.Time) actions {
 		s.settle(now)
 		s.dispatch(now)
 	}
-	s.answerWatches() // after every cascade of the iteration: the causes they report are as worse as they got
-	due, ok := s.nextDue()
-	return actions{Wake: s.wake, Events: s.events, Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
-}
-
-// acknowledge acknowledges the last actions: its lanes are woken and its events
-// handed over (the subscribers share the slice from now on).
-func (s *state) acknowledge() {
-	s.wake = s.wake[:0]
-	s.events = nil
-}
-
-// commitFirst, on a durable scheduler, commits what the iteration decided
-// so far before fill hands out work: a worker may claim an item the moment
-// it is published, and its function must not run on an end that a crash
-// would undo (its dependency would run again after it). The loop commits
-// the rest (the starts that peek sees) after ready. A failed commit is
-// kept in dur.failed, which the loop reports; nothing is published after
-// it.
-func (s *state) commitFirst(now time.Time) {
-	if s.dur != nil && s.dur.failed == nil {
-		_ = s.flush(now)
+	s.answerWatches() // after every cascade of the iteration: the causes they report are as bad as they got
+	for i := range s.lanes {
+		if ls := &s.lanes[i]; ls.pub != ls.shown {
+			s.pubs = append(s.pubs, publication{lane: ls.l, from: ls.shown, to: ls.pub})
+			ls.shown = ls.pub
+		}
 	}
+	for _, r := range s.stopReqs {
+		if int32(r.seq-r.ls.applied) >= 0 { // not applied since: its context is still the attempt's
+			s.stops = append(s.stops, stop{ctx: r.ls.l.Ctx(r.seq), cause: r.cause})
+		}
+	}
+	clear(s.stopReqs)
+	s.stopReqs = s.stopReqs[:0]
+	due, ok := s.nextDue()
+	o := outbox{Answers: s.answers, Publish: s.pubs, Stop: s.stops, Events: s.events,
+		Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
+	if s.dur != nil {
+		o.Failed = s.dur.failed
+		o.Commit = s.takeCommit(now)
+	}
+	return o
+}
+
+// commitFailure is what a failed commit makes of the store's error: the
+// error every later answer gets.
+func commitFailure(err error) error { return fmt.Errorf("%w: %w", ErrStoreFailed, err) }
+
+// advance acknowledges the last outbox: the loop has committed it
+// (commitErr is the store's answer, nil if there was nothing to commit),
+// answered its callers, published its items, stopped its attempts and
+// handed its events over (the subscribers share the slice from now on).
+// On a durable scheduler it returns the commit failure that stopped it,
+// if any (ErrStoreFailed, wrapped): then nothing more is written, and the
+// loop publishes nothing more.
+func (s *state) advance(commitErr error) error {
+	clear(s.answers)
+	clear(s.pubs)
+	clear(s.stops)
+	s.answers, s.pubs, s.stops = s.answers[:0], s.pubs[:0], s.stops[:0]
+	s.events = nil
+	if s.dur == nil {
+		return nil
+	}
+	return s.committed(commitErr)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/batonhq/baton/actor"
 	"github.com/batonhq/baton/internal/dispatch"
@@ -160,20 +159,11 @@ func (s *Scheduler) ask(req func(chan<- depsReply) request, local func(*state) d
 	return r, nil
 }
 
-type depsReq struct {
-	task  int32
-	dep   string
-	all   bool
-	reply chan<- depsReply
-}
-
 type depsReply struct {
 	result any
 	infos  []TaskInfo
 	err    error
 }
-
-func (r depsReq) apply(l *loop, now time.Time) { r.reply <- l.st.deps(r.task, r.dep, r.all) }
 
 // deps answers Result (dep) and Upstream (all) for task t, which is
 // running: its record and its dependencies' are held until it is final.

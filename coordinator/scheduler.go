@@ -27,6 +27,7 @@ type Scheduler struct {
 	taskLog bool                     // immutable: write task-life logs to log
 	log     *slog.Logger             // immutable
 	dcfg    *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
+	store   Store                    // immutable: WithStore's (nil: not durable); the loop alone commits to it
 	closed  atomic.Bool              // Shutdown has begun
 	failed  atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
 
@@ -74,11 +75,6 @@ func (s *Scheduler) fromTask(ctx context.Context) bool {
 	}
 	_, in := s.inside.Load(goid())
 	return in
-}
-
-// request is a message to the loop. apply runs on the loop's goroutine.
-type request interface {
-	apply(l *loop, now time.Time)
 }
 
 // New starts a scheduler: its coordinator, timer and worker goroutines.
@@ -141,9 +137,10 @@ func New(opts ...Option) (*Scheduler, error) {
 	st.retain, st.keep = cfg.retain, cfg.keep
 	st.stamps = len(cfg.middleware) > 0
 	if cfg.dur != nil && cfg.dur.store != nil {
-		if err := st.openDurable(cfg.dur, s.clk.Now()); err != nil {
+		s.store = cfg.dur.store
+		if err := s.open(st); err != nil {
 			if !errors.Is(err, ErrStoreLocked) { // locked: the store is another's to close
-				cfg.dur.store.Close()
+				s.store.Close()
 			}
 			return nil, err
 		}
@@ -159,9 +156,8 @@ func New(opts ...Option) (*Scheduler, error) {
 	for i := range all {
 		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed, Go: s.g.Go,
-			ReportStarts: st.dur != nil, Inside: s.enter}
-		for _, li := range st.pools[i].lanes {
-			lane := st.lanes[li].l
+			ReportStarts: s.store != nil, Inside: s.enter}
+		for _, lane := range st.poolLanes(i) {
 			s.g.Go(func() error { return lane.Run(workCtx, env) })
 		}
 	}
@@ -170,221 +166,30 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.detached.Wait()
 		close(s.done)
 	}()
-	if st.dur != nil {
+	if s.store != nil {
 		s.wake.Notify() // a first iteration: start what the store holds, arm the timer
 	}
 	return s, nil
 }
 
-// loop is the coordinator goroutine's private state beside the scheduling
-// state: who is waiting and who is listening. Owned by run.
-type loop struct {
-	s       *Scheduler
-	st      *state
-	waiters map[uint64]chan<- struct{}
-	subs    []*subscriber
-	tl      *taskLog // nil: no task-life logs
-}
-
-// run is the coordinator: a thin for-select loop around state. Each
-// message changes the state; then the loop asks the state what to do
-// (Ready), does it, and acknowledges.
-func (s *Scheduler) run(st *state) error {
-	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
-	if s.taskLog {
-		l.tl = newTaskLog(s.log)
-		s.startSubscriber(l.tl.sub)
-		l.logTasks(nil)
+// open reads the store into st, which is new, and commits what the
+// restore decided (New's first commit).
+func (s *Scheduler) open(st *state) error {
+	ld := &loader{}
+	if err := s.store.Load(ld.add); err != nil {
+		return err
 	}
-	stopc := s.stopc
-	var armed bool // the timer goroutine was sent armedAt and it has not fired
-	var armedAt time.Time
-	// told: the timer goroutine was told that every task is final, since
-	// it last changed. A scheduler that starts with no task has nothing to
-	// report until one is submitted (a Subscribe before the first Submit
-	// made WithTimerArmed report the zero time first).
-	told := len(st.tasks) == 0
-	for {
-		var now time.Time
-		select {
-		case req := <-s.mailbox.Receive():
-			now = s.clk.Now()
-			st.harvestAll(now) // answer with what has happened, reported or not
-			req.apply(l, now)
-		case r := <-s.reports:
-			now = s.clk.Now()
-			st.report(r, now)
-			for more := true; more; { // take every report already in before dispatching
-				select {
-				case r := <-s.reports:
-					st.report(r, now)
-				default:
-					more = false
-				}
-			}
-		case <-s.wake.C():
-			now = s.clk.Now()
-			armed = false
-			st.advance(now)
-		case <-stopc:
-			now = s.clk.Now()
-			stopc = nil
-			st.shutdown(now)
-		}
-
-		rd := st.ready(now)
-		for _, li := range rd.Wake {
-			st.lanes[li].l.Wake()
-		}
-		if !rd.Settled {
-			told = false
-		}
-		switch {
-		case rd.HasDue && (!armed || !rd.Due.Equal(armedAt)):
-			s.due.Set(timerCmd{due: rd.Due})
-			armed, armedAt = true, rd.Due
-		case !rd.HasDue && (armed || (rd.Settled && !told)):
-			s.due.Set(timerCmd{settled: rd.Settled}) // disarm; settled: say so (WithTimerArmed), once
-			armed, told = false, rd.Settled
-		}
-		if st.dur != nil {
-			// The iteration's last commit (ready made one before it
-			// dispatched, commitFirst), before Submit is answered and
-			// before anybody hears of it.
-			st.flush(now)
-			if st.dur.failed != nil && s.failure() == nil {
-				s.storeFailed(st.dur.failed)
-			}
-		}
-		if st.dur == nil || st.dur.failed == nil {
-			// Once a commit failed, what the scheduler decides is not
-			// stored, and subscribers do not hear of it either: the next
-			// scheduler on the store resumes from the last commit.
-			l.publish(rd.Events)
-		}
-		l.logTasks(rd.Events)
-		if rd.Settled {
-			for id, w := range l.waiters {
-				close(w)
-				delete(l.waiters, id)
-			}
-		}
-		st.acknowledge()
-		if rd.Done {
-			break
+	c, err := st.openDurable(s.dcfg, ld, s.clk.Now())
+	if err != nil {
+		return err
+	}
+	var failed error
+	if c != nil {
+		if err := s.store.Commit(c); err != nil {
+			failed = commitFailure(err)
 		}
 	}
-	// Every task is final now. Hand the state over for Info, then refuse
-	// requests.
-	if st.dur != nil {
-		if err := st.dur.store.Close(); err != nil {
-			s.log.Error("coordinator: closing the store", "error", err)
-		}
-	}
-	s.final = st
-	close(s.loopDone)
-	s.mailbox.Stop()
-	for _, w := range l.waiters {
-		close(w)
-	}
-	for _, sub := range l.subs {
-		sub.end()
-	}
-	if l.tl != nil {
-		l.tl.sub.end()
-	}
-	return nil
-}
-
-// publish hands this iteration's events to every subscriber.
-func (l *loop) publish(events []Event) {
-	if len(events) == 0 {
-		return
-	}
-	kept := l.subs[:0]
-	for _, sub := range l.subs {
-		if sub.publish(events) {
-			kept = append(kept, sub)
-		}
-	}
-	clear(l.subs[len(kept):])
-	l.subs = kept
-	l.st.observe = len(l.subs) > 0
-}
-
-// timerCmd is what the loop tells the timer goroutine: arm for due, or
-// (zero due) disarm; settled says every task is final.
-type timerCmd struct {
-	due     time.Time
-	settled bool
-}
-
-// timer is the one timer goroutine: it sleeps until the earliest due time
-// the loop last sent and then wakes the loop. A new due time replaces the
-// timer (a fresh one each time, so no stale value can be read from a
-// reused channel). Early or stale wakes are harmless: the loop rechecks.
-func (s *Scheduler) timer(ctx context.Context) error {
-	var t *clock.Timer
-	var fire <-chan time.Time
-	stop := func() {
-		if t != nil {
-			t.Stop()
-			t, fire = nil, nil
-		}
-	}
-	for {
-		select {
-		case cmd := <-s.due.C():
-			stop()
-			due := cmd.due
-			if due.IsZero() {
-				if cmd.settled && s.hook != nil {
-					s.hook(time.Time{})
-				}
-				continue
-			}
-			t = dispatch.ArmAt(s.clk, due) // nil: due already
-			if t == nil {
-				s.wake.Notify()
-				continue
-			}
-			fire = t.C
-			if s.hook != nil {
-				s.hook(due)
-			}
-		case <-fire:
-			t, fire = nil, nil
-			s.wake.Notify()
-		case <-ctx.Done():
-			stop()
-			return nil
-		}
-	}
-}
-
-type submitReq struct {
-	b     *submission
-	reply chan<- error
-}
-
-func (r submitReq) apply(l *loop, now time.Time) {
-	err := l.st.submit(r.b, now)
-	if err == nil && r.b.watch != nil {
-		// Watched from the moment it is stored: retention may forget a
-		// task as soon as it ends, its end is kept here.
-		tasks := make([]int32, 0, len(r.b.tasks))
-		for i := range r.b.tasks {
-			if t, ok := l.st.find(r.b.tasks[i].ID); ok && !containsTask(tasks, t) {
-				tasks = append(tasks, t)
-			}
-		}
-		l.st.watchTasks(l.s.waitSeq.Add(1), tasks, r.b.watch)
-	}
-	if err == nil && l.st.dur != nil {
-		l.st.submitted(r.b, r.reply) // answered once committed, at the end of the iteration
-		return
-	}
-	r.reply <- err
+	return st.committed(failed)
 }
 
 // Submit adds a batch of tasks; it is SubmitContext with
@@ -491,20 +296,6 @@ func (s *Scheduler) failure() error {
 	return nil
 }
 
-type cancelReq struct {
-	id    string
-	reply chan<- bool
-}
-
-func (r cancelReq) apply(l *loop, now time.Time) {
-	ok := l.st.cancel(r.id, now)
-	if ok && l.st.dur != nil {
-		l.st.afterCommit(func(err error) { r.reply <- err == nil }) // answered once committed
-		return
-	}
-	r.reply <- ok
-}
-
 // Cancel cancels a task. A task whose function is not running (pending,
 // ready, delayed, waiting for a retry or its next run, or handed to a
 // worker that has not started it) ends Cancelled at once; a running one
@@ -531,16 +322,6 @@ type infoReply struct {
 	ok   bool
 }
 
-type infoReq struct {
-	id    string
-	reply chan<- infoReply
-}
-
-func (r infoReq) apply(l *loop, now time.Time) {
-	ti, ok := l.st.info(r.id)
-	r.reply <- infoReply{ti, ok}
-}
-
 // Info reports a task's status, attempts, runs, last error, result and skip
 // cause; false if the id is unknown. It blocks until the coordinator
 // answers. Safe for concurrent use. After Shutdown it reports the final
@@ -559,21 +340,6 @@ func (s *Scheduler) Info(id string) (TaskInfo, bool) {
 		return s.final.info(id)
 	}
 	return r.info, r.ok
-}
-
-type subscribeReq struct {
-	sub   *subscriber
-	reply chan<- bool
-}
-
-func (r subscribeReq) apply(l *loop, now time.Time) {
-	l.subs = append(l.subs, r.sub)
-	if !l.st.observe {
-		l.st.observe = true
-		l.st.hurryAll()
-	}
-	l.s.startSubscriber(r.sub)
-	r.reply <- true
 }
 
 // startSubscriber starts a delivery goroutine and keeps it on the list that
@@ -619,26 +385,7 @@ func (s *Scheduler) Subscribe(fn func(Event)) (unsubscribe func()) {
 	return sub.unsubscribe
 }
 
-type waitReq struct {
-	id    uint64
-	reply chan<- struct{}
-}
-
-func (r waitReq) apply(l *loop, now time.Time) {
-	if l.st.open == 0 {
-		if l.st.dur != nil { // the last ends may have been decided in this iteration
-			l.st.afterCommit(func(error) { close(r.reply) })
-			return
-		}
-		close(r.reply)
-		return
-	}
-	l.waiters[r.id] = r.reply
-}
-
 type unwaitReq struct{ id uint64 }
-
-func (r unwaitReq) apply(l *loop, now time.Time) { delete(l.waiters, r.id) }
 
 // Wait blocks until every task submitted so far is final, and returns nil;
 // tasks submitted later make it wait again. A nil error says nothing about
@@ -764,5 +511,3 @@ func (e *ShutdownError) Error() string {
 func (e *ShutdownError) Unwrap() error { return e.Err }
 
 type runningReq struct{ reply chan<- []string }
-
-func (r runningReq) apply(l *loop, now time.Time) { r.reply <- l.st.runningIDs() }

@@ -102,16 +102,6 @@ type snapshotReply struct {
 	err  error
 }
 
-type snapshotReq struct {
-	f     *SnapshotFilter
-	reply chan<- snapshotReply
-}
-
-func (r snapshotReq) apply(l *loop, now time.Time) {
-	snap, err := l.st.snapshot(r.f, now)
-	r.reply <- snapshotReply{snap, err}
-}
-
 // snapshot builds a Snapshot under f.
 func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	s.freeze(now)

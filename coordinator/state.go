@@ -162,7 +162,8 @@ type laneState struct {
 	l       *dispatch.Lane
 	pool    int
 	n       uint32    // items written
-	pub     uint32    // items published
+	pub     uint32    // items handed out: published, or to be by the loop (outbox.Publish)
+	shown   uint32    // items the loop was told to publish
 	end     uint32    // items from here to n are revoked: where stealing starts
 	applied uint32    // items reported done and applied
 	peek    uint32    // first item not yet seen claimed (EventStarted)
@@ -207,8 +208,13 @@ type state struct {
 	frozen   bool     // a scan is under way: status reads items from frontier on as unclaimed
 	frontier []uint32 // per lane, while frozen: the first item its worker had not claimed at freeze
 	observe  bool     // somebody subscribed: record events
-	events   []Event  // decided since the last flush
-	wake     []int    // lanes reopened this iteration, for the loop to wake
+	events   []Event  // decided since the last ready
+
+	// The outbox's lists (ready.go), reused: what the loop must do.
+	answers  []answer      // callers to answer at the end of the iteration (later)
+	pubs     []publication // lane items to publish
+	stops    []stop        // attempt contexts to end
+	stopReqs []stopReq     // attempts stopped this iteration, resolved into stops by ready
 
 	sink        uint64 // submit's look-ahead loads land here
 	rng         *rand.Rand
@@ -312,6 +318,31 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 		Attempt: int(r.attempts), Run: int(r.runs) + 1, At: now})
 	return &s.events[len(s.events)-1]
 }
+
+// setObserved says whether events are recorded (somebody listens). As
+// they start being, every attempt handed out is asked to be reported as
+// soon as it ends: events must not lag.
+func (s *state) setObserved(on bool) {
+	if on && !s.observe {
+		s.hurryAll()
+	}
+	s.observe = on
+}
+
+// poolLanes returns the lanes of pool i, for New to start their workers.
+func (s *state) poolLanes(i int) []*dispatch.Lane {
+	var out []*dispatch.Lane
+	for _, li := range s.pools[i].lanes {
+		out = append(out, s.lanes[li].l)
+	}
+	return out
+}
+
+// empty reports whether no task was ever submitted or restored.
+func (s *state) empty() bool { return len(s.tasks) == 0 }
+
+// settledAll reports whether every task is final (Wait's answer).
+func (s *state) settledAll() bool { return s.open == 0 }
 
 // tellsStarts reports whether starts are recorded as the workers claim
 // their attempts: for subscribers and the task log (events), and on a

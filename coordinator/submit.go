@@ -434,9 +434,9 @@ func (s *state) requeue(t int32) {
 	p.readyLive++
 }
 
-// advance makes the delayed entries due by now ready (time moved on; the
-// wheel is advanced, unrelated to Ready/acknowledge).
-func (s *state) advance(now time.Time) {
+// fire makes the delayed entries due by now ready: the timer goroutine
+// woke the loop.
+func (s *state) fire(now time.Time) {
 	s.scratch = s.wheel.Advance(now, s.scratch[:0], maxFirePerStep)
 	for _, t := range s.scratch {
 		s.tasks[t].x.inWheel = false

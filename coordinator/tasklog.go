@@ -152,5 +152,5 @@ func (l *loop) logTasks(events []Event) {
 		tl.sub.publish(events)
 	}
 	tl.check()
-	l.st.observe = len(l.subs) > 0 || tl.enabled != 0
+	l.observed()
 }

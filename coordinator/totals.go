@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"time"
 
 	"github.com/batonhq/baton/actor"
 )
@@ -72,10 +71,3 @@ func (s *Scheduler) Totals() map[string]Totals {
 	}
 	return r
 }
-
-type totalsReq struct {
-	f     func(*state) map[string]Totals
-	reply chan<- map[string]Totals
-}
-
-func (r totalsReq) apply(l *loop, now time.Time) { r.reply <- r.f(l.st) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/batonhq/baton/actor"
 )
@@ -101,17 +100,7 @@ type watch struct {
 	answered bool // its answer is out: rewatch leaves it
 }
 
-type watchReq struct {
-	id    uint64
-	ids   []string
-	reply chan<- error
-}
-
-func (r watchReq) apply(l *loop, now time.Time) { l.st.watch(r.id, r.ids, r.reply) }
-
 type unwatchReq struct{ id uint64 }
-
-func (r unwatchReq) apply(l *loop, now time.Time) { l.st.unwatch(r.id) }
 
 // resolve finds the distinct tasks of a WaitTasks call, in the order given.
 func (s *state) resolve(ids []string) ([]int32, error) {
@@ -132,10 +121,21 @@ func (s *state) resolve(ids []string) ([]int32, error) {
 func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 	tasks, err := s.resolve(ids)
 	if err != nil {
-		reply <- err
+		s.answer(reply, err)
 		return
 	}
 	s.watchTasks(id, tasks, reply)
+}
+
+// watchBatch registers a watch of a batch submit has just stored.
+func (s *state) watchBatch(id uint64, b *submission) {
+	tasks := make([]int32, 0, len(b.tasks))
+	for i := range b.tasks {
+		if t, ok := s.find(b.tasks[i].ID); ok && !containsTask(tasks, t) {
+			tasks = append(tasks, t)
+		}
+	}
+	s.watchTasks(id, tasks, b.watch)
 }
 
 // watchTasks registers a watch of distinct tasks, or answers it at once.

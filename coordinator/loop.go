@@ -1,0 +1,218 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/benbjohnson/clock"
+)
+
+// loop is the coordinator goroutine's private state beside the scheduling
+// state: who is waiting and who is listening. Owned by run.
+type loop struct {
+	s       *Scheduler
+	st      *state
+	waiters map[uint64]chan<- struct{}
+	subs    []*subscriber
+	tl      *taskLog // nil: no task-life logs
+}
+
+// run is the coordinator: a thin for-select loop around state. Each
+// message changes the state; then the loop asks the state what the world
+// must see (ready), does that I/O in the outbox's order, and acknowledges
+// it (advance).
+func (s *Scheduler) run(st *state) error {
+	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
+	if s.taskLog {
+		l.tl = newTaskLog(s.log)
+		s.startSubscriber(l.tl.sub)
+		l.logTasks(nil)
+	}
+	stopc := s.stopc
+	var armed bool // the timer goroutine was sent armedAt and it has not fired
+	var armedAt time.Time
+	// told: the timer goroutine was told that every task is final, since
+	// it last changed. A scheduler that starts with no task has nothing to
+	// report until one is submitted (a Subscribe before the first Submit
+	// made WithTimerArmed report the zero time first).
+	told := st.empty()
+	for {
+		var now time.Time
+		select {
+		case req := <-s.mailbox.Receive():
+			now = s.clk.Now()
+			st.harvestAll(now) // answer with what has happened, reported or not
+			req.apply(l, now)
+		case r := <-s.reports:
+			now = s.clk.Now()
+			st.report(r, now)
+			for more := true; more; { // take every report already in before dispatching
+				select {
+				case r := <-s.reports:
+					st.report(r, now)
+				default:
+					more = false
+				}
+			}
+		case <-s.wake.C():
+			now = s.clk.Now()
+			armed = false
+			st.fire(now)
+		case <-stopc:
+			now = s.clk.Now()
+			stopc = nil
+			st.shutdown(now)
+		}
+
+		out := st.ready(now)
+		if l.do(&out) != nil && s.failure() == nil {
+			s.storeFailed(out.Failed) // out.Failed: set by do
+		}
+		if !out.Settled {
+			told = false
+		}
+		switch {
+		case out.HasDue && (!armed || !out.Due.Equal(armedAt)):
+			s.due.Set(timerCmd{due: out.Due})
+			armed, armedAt = true, out.Due
+		case !out.HasDue && (armed || (out.Settled && !told)):
+			s.due.Set(timerCmd{settled: out.Settled}) // disarm; settled: say so (WithTimerArmed), once
+			armed, told = false, out.Settled
+		}
+		if out.Settled {
+			for id, w := range l.waiters {
+				close(w)
+				delete(l.waiters, id)
+			}
+		}
+		if out.Done {
+			break
+		}
+	}
+	// Every task is final now. Hand the state over for Info, then refuse
+	// requests.
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.log.Error("coordinator: closing the store", "error", err)
+		}
+	}
+	s.final = st
+	close(s.loopDone)
+	s.mailbox.Stop()
+	for _, w := range l.waiters {
+		close(w)
+	}
+	for _, sub := range l.subs {
+		sub.end()
+	}
+	if l.tl != nil {
+		l.tl.sub.end()
+	}
+	return nil
+}
+
+// do carries out an outbox, in its order, and acknowledges it to the
+// state: the commit first; then the answers, told the commit's error;
+// then, unless a commit failed (what the scheduler decides from then on is
+// not stored, and nobody hears of it: the next scheduler on the store
+// resumes from the last commit), the publications, the stops and the
+// events. It returns the commit failure that stopped the scheduler, if
+// any, and leaves it in out.Failed.
+func (l *loop) do(out *outbox) error {
+	if out.Failed == nil && out.Commit != nil {
+		if err := l.s.store.Commit(out.Commit); err != nil {
+			out.Failed = commitFailure(err)
+		}
+	}
+	for _, a := range out.Answers {
+		a.deliver(out.Failed)
+	}
+	if out.Failed == nil {
+		for _, p := range out.Publish {
+			p.do()
+		}
+		for _, st := range out.Stop {
+			st.do()
+		}
+		l.publish(out.Events)
+	}
+	l.logTasks(out.Events)
+	if failed := l.st.advance(out.Failed); failed != nil {
+		out.Failed = failed
+		return failed
+	}
+	return nil
+}
+
+// publish hands this iteration's events to every subscriber.
+func (l *loop) publish(events []Event) {
+	if len(events) == 0 {
+		return
+	}
+	kept := l.subs[:0]
+	for _, sub := range l.subs {
+		if sub.publish(events) {
+			kept = append(kept, sub)
+		}
+	}
+	clear(l.subs[len(kept):])
+	l.subs = kept
+	l.observed()
+}
+
+// observed tells the state whether events are to be recorded: somebody
+// subscribed, or the task log has a level enabled.
+func (l *loop) observed() {
+	l.st.setObserved(len(l.subs) > 0 || (l.tl != nil && l.tl.enabled != 0))
+}
+
+// timerCmd is what the loop tells the timer goroutine: arm for due, or
+// (zero due) disarm; settled says every task is final.
+type timerCmd struct {
+	due     time.Time
+	settled bool
+}
+
+// timer is the one timer goroutine: it sleeps until the earliest due time
+// the loop last sent and then wakes the loop. A new due time replaces the
+// timer (a fresh one each time, so no stale value can be read from a
+// reused channel). Early or stale wakes are harmless: the loop rechecks.
+func (s *Scheduler) timer(ctx context.Context) error {
+	var t *clock.Timer
+	var fire <-chan time.Time
+	stop := func() {
+		if t != nil {
+			t.Stop()
+			t, fire = nil, nil
+		}
+	}
+	for {
+		select {
+		case cmd := <-s.due.C():
+			stop()
+			due := cmd.due
+			if due.IsZero() {
+				if cmd.settled && s.hook != nil {
+					s.hook(time.Time{})
+				}
+				continue
+			}
+			t = dispatch.ArmAt(s.clk, due) // nil: due already
+			if t == nil {
+				s.wake.Notify()
+				continue
+			}
+			fire = t.C
+			if s.hook != nil {
+				s.hook(due)
+			}
+		case <-fire:
+			t, fire = nil, nil
+			s.wake.Notify()
+		case <-ctx.Done():
+			stop()
+			return nil
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// The boundary between the state and its loop (ready.go), driven by hand:
+// the test is the loop (step: commit, answer, publish, stop, advance), the
+// store and every worker. No goroutine but the test's, no channel but the
+// answers'.
+
+// durableRig is a rig on a durable state, whose commits the test keeps
+// (or fails, while fail is set).
+type durableRig struct {
+	*rig
+	commits []*Changes
+	fail    error
+}
+
+func newDurableRig(t *testing.T, workers int) *durableRig {
+	t.Helper()
+	d := &durableRig{rig: newRig(workers)}
+	c, err := d.s.openDurable(&durableConfig{funcs: map[string]func(context.Context, []byte) error{}}, &loader{}, d.now)
+	if err != nil || c != nil {
+		t.Fatalf("openDurable on an empty store = %v, %v; want nothing to commit", c, err)
+	}
+	d.s.committed(nil)
+	d.commit = func(c *Changes) error {
+		if d.fail != nil {
+			return d.fail
+		}
+		d.commits = append(d.commits, &Changes{Puts: append([]KV(nil), c.Puts...), Deletes: append([][]byte(nil), c.Deletes...)})
+		return nil
+	}
+	return d
+}
+
+// submitted stores tasks as submitReq does and queues Submit's answer.
+func (d *durableRig) submitted(t *testing.T, reply chan<- error, tasks ...Task) {
+	t.Helper()
+	b := &submission{tasks: tasks}
+	if err := d.s.submit(b, d.now); err != nil {
+		t.Fatalf("submit = %v", err)
+	}
+	d.s.submitted(b)
+	d.s.later(answer{err: reply})
+}
+
+// A durable state's outbox carries the commit of what the iteration
+// decided (the definitions, the states), the answer of the Submit that
+// waits for it, and the items it hands out, which the loop publishes
+// only after the commit: no worker can claim an item before the end that
+// released it is committed.
+func TestOutboxCommitsBeforeItPublishes(t *testing.T) {
+	d := newDurableRig(t, 1)
+	reply := make(chan error, 1)
+	d.submitted(t, reply, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop, Deps: []string{"a"}})
+	o := d.s.ready(d.now)
+	if o.Commit == nil || len(o.Commit.Puts) < 4 { // two definitions, two states, the version
+		t.Fatalf("outbox commit = %+v; want the batch's records", o.Commit)
+	}
+	if len(o.Answers) != 1 || len(o.Publish) != 1 {
+		t.Fatalf("outbox: %d answers, %d publications; want Submit's answer and a's item", len(o.Answers), len(o.Publish))
+	}
+	lane := d.s.lanes[0].l
+	if lane.Step(d.env) {
+		t.Fatal("a worker ran an item before the loop published it")
+	}
+	if err := d.commit(o.Commit); err != nil {
+		t.Fatal(err)
+	}
+	o.Answers[0].deliver(nil)
+	o.Publish[0].do()
+	d.s.advance(nil)
+	if err := <-reply; err != nil {
+		t.Fatalf("Submit's answer = %v", err)
+	}
+	if !lane.Step(d.env) {
+		t.Fatal("a's item was not published")
+	}
+}
+
+// After a failed commit nothing more is published or written: the answers
+// waiting for it (and every later one) get the failure, wrapping
+// ErrStoreFailed and the store's error.
+func TestOutboxPublishesNothingAfterAFailedCommit(t *testing.T) {
+	d := newDurableRig(t, 1)
+	d.fail = errors.New("disk full")
+	reply := make(chan error, 1)
+	d.submitted(t, reply, Task{ID: "a", Run: noop})
+	d.step()
+	if err := <-reply; !errors.Is(err, ErrStoreFailed) || !errors.Is(err, d.fail) {
+		t.Fatalf("Submit's answer after a failed commit = %v; want ErrStoreFailed wrapping disk full", err)
+	}
+	if d.s.lanes[0].l.Step(d.env) {
+		t.Fatal("an item was published after the failed commit")
+	}
+	d.fail = nil
+	later := make(chan error, 1)
+	d.s.answer(later, nil)
+	o := d.step()
+	if o.Commit != nil || len(o.Publish) != 0 || !errors.Is(<-later, ErrStoreFailed) {
+		t.Fatalf("after the failure: commit %v, %d publications; want nothing, and the failure for every answer", o.Commit, len(o.Publish))
+	}
+}
+
+// Cancel of a running attempt stops its claim and leaves the context to
+// the loop (outbox.Stop), after the commit that records the cancel; a
+// stop whose attempt was applied in the meantime is dropped (its context
+// may be the next attempt's).
+func TestOutboxStopsRunningAttempts(t *testing.T) {
+	r := newRig(1)
+	started, release := make(chan context.Context, 1), make(chan struct{})
+	r.submit(t, Task{ID: "slow", Run: func(ctx context.Context) error {
+		started <- ctx
+		<-release
+		return ctx.Err()
+	}})
+	r.step()
+	done := make(chan struct{})
+	go func() { r.s.lanes[0].l.Step(r.env); close(done) }() // the worker claims and runs slow
+	ctxSeen := <-started
+	if !r.s.cancel("slow", r.now) {
+		t.Fatal("cancel of a running task = false")
+	}
+	o := r.s.ready(r.now)
+	if len(o.Stop) != 1 {
+		t.Fatalf("outbox: %d stops; want the running attempt's", len(o.Stop))
+	}
+	if ctxSeen.Err() != nil {
+		t.Fatal("the state ended the attempt's context itself")
+	}
+	o.Stop[0].do()
+	r.s.advance(nil)
+	if !errors.Is(context.Cause(ctxSeen), ErrCancelled) {
+		t.Fatalf("the attempt's context cause = %v; want ErrCancelled", context.Cause(ctxSeen))
+	}
+	close(release)
+	<-done
+	r.s.harvestAll(r.now)
+	if st := r.status(t, "slow"); st != Cancelled {
+		t.Fatalf("slow is %v; want cancelled", st)
+	}
+}
+
+// A WaitTasks call is answered in the outbox of the iteration that ends
+// its last task, once that iteration's cascades are done.
+func TestOutboxAnswersWaitTasks(t *testing.T) {
+	r := newRig(1)
+	r.submit(t, Task{ID: "a", Run: fail}, Task{ID: "b", Run: noop, Deps: []string{"a"}})
+	reply := make(chan error, 1)
+	r.s.watch(1, []string{"a", "b"}, reply)
+	r.runAll(t, 10)
+	var te *TasksError
+	if err := <-reply; !errors.As(err, &te) || len(te.Tasks) != 2 || te.Tasks[1].Cause != "a" {
+		t.Fatalf("WaitTasks' answer = %v; want a failed, b skipped because of a", err)
+	}
+}
