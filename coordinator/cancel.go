@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // cancel implements Scheduler.Cancel.
@@ -38,7 +38,7 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 		return true
 	case dispatched:
 		ls, seq := s.locate(r.link)
-		if ls.l.Revoke(seq) || dispatch.PassedOver(ls.l.State(seq)) {
+		if ls.l.Revoke(seq) || lane.PassedOver(ls.l.State(seq)) {
 			ls.live--
 			r.attempts--
 			r.link = noTask
@@ -50,7 +50,7 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 			return false
 		}
 		switch ls.l.State(seq) {
-		case dispatch.Claimed:
+		case lane.Claimed:
 			if ls.l.Stop(seq) {
 				s.peek(ls, now, s.tellsStarts())                                         // it started before it was stopped: say so first
 				s.stopReqs = append(s.stopReqs, stopReq{ls: ls, seq: seq, cause: cause}) // the loop ends its context
@@ -58,11 +58,11 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 				return true
 			}
 			return s.cancelTask(t, cause, now) // it returned meanwhile: look again
-		case dispatch.Returned:
+		case lane.Returned:
 			// It failed and is not yet reported: no retry will follow.
 			h.flags |= fCancelReq
 			return true
-		case dispatch.Sealed:
+		case lane.Sealed:
 			// It succeeded. Only a recurring task with runs to come still
 			// has something to cancel: its series stops after this run.
 			if x := r.x; x != nil && x.recurring() && (x.times == 0 || int(r.runs)+1 < x.times) {
@@ -155,9 +155,9 @@ func (s *state) status(t int32) Status {
 		return Pending
 	}
 	switch st := ls.l.State(seq); {
-	case dispatch.Ran(st):
+	case lane.Ran(st):
 		return Running
-	case st == dispatch.Free && h.flags&fFused == 0:
+	case st == lane.Free && h.flags&fFused == 0:
 		return Ready
 	}
 	return Pending // fused behind a dependency that has not succeeded, or passed over
@@ -179,7 +179,7 @@ func (s *state) freeze(now time.Time) {
 			s.harvest(ls, now)
 		}
 		seq := ls.applied
-		if seq != ls.n && ls.l.State(seq) != dispatch.Free {
+		if seq != ls.n && ls.l.State(seq) != lane.Free {
 			seq++
 		}
 		s.frontier = append(s.frontier, seq)
@@ -195,7 +195,7 @@ func (s *state) runningIDs() []string {
 	for i := range s.lanes {
 		ls := &s.lanes[i]
 		for seq := ls.applied; seq != ls.n; seq++ {
-			if dispatch.Running(ls.l.State(seq)) {
+			if lane.Running(ls.l.State(seq)) {
 				ids = append(ids, s.key(ls.l.Task(seq)))
 			}
 		}

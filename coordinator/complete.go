@@ -4,14 +4,14 @@ import (
 	"math"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // report applies what a worker reported: every item of its lane before
 // r.Upto not yet applied, in order, once. Then the lane is topped up (it
 // reported progress) or marked idle (it ran dry at the last item
 // published).
-func (s *state) report(r dispatch.Report, now time.Time) {
+func (s *state) report(r lane.Report, now time.Time) {
 	ls := &s.lanes[r.Lane.ID]
 	p := &s.pools[ls.pool]
 	for ; int32(r.Upto-ls.applied) > 0; ls.applied++ { // the harvest may have gone further
@@ -37,7 +37,7 @@ func (s *state) harvest(ls *laneState, now time.Time) bool {
 	at := ls.applied
 	for ls.applied != ls.n {
 		st := ls.l.State(ls.applied)
-		if st == dispatch.Free || dispatch.Running(st) {
+		if st == lane.Free || lane.Running(st) {
 			break
 		}
 		s.applyItem(ls, ls.applied, now)
@@ -67,14 +67,14 @@ func (s *state) harvestAll(now time.Time) bool {
 // on (revoked, or ended by a cascade or a cancel) is only cleared.
 func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 	st, t := ls.l.State(seq), ls.l.Task(seq)
-	if st != dispatch.Revoked {
+	if st != lane.Revoked {
 		r := &s.tasks[t]
 		h := &s.hot[t]
 		if h.status == dispatched && r.link == loc(ls.l.ID, seq) {
 			ls.live--
 			r.link = noTask
 			switch st {
-			case dispatch.Passed: // the item it followed did not succeed
+			case lane.Passed: // the item it followed did not succeed
 				r.attempts--
 				switch {
 				case h.flags&fCancelReq != 0:
@@ -87,7 +87,7 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 				default:
 					h.status, h.unmet = Pending, 1 // waits for it again
 				}
-			case dispatch.Late:
+			case lane.Late:
 				// A series' start its worker reached after its start-by
 				// time: missed. catchUp decides again, now.
 				r.attempts--
@@ -95,8 +95,8 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 				if s.startsNow(t, now) {
 					s.requeue(t)
 				}
-			case dispatch.Sealed, dispatch.Returned, dispatch.Stopped:
-				dirty := st != dispatch.Sealed || r.x != nil
+			case lane.Sealed, lane.Returned, lane.Stopped:
+				dirty := st != lane.Sealed || r.x != nil
 				s.ended(ls, seq, t, st, now)
 				ls.l.Done(seq, dirty)
 				return
@@ -118,7 +118,7 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 	}
 	h.status = Running
 	switch {
-	case st == dispatch.Sealed:
+	case st == lane.Sealed:
 		// The task's result is its last successful attempt's (SetResult
 		// needs a look at the context: an untouched one set none).
 		if v, ok := s.resultOf(ls, seq); ok {
@@ -322,7 +322,7 @@ func (s *state) takeBack(c int32) bool {
 			return false
 		}
 		ls, seq := s.locate(rc.link)
-		if !ls.l.Revoke(seq) && ls.l.State(seq) != dispatch.Passed {
+		if !ls.l.Revoke(seq) && ls.l.State(seq) != lane.Passed {
 			return false
 		}
 		ls.live--

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // dispatch hands ready work to the pools' lanes: it tops up the lanes that
@@ -91,11 +91,11 @@ func (s *state) mayTopUp(ls *laneState, p *poolState) bool {
 	worst, worstFree := int32(math.MinInt32), int32(math.MinInt32)
 	for seq := ls.applied; seq != ls.n; seq++ {
 		switch st := ls.l.State(seq); st {
-		case dispatch.Revoked, dispatch.Passed, dispatch.Late:
+		case lane.Revoked, lane.Passed, lane.Late:
 		default:
 			prio := s.hot[ls.l.Task(seq)].prio
 			worst = max(worst, prio)
-			if st == dispatch.Free {
+			if st == lane.Free {
 				worstFree = max(worstFree, prio)
 			}
 		}
@@ -211,7 +211,7 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 		s.pull(ls, p, bound)
 	}
 	from := ls.n
-	k = min(k, int(dispatch.Size-(ls.n-ls.applied)))
+	k = min(k, int(lane.Size-(ls.n-ls.applied)))
 	placed := s.fuseOn(ls, p, k)
 	level := int32(math.MinInt32)
 	alone := !(p.idle > 0 && (ls.open || p.idle > 1)) // no other worker of the pool is idle
@@ -452,7 +452,7 @@ func (s *state) hurryAll() {
 // of a priority worse than prio.
 func (s *state) worseAfter(ls *laneState, seq uint32, prio int32) bool {
 	for at := seq + 1; at != ls.n; at++ {
-		if st := ls.l.State(at); st != dispatch.Revoked && !dispatch.PassedOver(st) && s.hot[ls.l.Task(at)].prio > prio {
+		if st := ls.l.State(at); st != lane.Revoked && !lane.PassedOver(st) && s.hot[ls.l.Task(at)].prio > prio {
 			return true
 		}
 	}
@@ -516,7 +516,7 @@ func (s *state) urgeHeads(p *poolState, now time.Time) {
 		}
 		if head, running := s.runningHead(ls); running && head+1 != ls.n {
 			ls.l.SetUrgent(head, true)
-			if !dispatch.Running(ls.l.State(head)) {
+			if !lane.Running(ls.l.State(head)) {
 				s.harvest(ls, now)
 			}
 		}
@@ -552,8 +552,8 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 	for seq := ls.peek; seq != ls.applied && !busy; {
 		seq--
 		st := ls.l.State(seq)
-		busy = dispatch.Running(st)
-		if st != dispatch.Revoked && !dispatch.PassedOver(st) {
+		busy = lane.Running(st)
+		if st != lane.Revoked && !lane.PassedOver(st) {
 			break
 		}
 	}
@@ -573,7 +573,7 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 	for i := range n {
 		seq := lo + uint32(i)
 		root[i] = -1
-		if ls.l.State(seq) != dispatch.Free {
+		if ls.l.State(seq) != lane.Free {
 			continue
 		}
 		parent, fused := ls.l.Fused(seq)
@@ -611,7 +611,7 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 			took++
 		}
 	}
-	for ls.end != ls.peek && ls.l.State(ls.end-1) != dispatch.Free {
+	for ls.end != ls.peek && ls.l.State(ls.end-1) != lane.Free {
 		ls.end-- // what stealing looks at next time
 	}
 	return took > 0
@@ -729,7 +729,7 @@ func (s *state) unstick(p *poolState, now time.Time) {
 			seq--
 			t := ls.l.Task(seq)
 			h := &s.hot[t]
-			if ls.l.State(seq) != dispatch.Free || h.prio >= worst || h.flags&fFused != 0 {
+			if ls.l.State(seq) != lane.Free || h.prio >= worst || h.flags&fFused != 0 {
 				continue // fused behind a dependency not done: not ready, nothing to reorder
 			}
 			if s.revokeItem(ls, seq) {
@@ -768,7 +768,7 @@ func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 		if running {
 			lo = head + 1
 		} else {
-			for lo != m.n && m.l.State(lo) != dispatch.Free {
+			for lo != m.n && m.l.State(lo) != lane.Free {
 				lo++
 			}
 			lo++ // its next item stays
@@ -778,7 +778,7 @@ func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 			seq--
 			t := m.l.Task(seq)
 			h := &s.hot[t]
-			if m.l.State(seq) != dispatch.Free || h.flags&fFused != 0 {
+			if m.l.State(seq) != lane.Free || h.flags&fFused != 0 {
 				continue // claimed, gone, or waiting for its dependency
 			}
 			if h.prio <= bound && s.revokeItem(m, seq) {
@@ -801,9 +801,9 @@ func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 func (s *state) runningHead(ls *laneState) (uint32, bool) {
 	for seq := ls.applied; seq != ls.n; seq++ {
 		switch st := ls.l.State(seq); {
-		case dispatch.Running(st):
+		case lane.Running(st):
 			return seq, true
-		case st == dispatch.Free:
+		case st == lane.Free:
 			return 0, false
 		}
 	}
@@ -818,10 +818,10 @@ func (s *state) freeTail(ls *laneState, best int32, revoke bool) bool {
 	for seq := ls.n; seq != ls.applied; {
 		seq--
 		st := ls.l.State(seq)
-		if st != dispatch.Free && st != dispatch.Revoked {
+		if st != lane.Free && st != lane.Revoked {
 			break // the worker got here: everything before is claimed or passed
 		}
-		if st == dispatch.Free && s.hot[ls.l.Task(seq)].prio > best {
+		if st == lane.Free && s.hot[ls.l.Task(seq)].prio > best {
 			found = true
 			if !revoke {
 				break
@@ -841,7 +841,7 @@ func (s *state) revokeFollowers(ls *laneState, seq uint32) int {
 	gone := []uint32{seq}
 	for at := seq + 1; at != ls.n; at++ {
 		if parent, fused := ls.l.Fused(at); fused && slices.Contains(gone, parent) &&
-			ls.l.State(at) == dispatch.Free && s.revokeItem(ls, at) {
+			ls.l.State(at) == lane.Free && s.revokeItem(ls, at) {
 			gone = append(gone, at)
 		}
 	}
@@ -855,7 +855,7 @@ func (s *state) revokeFollowers(ls *laneState, seq uint32) int {
 func (s *state) peek(ls *laneState, now time.Time, report bool) {
 	for ls.peek != ls.n {
 		st := ls.l.State(ls.peek)
-		if st == dispatch.Free {
+		if st == lane.Free {
 			return
 		}
 		if parent, fused := ls.l.Fused(ls.peek); fused && int32(parent-ls.applied) >= 0 {
@@ -863,7 +863,7 @@ func (s *state) peek(ls *laneState, now time.Time, report bool) {
 			// applied yet: its start must not be told before.
 			return
 		}
-		if report && dispatch.Ran(st) {
+		if report && lane.Ran(st) {
 			// The worker runs its items in order: those before this one
 			// have ended. Their ends are told before this start (not
 			// after, as a report still on its way would).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 	"github.com/benbjohnson/clock"
 )
 
@@ -23,8 +23,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // rig is a state and the workers' side of its lanes.
 type rig struct {
 	s       *state
-	env     *dispatch.Env
-	reports chan dispatch.Report
+	env     *lane.Env
+	reports chan lane.Report
 	now     time.Time
 	clk     *clock.Mock
 	commit  func(*Changes) error // a durable rig's store (nil: not durable)
@@ -39,10 +39,10 @@ func newRigPools(pools []poolState, sizes []int) *rig {
 	for _, n := range sizes {
 		total += n
 	}
-	r := &rig{now: t0, clk: clock.NewMock(), reports: make(chan dispatch.Report, 4*total+2*dispatch.Size)}
+	r := &rig{now: t0, clk: clock.NewMock(), reports: make(chan lane.Report, 4*total+2*lane.Size)}
 	r.clk.Set(t0)
 	r.s = newState(t0, pools, sizes, rand.New(rand.NewPCG(1, 1)))
-	r.env = &dispatch.Env{Clock: r.clk, Reports: r.reports, Hungry: r.s.hungry, Specs: r.s.specs, Detached: &dispatch.Detached{}}
+	r.env = &lane.Env{Clock: r.clk, Reports: r.reports, Hungry: r.s.hungry, Specs: r.s.specs, Detached: &lane.Detached{}}
 	return r
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 	"github.com/benbjohnson/clock"
 )
 
@@ -198,7 +198,7 @@ func (s *Scheduler) timer(ctx context.Context) error {
 				}
 				continue
 			}
-			t = dispatch.ArmAt(s.clk, due) // nil: due already
+			t = lane.ArmAt(s.clk, due) // nil: due already
 			if t == nil {
 				s.wake.Notify()
 				continue

@@ -64,8 +64,8 @@ func TestOutboxCommitsBeforeItPublishes(t *testing.T) {
 	if len(o.Answers) != 1 || len(o.Publish) != 1 {
 		t.Fatalf("outbox: %d answers, %d publications; want Submit's answer and a's item", len(o.Answers), len(o.Publish))
 	}
-	lane := d.s.lanes[0].l
-	if lane.Step(d.env) {
+	ln := d.s.lanes[0].l
+	if ln.Step(d.env) {
 		t.Fatal("a worker ran an item before the loop published it")
 	}
 	if err := d.commit(o.Commit); err != nil {
@@ -77,7 +77,7 @@ func TestOutboxCommitsBeforeItPublishes(t *testing.T) {
 	if err := <-reply; err != nil {
 		t.Fatalf("Submit's answer = %v", err)
 	}
-	if !lane.Step(d.env) {
+	if !ln.Step(d.env) {
 		t.Fatal("a's item was not published")
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // outbox is the one boundary between the state and the loop that drives
@@ -68,23 +68,23 @@ func (a answer) deliver(commitErr error) {
 // publication makes a lane's items from..to visible to its worker, waking
 // it if it had closed its lane. Only the loop calls do.
 type publication struct {
-	lane     *dispatch.Lane
+	l        *lane.Lane
 	from, to uint32
 }
 
 func (p publication) do() {
-	if !p.lane.Publish(p.from, p.to) {
+	if !p.l.Publish(p.from, p.to) {
 		// A closed lane (or one its worker closed just now): open it
 		// again and wake the worker. If the worker's idle report is on its
 		// way, report sees that the lane has moved on.
-		p.lane.Open(p.to)
-		p.lane.Wake()
+		p.l.Open(p.to)
+		p.l.Wake()
 	}
 }
 
 // stop ends the context of a running attempt. Only the loop calls do.
 type stop struct {
-	ctx   *dispatch.Context
+	ctx   *lane.Context
 	cause error
 }
 
@@ -132,7 +132,7 @@ func (s *state) ready(now time.Time) outbox {
 	s.answerWatches() // after every cascade of the iteration: the causes they report are as bad as they got
 	for i := range s.lanes {
 		if ls := &s.lanes[i]; ls.pub != ls.shown {
-			s.pubs = append(s.pubs, publication{lane: ls.l, from: ls.shown, to: ls.pub})
+			s.pubs = append(s.pubs, publication{l: ls.l, from: ls.shown, to: ls.pub})
 			ls.shown = ls.pub
 		}
 	}

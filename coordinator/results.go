@@ -7,7 +7,7 @@ import (
 	"reflect"
 
 	"github.com/batonhq/baton/actor"
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // Errors of SetResult, Result and Upstream.
@@ -47,7 +47,7 @@ var (
 // function that never used it breaks worker.Worker's rule: it may be
 // reused for a later attempt, and a late SetResult on it is not refused.
 func SetResult(ctx context.Context, v any) error {
-	c, ok := dispatch.Of(ctx)
+	c, ok := lane.Of(ctx)
 	if !ok {
 		return ErrNoAttempt
 	}
@@ -117,7 +117,7 @@ func Upstream(ctx context.Context) ([]TaskInfo, error) {
 }
 
 func attemptOf(ctx context.Context) (*Scheduler, int32, error) {
-	c, ok := dispatch.Of(ctx)
+	c, ok := lane.Of(ctx)
 	if !ok {
 		return nil, 0, ErrNoAttempt
 	}

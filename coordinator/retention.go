@@ -3,7 +3,7 @@ package coordinator
 import (
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // settle runs after every operation when retention is on: the tasks whose
@@ -113,7 +113,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 	}
 	*r = rec{link: noTask}
 	s.hot[t] = hot{status: dropped}
-	*s.spec(t) = dispatch.Spec{}
+	*s.spec(t) = lane.Spec{}
 	s.held[t] = holds{}
 	s.recFree = append(s.recFree, t)
 	return work

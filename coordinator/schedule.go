@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 	"github.com/robfig/cron/v3"
 )
 
@@ -108,7 +108,7 @@ func parseCron(spec string) (sched Schedule, err error) {
 type safeSchedule struct{ s Schedule }
 
 func (g safeSchedule) Next(t time.Time) time.Time {
-	return dispatch.Contained(func() time.Time {
+	return lane.Contained(func() time.Time {
 		if n := g.s.Next(t); n.After(t) { // not strictly after t: no start may come twice
 			return n
 		}

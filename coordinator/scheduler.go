@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/actor"
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 	"github.com/batonhq/baton/worker"
 	"github.com/benbjohnson/clock"
 	"golang.org/x/sync/errgroup"
@@ -32,7 +32,7 @@ type Scheduler struct {
 	failed  atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
-	reports  chan dispatch.Report    // from the workers: how far each lane got
+	reports  chan lane.Report    // from the workers: how far each lane got
 	wake     actor.Signal            // from the timer goroutine: something may be due
 	due      actor.Latest[timerCmd]  // to the timer goroutine: the earliest due time
 	stopc    chan struct{}           // closed by Shutdown
@@ -40,7 +40,7 @@ type Scheduler struct {
 	waitSeq  atomic.Uint64           // numbers Wait calls
 
 	g        *errgroup.Group   // the coordinator, the timer and the workers
-	detached dispatch.Detached // attempts running on their own goroutine (timeouts)
+	detached lane.Detached // attempts running on their own goroutine (timeouts)
 	loopDone chan struct{}     // closed when the loop has exited and final is set
 	final    *state            // written by the loop before loopDone closes; read-only after
 	done     chan struct{}     // closed when the group has exited and no detached attempt runs
@@ -57,7 +57,7 @@ type Scheduler struct {
 var ErrFromTask = errors.New("coordinator: called from inside a task, which the call would wait for")
 
 // enter registers the calling goroutine as one that runs attempts, until
-// the returned function is called (dispatch.Env.Inside).
+// the returned function is called (lane.Env.Inside).
 func (s *Scheduler) enter() (leave func()) {
 	g := goid()
 	s.inside.Store(g, struct{}{})
@@ -68,7 +68,7 @@ func (s *Scheduler) enter() (leave func()) {
 // scheduler's tasks: ctx is (or derives from) an attempt's context, or the
 // calling goroutine runs attempts.
 func (s *Scheduler) fromTask(ctx context.Context) bool {
-	if c, ok := dispatch.Of(ctx); ok {
+	if c, ok := lane.Of(ctx); ok {
 		if _, owner, ok := c.Attempt(); ok && owner == s {
 			return true
 		}
@@ -132,7 +132,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		sizes[i] = p.size
 		total += p.size
 	}
-	s.reports = make(chan dispatch.Report, 2*total)
+	s.reports = make(chan lane.Report, 2*total)
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
 	st.stamps = len(cfg.middleware) > 0
@@ -154,11 +154,11 @@ func New(opts ...Option) (*Scheduler, error) {
 	})
 	s.g.Go(func() error { return s.timer(workCtx) })
 	for i := range all {
-		env := &dispatch.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
+		env := &lane.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed, Go: s.g.Go,
 			ReportStarts: s.store != nil, Inside: s.enter}
-		for _, lane := range st.poolLanes(i) {
-			s.g.Go(func() error { return lane.Run(workCtx, env) })
+		for _, ln := range st.poolLanes(i) {
+			s.g.Go(func() error { return ln.Run(workCtx, env) })
 		}
 	}
 	go func() {

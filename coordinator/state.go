@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 	"github.com/batonhq/baton/internal/idtable"
 	"github.com/batonhq/baton/internal/readyq"
 	"github.com/batonhq/baton/timerwheel"
@@ -30,7 +30,7 @@ const (
 	// with idle workers whatever the estimate said.
 	dispatchBudget = 50 * time.Microsecond
 	// maxTarget caps the attempts handed to one lane at a time.
-	maxTarget = dispatch.Size / 2
+	maxTarget = lane.Size / 2
 	// revokeDelay is how long a better priority waits before worse work
 	// handed out but not started is taken back for it. Revoking at once on
 	// every better arrival costs more than it saves when lanes turn over
@@ -66,7 +66,7 @@ const (
 func (h *hot) rule() Trigger { return Trigger(h.flags&fRule) >> fRuleShift }
 
 // rec is the coordinator's record of one task; what workers read lives in
-// its dispatch.Spec, and what is read for every successor of every
+// its lane.Spec, and what is read for every successor of every
 // finished task lives in hot. Fields most tasks never use live in *extra.
 type rec struct {
 	attempts int32 // attempts started in the current run
@@ -159,7 +159,7 @@ type poolState struct {
 
 // laneState is one worker's lane as the coordinator sees it.
 type laneState struct {
-	l       *dispatch.Lane
+	l       *lane.Lane
 	pool    int
 	n       uint32    // items written
 	pub     uint32    // items handed out: published, or to be by the loop (outbox.Publish)
@@ -183,7 +183,7 @@ type laneState struct {
 type state struct {
 	tasks  []rec
 	hot    []hot // parallel to tasks
-	specs  *dispatch.Specs
+	specs  *lane.Specs
 	ids    idtable.Table
 	arenas []arena
 	pools  []poolState
@@ -222,9 +222,9 @@ type state struct {
 	notes       []note               // the trigger-rule cascade's worklist (cascade.go)
 	cascading   bool                 // a cascade is applying notes
 	work        []int32              // reused by fuse
-	groupRoot   [dispatch.Size]int32 // reused by revokeTail
-	groupSize   [dispatch.Size]int32 // reused by revokeTail
-	groupWanted [dispatch.Size]bool  // reused by revokeTail
+	groupRoot   [lane.Size]int32 // reused by revokeTail
+	groupSize   [lane.Size]int32 // reused by revokeTail
+	groupWanted [lane.Size]bool  // reused by revokeTail
 	tried       []int                // reused by steal
 	arenaFree   []int32
 
@@ -250,7 +250,7 @@ func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Ra
 		byName: make(map[string]int, len(pools)),
 		wheel:  timerwheel.New[int32](now, time.Millisecond),
 		hungry: new(atomic.Bool),
-		specs:  new(dispatch.Specs),
+		specs:  new(lane.Specs),
 		rng:    rng,
 	}
 	for i := range s.pools {
@@ -262,7 +262,7 @@ func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Ra
 		s.byName[p.name] = i
 		for range lanesPerPool[i] {
 			id := len(s.lanes)
-			s.lanes = append(s.lanes, laneState{l: dispatch.NewLane(id), pool: i, worst: math.MinInt32, best: math.MaxInt32})
+			s.lanes = append(s.lanes, laneState{l: lane.NewLane(id), pool: i, worst: math.MinInt32, best: math.MaxInt32})
 			p.lanes = append(p.lanes, id)
 			p.idle++
 		}
@@ -271,7 +271,7 @@ func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Ra
 }
 
 // spec returns task t's worker-visible data.
-func (s *state) spec(t int32) *dispatch.Spec { return s.specs.Own(t) }
+func (s *state) spec(t int32) *lane.Spec { return s.specs.Own(t) }
 
 func (s *state) key(t int32) string { return s.specs.Own(t).ID }
 
@@ -294,16 +294,16 @@ func (s *state) edges(r *rec, sp span) []int32 {
 }
 
 // loc encodes an item's place for rec.link: lane and slot.
-func loc(lane int, seq uint32) int32 { return int32(lane)<<10 | int32(seq&(dispatch.Size-1)) }
+func loc(li int, seq uint32) int32 { return int32(li)<<10 | int32(seq&(lane.Size-1)) }
 
 // loc's ten bits of slot must hold every slot of a lane.
-var _ [1]struct{} = [dispatch.Size >> 10]struct{}{}
+var _ [1]struct{} = [lane.Size >> 10]struct{}{}
 
 // locate decodes rec.link into the lane and the item's sequence.
 func (s *state) locate(link int32) (*laneState, uint32) {
 	ls := &s.lanes[link>>10]
-	slot := uint32(link) & (dispatch.Size - 1)
-	return ls, ls.applied + (slot-ls.applied)&(dispatch.Size-1)
+	slot := uint32(link) & (lane.Size - 1)
+	return ls, ls.applied + (slot-ls.applied)&(lane.Size-1)
 }
 
 func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
@@ -330,8 +330,8 @@ func (s *state) setObserved(on bool) {
 }
 
 // poolLanes returns the lanes of pool i, for New to start their workers.
-func (s *state) poolLanes(i int) []*dispatch.Lane {
-	var out []*dispatch.Lane
+func (s *state) poolLanes(i int) []*lane.Lane {
+	var out []*lane.Lane
 	for _, li := range s.pools[i].lanes {
 		out = append(out, s.lanes[li].l)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // The pure state, driven by hand: the test is the coordinator's loop
@@ -34,10 +34,10 @@ func (r *rig) items(li int) []string {
 	for seq := ls.applied; seq != ls.n; seq++ {
 		id := r.s.key(ls.l.Task(seq))
 		switch ls.l.State(seq) {
-		case dispatch.Free:
-		case dispatch.Revoked:
+		case lane.Free:
+		case lane.Revoked:
 			id += ":revoked"
-		case dispatch.Passed:
+		case lane.Passed:
 			id += ":passed"
 		default:
 			id += ":ran"
@@ -87,16 +87,16 @@ func TestStateFillTakesOneLevel(t *testing.T) {
 	r.submit(t, Task{ID: "p1a", Run: noop, Priority: 1}, Task{ID: "p0a", Run: noop},
 		Task{ID: "p1b", Run: noop, Priority: 1}, Task{ID: "p0b", Run: noop})
 	r.step()
-	lane := 1
+	li := 1
 	if slices.Contains(r.items(1), "busy") {
-		lane = 0
+		li = 0
 	}
-	if got := r.items(lane); !slices.Equal(got, []string{"p0a", "p0b"}) {
+	if got := r.items(li); !slices.Equal(got, []string{"p0a", "p0b"}) {
 		t.Fatalf("lane = %v; want [p0a p0b]", got)
 	}
-	r.drain(lane)
+	r.drain(li)
 	r.step()
-	if got := r.items(lane); !slices.Equal(got, []string{"p1a", "p1b"}) {
+	if got := r.items(li); !slices.Equal(got, []string{"p1a", "p1b"}) {
 		t.Fatalf("lane = %v; want [p1a p1b]", got)
 	}
 

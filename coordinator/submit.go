@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/batonhq/baton/internal/dispatch"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // submission is one Submit, SubmitContext, SubmitGraph or SubmitBatch:
@@ -72,7 +72,7 @@ func (s *state) submit(b *submission, now time.Time) error {
 	}
 	s.specs.Grow(base + int32(n-reused))
 	for i := range tasks {
-		*s.spec(idx[i]) = dispatch.Spec{ID: tasks[i].ID}
+		*s.spec(idx[i]) = lane.Spec{ID: tasks[i].ID}
 	}
 	hashes := make([]uint32, n)
 	s.ids.Reserve(n)
@@ -82,7 +82,7 @@ func (s *state) submit(b *submission, now time.Time) error {
 			s.ids.Delete(hashes[i], idx[i])
 		}
 		for _, t := range idx {
-			*s.spec(t) = dispatch.Spec{}
+			*s.spec(t) = lane.Spec{}
 		}
 	}
 	for i := range tasks {
@@ -212,7 +212,7 @@ func (s *state) submit(b *submission, now time.Time) error {
 		sp := s.spec(idx[i])
 		sp.Run = t.Run
 		if t.Payload != nil || t.Timeout > 0 || t.Retry.RetryIf != nil {
-			sp.X = &dispatch.SpecX{Payload: t.Payload, Timeout: t.Timeout, RetryIf: t.Retry.RetryIf}
+			sp.X = &lane.SpecX{Payload: t.Payload, Timeout: t.Timeout, RetryIf: t.Retry.RetryIf}
 		}
 		if needsExtra(t) || b.values != nil {
 			hr.flags |= fExtra
@@ -357,8 +357,8 @@ func needsExtra(t *Task) bool {
 }
 
 // addSat returns t+d, saturating instead of overflowing (the workers'
-// deadlines use the same, dispatch.AddSat).
-func addSat(t time.Time, d time.Duration) time.Time { return dispatch.AddSat(t, d) }
+// deadlines use the same, lane.AddSat).
+func addSat(t time.Time, d time.Duration) time.Time { return lane.AddSat(t, d) }
 
 // root is the task to blame for j's end without success: j itself (it
 // failed, was cancelled, or its own rule skipped it), or j's cause.

@@ -1,4 +1,4 @@
-// Package dispatch is the hand-off between Baton's coordinator and its
+// Package lane is the hand-off between Baton's coordinator and its
 // worker goroutines. Nothing here is for users: package worker holds what
 // custom worker types need.
 //
@@ -30,7 +30,7 @@
 // item whose successors someone idle is waiting for, and when it runs dry.
 // Outcomes are written in the items themselves and read by the coordinator
 // once a report covers them; it walks each reported item once.
-package dispatch
+package lane
 
 import (
 	"context"
