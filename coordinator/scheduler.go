@@ -32,21 +32,21 @@ type Scheduler struct {
 	failed  atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
-	reports  chan lane.Report    // from the workers: how far each lane got
+	reports  chan lane.Report        // from the workers: how far each lane got
 	wake     actor.Signal            // from the timer goroutine: something may be due
 	due      actor.Latest[timerCmd]  // to the timer goroutine: the earliest due time
 	stopc    chan struct{}           // closed by Shutdown
 	stopOnce sync.Once               // guards close(stopc)
 	waitSeq  atomic.Uint64           // numbers Wait calls
 
-	g        *errgroup.Group   // the coordinator, the timer and the workers
-	detached lane.Detached // attempts running on their own goroutine (timeouts)
-	loopDone chan struct{}     // closed when the loop has exited and final is set
-	final    *state            // written by the loop before loopDone closes; read-only after
-	done     chan struct{}     // closed when the group has exited and no detached attempt runs
-	subsMu   sync.Mutex        // guards subs
-	subs     []*subscriber     // guarded by subsMu: subscribers whose goroutines may still run
-	inside   sync.Map          // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
+	g        *errgroup.Group // the coordinator, the timer and the workers
+	detached lane.Detached   // attempts running on their own goroutine (timeouts)
+	loopDone chan struct{}   // closed when the loop has exited and final is set
+	final    *state          // written by the loop before loopDone closes; read-only after
+	done     chan struct{}   // closed when the group has exited and no detached attempt runs
+	subsMu   sync.Mutex      // guards subs
+	subs     []*subscriber   // guarded by subsMu: subscribers whose goroutines may still run
+	inside   sync.Map        // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
 }
 
 // ErrFromTask: Wait or Shutdown was called from inside a task (its

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonhq/baton/internal/lane"
 	"github.com/batonhq/baton/internal/idtable"
+	"github.com/batonhq/baton/internal/lane"
 	"github.com/batonhq/baton/internal/readyq"
 	"github.com/batonhq/baton/timerwheel"
 )
@@ -218,14 +218,14 @@ type state struct {
 
 	sink        uint64 // submit's look-ahead loads land here
 	rng         *rand.Rand
-	scratch     []int32              // reused by submit and advance
-	notes       []note               // the trigger-rule cascade's worklist (cascade.go)
-	cascading   bool                 // a cascade is applying notes
-	work        []int32              // reused by fuse
+	scratch     []int32          // reused by submit and advance
+	notes       []note           // the trigger-rule cascade's worklist (cascade.go)
+	cascading   bool             // a cascade is applying notes
+	work        []int32          // reused by fuse
 	groupRoot   [lane.Size]int32 // reused by revokeTail
 	groupSize   [lane.Size]int32 // reused by revokeTail
 	groupWanted [lane.Size]bool  // reused by revokeTail
-	tried       []int                // reused by steal
+	tried       []int            // reused by steal
 	arenaFree   []int32
 
 	// WithMiddleware: when each task last became ready (UnixNano), for
