@@ -1,0 +1,430 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/internal/record"
+)
+
+// How a durable scheduler comes back: New hands its store's records to a
+// loader (decoding only), and openDurable rebuilds the tasks from them
+// (restore), decides what became of the attempts a crash interrupted, and
+// returns what that decided as a first commit.
+
+// storedTask is one task as Load found it.
+type storedTask struct {
+	seq   uint64
+	def   record.Def
+	state record.State
+}
+
+// loader decodes a store's records as its Load hands them over (add is
+// Load's fn): the version and every task, in submission order. Pure
+// decoding: New calls the store.
+type loader struct {
+	tasks   []storedTask
+	version uint64
+	seen    bool // the version record was there
+}
+
+func (ld *loader) add(key, value []byte) error {
+	if bytes.Equal(key, record.MetaKey) {
+		v, err := record.DecodeVersion(value)
+		if err != nil {
+			return corrupt("the version record", err)
+		}
+		ld.version, ld.seen = v, true
+		if v > record.Version {
+			return fmt.Errorf("%w: version %d, this one reads up to %d", ErrStoreVersion, v, record.Version)
+		}
+		return nil
+	}
+	seq, kind, ok := record.ParseTaskKey(key)
+	switch {
+	case ok && kind == record.KindDef:
+		def, err := record.DecodeDef(value)
+		if err != nil {
+			return corrupt(fmt.Sprintf("task record %d", seq), err)
+		}
+		ld.tasks = append(ld.tasks, storedTask{seq: seq, def: def})
+		return nil
+	case ok && kind == record.KindState:
+		if len(ld.tasks) == 0 || ld.tasks[len(ld.tasks)-1].seq != seq {
+			return fmt.Errorf("%w: task record %d has a state and no definition", ErrStoreCorrupt, seq)
+		}
+		st, err := record.DecodeState(value, uint8(Skipped)+1)
+		if err != nil {
+			return corrupt(fmt.Sprintf("task record %d", seq), err)
+		}
+		ld.tasks[len(ld.tasks)-1].state = st
+		return nil
+	}
+	return fmt.Errorf("%w: unknown key %q", ErrStoreCorrupt, key)
+}
+
+// corrupt is the error of a record that cannot be decoded.
+func corrupt(what string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrStoreCorrupt, what, err)
+}
+
+// openDurable restores into s, which is new (nothing was submitted yet
+// and no goroutine runs), the tasks a store's Load handed to ld, and
+// returns what the restore decided (interrupted attempts, skips) as a
+// first commit, nil if nothing: New commits it and tells committed.
+func (s *state) openDurable(cfg *durableConfig, ld *loader, now time.Time) (*Changes, error) {
+	d := &durable{funcs: cfg.funcs, next: 1, epoch: 1}
+	s.dur = d
+	if !ld.seen {
+		if len(ld.tasks) > 0 {
+			return nil, fmt.Errorf("%w: task records without a version record", ErrStoreCorrupt)
+		}
+		d.meta = true // a new store: say which format it holds
+	} else if ld.version < record.Version {
+		d.meta = true // an older format: say this one from the next commit on
+	}
+	if err := s.restore(ld.tasks, now); err != nil {
+		return nil, err
+	}
+	d.keepUnchanged(s, ld.tasks, now)
+	return s.takeCommit(now), nil
+}
+
+// keepUnchanged drops from this iteration's writes the restored tasks
+// whose state record would read as it was stored: a task put back in the
+// delayed set at its stored time, or queued again as it was, has nothing
+// new to say. Only what the restore decided is written (interrupted
+// attempts, skips, missed starts), so that opening a store rewrites
+// nothing that did not change: the file does not grow by a copy of every
+// waiting task per restart, and a store on a full disk whose restore
+// decides nothing opens without a write.
+func (d *durable) keepUnchanged(s *state, stored []storedTask, now time.Time) {
+	kept := d.dirty[:0]
+	for _, t := range d.dirty {
+		if int(t) < len(stored) {
+			if st, ok := s.stateOf(t, now); !ok || st.SameAs(&stored[t].state) {
+				d.mark[t] = 0 // not dirty (epochs start at 1)
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	d.dirty = kept
+}
+
+// restore rebuilds the stored tasks, in phases: rebuild (one batch
+// through submit, which wires the graph and stops before making anything
+// ready), layStates (each task's stored state laid over its record),
+// restoreCounts (what the cascade and retention count), then resume
+// (what is due: interrupted attempts retried or failed, ready tasks
+// queued, waits put back at their times).
+func (s *state) restore(stored []storedTask, now time.Time) error {
+	if len(stored) == 0 {
+		return nil
+	}
+	if err := s.rebuild(stored, now); err != nil {
+		return err
+	}
+	finals := s.layStates(stored)
+	s.restoreCounts(finals)
+	s.resume(stored, now)
+	return nil
+}
+
+// taskOf rebuilds the Task a definition describes, its function bound by
+// name, and parses its Cron.
+func (s *state) taskOf(def *record.Def) (Task, Schedule, error) {
+	t := Task{ID: def.ID, Func: def.Func, Pool: def.Pool, Deps: def.Deps, Priority: def.Priority,
+		Retry:   RetryPolicy{MaxAttempts: def.MaxAttempts, BaseDelay: def.BaseDelay, MaxDelay: def.MaxDelay, Jitter: def.Jitter},
+		Timeout: def.Timeout, Every: def.Every, Cron: def.Cron, Times: def.Times, Missed: Missed(def.Missed), When: Trigger(def.When)}
+	if def.HasPayload {
+		t.Payload = def.Payload
+	}
+	if _, ok := s.byName[t.Pool]; !ok {
+		return t, nil, fmt.Errorf("%w: the store holds task %s of pool %s, which New was not given (WithPool)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Pool))
+	}
+	if t.Func != "" {
+		f, ok := s.dur.funcs[t.Func]
+		if !ok {
+			return t, nil, fmt.Errorf("%w: the store holds task %s of function %s, which New was not given (WithFunc)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Func))
+		}
+		payload := def.Payload
+		t.Run = func(ctx context.Context) error { return f(ctx, payload) }
+	}
+	if t.Cron == "" {
+		return t, nil, nil
+	}
+	sched, err := parseCron(t.Cron)
+	if err != nil {
+		return t, nil, fmt.Errorf("%w: task %s: %v", ErrStoreCorrupt, quoteID(t.ID), err)
+	}
+	return t, sched, nil
+}
+
+// rebuild submits the stored tasks as one batch, in submission order (so
+// that record i is stored task i), restoring: nothing is made ready.
+func (s *state) rebuild(stored []storedTask, now time.Time) error {
+	d := s.dur
+	b := &submission{tasks: make([]Task, len(stored))}
+	for i := range stored {
+		t, sched, err := s.taskOf(&stored[i].def)
+		if err != nil {
+			return err
+		}
+		if sched != nil {
+			if b.scheds == nil {
+				b.scheds = make([]Schedule, len(stored))
+			}
+			b.scheds[i] = sched
+		}
+		b.tasks[i] = t
+		d.next = max(d.next, stored[i].seq+1)
+	}
+	d.restoring = true
+	err := s.submit(b, now)
+	d.restoring = false
+	if err != nil {
+		return fmt.Errorf("%w: its tasks do not form a graph: %w", ErrStoreCorrupt, err)
+	}
+	return nil
+}
+
+// layStates lays each stored state over its record (submit numbered the
+// records 0..n-1 in batch order): attempts, runs, error, result, the
+// series' plan, a Cancel that reached it while it ran, its end if it is
+// final, the cause of a skip. It returns the final tasks with the time
+// each ended, for retention.
+func (s *state) layStates(stored []storedTask) []retention {
+	d := s.dur
+	d.seq = make([]uint64, len(stored))
+	var finals []retention
+	for i := range stored {
+		t := int32(i)
+		st := &stored[i].state
+		d.seq[t] = stored[i].seq
+		r := &s.tasks[t]
+		h := &s.hot[t]
+		r.attempts, r.runs = st.Attempts, st.Runs
+		if nb := stored[i].def.NotBefore; !nb.IsZero() {
+			s.extra(t).notBefore = nb
+		}
+		if e := stateErr(st); e != nil {
+			s.extra(t).err = e
+		}
+		if st.HasResult {
+			x := s.extra(t)
+			x.result, x.hasResult = any(st.Result), true
+			if st.NilResult {
+				x.result = nil // SetResult(ctx, nil): nil, not a []byte(nil)
+			}
+		}
+		if r.x != nil && r.x.recurring() {
+			r.x.planned = st.Planned
+		}
+		if st.CancelReq {
+			if d.cancels == nil {
+				d.cancels = map[int32]bool{}
+			}
+			d.cancels[t] = true
+		}
+		if status := Status(st.Status); status.Final() {
+			h.status = status
+			h.unmet = 0
+			s.open--
+			if s.retain {
+				finals = append(finals, retention{at: st.At, t: t})
+			}
+		}
+	}
+	for i := range stored {
+		st := &stored[i].state
+		if Status(st.Status) != Skipped || st.Cause == "" {
+			continue
+		}
+		if c, ok := s.find(st.Cause); ok {
+			s.tasks[i].link = c
+			if s.retain {
+				s.held[c].refs++
+			}
+		}
+	}
+	return finals
+}
+
+// resume decides, in submission order, what becomes of each restored task
+// that is not final. A cascade may reach a task before its turn: then it
+// is no longer Pending, or waits in the delayed set.
+func (s *state) resume(stored []storedTask, now time.Time) {
+	for i := range stored {
+		t := int32(i)
+		st := &stored[i].state
+		h := &s.hot[t]
+		if h.status != Pending || (s.tasks[t].x != nil && s.tasks[t].x.inWheel) {
+			continue
+		}
+		verdict, cause := s.ruleVerdict(t)
+		if verdict == ruleRuns {
+			h.unmet = 0 // under AnyFailed, started before every dependency ended: nothing more to count
+		}
+		switch {
+		case st.CancelReq:
+			h.flags |= fCancelReq
+			s.cancelled(t, now)
+		case Status(st.Status) == Running:
+			// The attempt was running when the process died: it counts,
+			// and is retried if the policy allows.
+			s.failed(t, ErrInterrupted, true, now)
+		case verdict == ruleSkips:
+			// Its rule cannot be met any more: a dependency's end was
+			// written and its own was not, which one commit per
+			// iteration rules out (kept for safety).
+			s.skip(t, cause, now)
+			s.cascade(now)
+		case verdict == ruleWaits:
+		case Status(st.Status) == Ready:
+			s.pushReady(t, now)
+		case !st.Due.IsZero():
+			s.schedule(t, st.Due, now) // a start missed meanwhile: catchUp, when it is handed out
+		default:
+			s.eligible(t, now)
+		}
+	}
+}
+
+// restoreCounts sets, after a restore, what the cascade counts
+// (cascade.go): for a Skipped task, its dependencies whose ends are not
+// settled; for a task not final, those it has not taken into account yet
+// under its rule; and with retention, what holds each task. Settlement
+// spreads from the tasks whose dependencies are all settled, through a
+// worklist. finals are the final tasks with the time each ended.
+func (s *state) restoreCounts(finals []retention) {
+	var work []int32
+	for t := range s.tasks {
+		t := int32(t)
+		if s.hot[t].status != Skipped {
+			continue
+		}
+		r := &s.tasks[t]
+		n := int32(0)
+		for _, dep := range s.edges(r, r.deps) {
+			if ds := s.hot[dep].status; !ds.Final() || ds == Skipped {
+				n++ // settled when it ends, or once its own count is 0
+			}
+		}
+		if s.hot[t].unmet = n; n == 0 {
+			work = append(work, t)
+		}
+	}
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		s.eachSucc(&s.tasks[t], func(c int32) {
+			if hc := &s.hot[c]; hc.status == Skipped && hc.unmet > 0 {
+				if hc.unmet--; hc.unmet == 0 {
+					work = append(work, c)
+				}
+			}
+		})
+	}
+	for t := range s.tasks {
+		t := int32(t)
+		h := &s.hot[t]
+		r := &s.tasks[t]
+		if !h.status.Final() {
+			h.unmet = 0
+			for _, dep := range s.edges(r, r.deps) {
+				var counted bool
+				switch h.rule() {
+				case AllSucceeded:
+					counted = s.hot[dep].status == Succeeded
+				case AllDone:
+					counted = s.hot[dep].status.Final()
+				default:
+					counted = s.decided(dep)
+				}
+				if !counted {
+					h.unmet++
+				}
+			}
+		}
+		if s.retain {
+			// Whatever its own state: a task final already (cancelled, or
+			// started early by AnyFailed) still hears from a dependency
+			// that has not ended, and must not be forgotten before.
+			s.held[t].preds = 0
+			for _, dep := range s.edges(r, r.deps) {
+				if !s.settledEnd(dep) {
+					s.held[t].preds++
+				}
+			}
+		}
+	}
+	if s.retain {
+		slices.SortStableFunc(finals, func(a, b retention) int { return a.at.Compare(b.at) })
+		s.expiry = append(s.expiry, finals...)
+	}
+}
+
+// decided reports whether a task under AnyFailed or NoneFailed takes its
+// dependency dep into account: dep is final, and if Skipped its class is
+// final (failed, or settled).
+func (s *state) decided(dep int32) bool {
+	ds := s.hot[dep].status
+	return ds.Final() && (ds != Skipped || s.hot[dep].unmet == 0 || s.classOfEnd(dep) == endFailed)
+}
+
+type verdict uint8
+
+const (
+	ruleWaits verdict = iota // a dependency it waits for has not ended
+	ruleRuns                 // its rule is met
+	ruleSkips                // its rule can no longer be met
+)
+
+// ruleVerdict judges a restored task that is not final by its
+// dependencies' ends alone, and for a skip names the root cause.
+func (s *state) ruleVerdict(t int32) (verdict, int32) {
+	h := &s.hot[t]
+	r := &s.tasks[t]
+	worst, cause := endBenign+1, int32(noTask)
+	waiting := false
+	for _, dep := range s.edges(r, r.deps) {
+		ds := s.hot[dep].status
+		switch {
+		case ds == Succeeded:
+		case !ds.Final():
+			waiting = true
+		case h.rule() == AllDone:
+		case h.rule() != AllSucceeded && !s.decided(dep):
+			waiting = true
+		default:
+			if c := s.classOfEnd(dep); c < worst {
+				worst, cause = c, s.root(dep)
+			}
+		}
+	}
+	switch h.rule() {
+	case AllSucceeded:
+		if worst <= endBenign {
+			return ruleSkips, cause
+		}
+	case AnyFailed:
+		switch {
+		case worst == endFailed:
+			return ruleRuns, noTask
+		case !waiting:
+			return ruleSkips, noTask
+		}
+	case NoneFailed:
+		if worst < endBenign {
+			return ruleSkips, cause
+		}
+	}
+	if waiting {
+		return ruleWaits, noTask
+	}
+	return ruleRuns, noTask
+}

@@ -1,0 +1,365 @@
+// Package record is the format of a durable Baton scheduler's records: the
+// keys it writes to a coordinator.Store and the encoding of each task's
+// definition and state. Nothing here is for users; the coordinator owns
+// the format and its version.
+//
+// Keys:
+//
+//	"m"                 the format version (uvarint)
+//	"t" seq(8, BE) "d"  definition: what Submit was given, dependencies by ID
+//	"t" seq(8, BE) "s"  state: status, attempts, runs, due times, error, result
+//
+// seq numbers tasks in submission order, so that a Load in key order reads
+// them in the order they were submitted, each definition before its state.
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Version is the record format this package writes and reads. Version 2
+// added the timeout error kind (ErrKindTimeout) and the nil-result flag.
+const Version = 2
+
+// ErrCorrupt is the error of a record that cannot be decoded (the
+// coordinator wraps it in its ErrStoreCorrupt).
+var ErrCorrupt = errors.New("record: corrupt")
+
+// MetaKey is the version record's key.
+var MetaKey = []byte("m")
+
+// Kinds of task records, the last byte of their keys.
+const (
+	KindDef   = 'd'
+	KindState = 's'
+)
+
+// TaskKeyLen is the length of a task record's key.
+const TaskKeyLen = 10
+
+// AppendTaskKey appends the key of task seq's record of the given kind.
+func AppendTaskKey(b []byte, seq uint64, kind byte) []byte {
+	b = append(b, 't')
+	b = binary.BigEndian.AppendUint64(b, seq)
+	return append(b, kind)
+}
+
+// ParseTaskKey reads a task record's key; ok is false for any other key.
+func ParseTaskKey(key []byte) (seq uint64, kind byte, ok bool) {
+	if len(key) != TaskKeyLen || key[0] != 't' {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(key[1:9]), key[9], true
+}
+
+// AppendVersion appends the version record's value.
+func AppendVersion(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+// DecodeVersion reads the version record's value.
+func DecodeVersion(v []byte) (uint64, error) {
+	rd := reader{b: v}
+	n := rd.uvarint()
+	return n, rd.done()
+}
+
+// Def is a task's definition: what Submit was given, with its
+// dependencies by ID and its Delay as the absolute time it may start.
+type Def struct {
+	ID, Func, Pool string
+	Payload        []byte
+	HasPayload     bool // a Payload was given (nil and empty are told apart)
+	Deps           []string
+	Priority       int
+	MaxAttempts    int
+	BaseDelay      time.Duration
+	MaxDelay       time.Duration
+	Jitter         float64
+	Timeout        time.Duration
+	Every          time.Duration
+	Cron           string
+	Times          int
+	Missed         int
+	When           int
+	NotBefore      time.Time
+}
+
+// Append appends d's encoding.
+func (d *Def) Append(b []byte) []byte {
+	b = appendString(b, d.ID)
+	b = appendString(b, d.Func)
+	b = appendString(b, d.Pool)
+	b = appendBytes(b, d.Payload, d.HasPayload)
+	b = binary.AppendUvarint(b, uint64(len(d.Deps)))
+	for _, dep := range d.Deps {
+		b = appendString(b, dep)
+	}
+	b = binary.AppendVarint(b, int64(d.Priority))
+	b = binary.AppendVarint(b, int64(d.MaxAttempts))
+	b = binary.AppendVarint(b, int64(d.BaseDelay))
+	b = binary.AppendVarint(b, int64(d.MaxDelay))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(d.Jitter))
+	b = binary.AppendVarint(b, int64(d.Timeout))
+	b = binary.AppendVarint(b, int64(d.Every))
+	b = appendString(b, d.Cron)
+	b = binary.AppendVarint(b, int64(d.Times))
+	b = binary.AppendVarint(b, int64(d.Missed))
+	b = binary.AppendVarint(b, int64(d.When))
+	return appendTime(b, d.NotBefore)
+}
+
+// DecodeDef reads a definition; an error wraps ErrCorrupt.
+func DecodeDef(v []byte) (Def, error) {
+	rd := reader{b: v}
+	var d Def
+	d.ID = rd.string()
+	d.Func = rd.string()
+	d.Pool = rd.string()
+	d.Payload, d.HasPayload = rd.bytes()
+	n := rd.uvarint()
+	if n > uint64(len(v)) {
+		return d, fmt.Errorf("%w: a definition with %d dependencies", ErrCorrupt, n)
+	}
+	if n > 0 {
+		d.Deps = make([]string, n)
+		for i := range d.Deps {
+			d.Deps[i] = rd.string()
+		}
+	}
+	d.Priority = int(rd.varint())
+	d.MaxAttempts = int(rd.varint())
+	d.BaseDelay = time.Duration(rd.varint())
+	d.MaxDelay = time.Duration(rd.varint())
+	d.Jitter = math.Float64frombits(rd.uint64())
+	d.Timeout = time.Duration(rd.varint())
+	d.Every = time.Duration(rd.varint())
+	d.Cron = rd.string()
+	d.Times = int(rd.varint())
+	d.Missed = int(rd.varint())
+	d.When = int(rd.varint())
+	d.NotBefore = rd.time()
+	return d, rd.done()
+}
+
+// State is a task's state record.
+type State struct {
+	Status    uint8 // the coordinator's Status: Pending, Ready, Running (an attempt started), or final
+	CancelReq bool  // Cancel reached it while it ran
+	HasResult bool
+	NilResult bool // the result is nil itself, not a []byte
+	Attempts  int32
+	Runs      int32
+	Due       time.Time     // Pending in the delayed set: when it is due
+	Planned   time.Time     // recurring: the planned start of the current run
+	At        time.Time     // when the state was written
+	ErrKind   uint8         // ErrKind...
+	ErrMsg    string        // ErrKindOther: the error's text; ErrKindTimeout: the function's error's, if any
+	Timeout   time.Duration // ErrKindTimeout: the attempt's timeout
+	Cause     string        // Skipped: the task to blame
+	Result    []byte
+}
+
+// Error kinds of a state record: the coordinator's sentinels keep their
+// identity across a restart.
+const (
+	ErrKindNone uint8 = iota
+	ErrKindCancelled
+	ErrKindClosed
+	ErrKindInterrupted
+	ErrKindOther
+	ErrKindTimeout
+)
+
+// Append appends st's encoding.
+func (st *State) Append(b []byte) []byte {
+	var flags uint8
+	if st.CancelReq {
+		flags |= 1
+	}
+	if st.HasResult {
+		flags |= 2
+	}
+	if st.NilResult {
+		flags |= 4
+	}
+	b = append(b, st.Status, flags)
+	b = binary.AppendVarint(b, int64(st.Attempts))
+	b = binary.AppendVarint(b, int64(st.Runs))
+	b = appendTime(b, st.Due)
+	b = appendTime(b, st.Planned)
+	b = appendTime(b, st.At)
+	b = append(b, st.ErrKind)
+	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout {
+		b = appendString(b, st.ErrMsg)
+	}
+	if st.ErrKind == ErrKindTimeout {
+		b = binary.AppendVarint(b, int64(st.Timeout))
+	}
+	b = appendString(b, st.Cause)
+	if st.HasResult {
+		b = appendBytes(b, st.Result, st.Result != nil)
+	}
+	return b
+}
+
+// DecodeState reads a state record; an error wraps ErrCorrupt. statuses
+// is how many statuses there are: a higher one is corrupt.
+func DecodeState(v []byte, statuses uint8) (State, error) {
+	rd := reader{b: v}
+	var st State
+	st.Status = rd.byte()
+	flags := rd.byte()
+	st.CancelReq, st.HasResult, st.NilResult = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	st.Attempts = int32(rd.varint())
+	st.Runs = int32(rd.varint())
+	st.Due = rd.time()
+	st.Planned = rd.time()
+	st.At = rd.time()
+	st.ErrKind = rd.byte()
+	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout {
+		st.ErrMsg = rd.string()
+	}
+	if st.ErrKind == ErrKindTimeout {
+		st.Timeout = time.Duration(rd.varint())
+	}
+	st.Cause = rd.string()
+	if st.HasResult {
+		st.Result, _ = rd.bytes()
+	}
+	if err := rd.done(); err != nil {
+		return st, err
+	}
+	if st.Status >= statuses || st.ErrKind > ErrKindTimeout || st.Attempts < 0 || st.Runs < 0 {
+		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrCorrupt, st.Status, st.ErrKind)
+	}
+	return st, nil
+}
+
+// SameAs reports whether st says what old says, the times each was
+// written aside.
+func (st *State) SameAs(old *State) bool {
+	return st.Status == old.Status && st.CancelReq == old.CancelReq && st.HasResult == old.HasResult &&
+		st.NilResult == old.NilResult && st.Attempts == old.Attempts && st.Runs == old.Runs &&
+		st.Due.Equal(old.Due) && st.Planned.Equal(old.Planned) && st.ErrKind == old.ErrKind &&
+		st.ErrMsg == old.ErrMsg && st.Timeout == old.Timeout && st.Cause == old.Cause &&
+		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendBytes writes p, telling nil (present false) from empty.
+func appendBytes(b, p []byte, present bool) []byte {
+	if !present {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(p))+1)
+	return append(b, p...)
+}
+
+// appendTime writes t to the nanosecond, and the zero time apart.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	return binary.AppendVarint(b, t.UnixNano())
+}
+
+// reader decodes a record; the first error sticks and every later read
+// returns zero values.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: a record ends early or holds a bad number", ErrCorrupt)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) byte() uint8 {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) raw(n uint64) []byte {
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) string() string { return string(r.raw(r.uvarint())) }
+
+func (r *reader) bytes() ([]byte, bool) {
+	n := r.uvarint()
+	if n == 0 {
+		return nil, false
+	}
+	return bytes.Clone(r.raw(n - 1)), true
+}
+
+func (r *reader) time() time.Time {
+	switch r.byte() {
+	case 0:
+		return time.Time{}
+	case 1:
+		return time.Unix(0, r.varint())
+	}
+	r.fail()
+	return time.Time{}
+}
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d bytes after the end of a record", ErrCorrupt, len(r.b))
+	}
+	return r.err
+}

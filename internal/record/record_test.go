@@ -1,0 +1,70 @@
+package record
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const statuses = 7 // the coordinator's: Pending .. Skipped
+
+// Records decode back to what was encoded, and any bytes decode to a
+// value or to ErrCorrupt, never a panic.
+func FuzzDecodeRecords(f *testing.F) {
+	st := State{Status: 4, CancelReq: true, HasResult: true, Attempts: 3, Runs: 2,
+		Due: time.Unix(0, 0), Planned: time.Unix(5, 6), At: time.Unix(7, 8), ErrKind: ErrKindOther,
+		ErrMsg: "boom", Cause: "up", Result: []byte("r")}
+	f.Add(st.Append(nil))
+	timedOut := State{Status: 4, Attempts: 1, ErrKind: ErrKindTimeout, ErrMsg: "query users", Timeout: time.Second}
+	f.Add(timedOut.Append(nil))
+	def := Def{ID: "a", Func: "f", Payload: []byte{1}, HasPayload: true, Deps: []string{"b", "c"}, Jitter: 0.5, Cron: "@daily", NotBefore: time.Unix(9, 0)}
+	f.Add(def.Append(nil))
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, err := DecodeState(b, statuses); err == nil {
+			again, err := DecodeState(got.Append(nil), statuses)
+			if err != nil || !reflect.DeepEqual(again, got) {
+				t.Fatalf("state %+v re-decoded as %+v (%v)", got, again, err)
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeState error %v does not wrap ErrCorrupt", err)
+		}
+		if got, err := DecodeDef(b); err == nil {
+			again, err := DecodeDef(got.Append(nil))
+			if err != nil || !reflect.DeepEqual(again, got) {
+				t.Fatalf("definition %+v re-decoded as %+v (%v)", got, again, err)
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeDef error %v does not wrap ErrCorrupt", err)
+		}
+	})
+}
+
+func TestRoundTrip(t *testing.T) {
+	st := State{Status: 3, HasResult: true, Attempts: 1, Runs: 1, At: time.Unix(0, 1), Result: []byte{}}
+	got, err := DecodeState(st.Append(nil), statuses)
+	if err != nil || !reflect.DeepEqual(got, st) || !got.SameAs(&st) {
+		t.Errorf("decoded %+v (%v); want %+v", got, err, st)
+	}
+	later := st
+	later.At = time.Unix(9, 9)
+	if !later.SameAs(&st) {
+		t.Error("SameAs told two records apart by the time they were written")
+	}
+	if _, err := DecodeState((&State{Status: statuses}).Append(nil), statuses); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a status out of range decoded: %v", err)
+	}
+	key := AppendTaskKey(nil, 42, KindState)
+	if seq, kind, ok := ParseTaskKey(key); !ok || seq != 42 || kind != KindState || len(key) != TaskKeyLen {
+		t.Errorf("ParseTaskKey(%q) = %d, %c, %v", key, seq, kind, ok)
+	}
+	if v, err := DecodeVersion(AppendVersion(nil, Version)); err != nil || v != Version {
+		t.Errorf("version read back as %d, %v", v, err)
+	}
+}
