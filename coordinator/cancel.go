@@ -74,20 +74,6 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 	return false
 }
 
-// unqueue takes a Pending or Ready task out of the delayed set; a ready
-// queue entry is left behind, recognised as stale when met.
-func (s *state) unqueue(t int32) {
-	r := &s.tasks[t]
-	h := &s.hot[t]
-	if h.status == Ready {
-		s.pools[h.pool].readyLive--
-	}
-	if x := r.x; x != nil && x.inWheel {
-		s.wheel.Cancel(x.timer)
-		x.inWheel = false
-	}
-}
-
 // shutdown cancels every task whose function is not running (all end
 // Cancelled: none is skipped, since everything ends); running ones have
 // their contexts end and end Cancelled when they return, unless their

@@ -93,23 +93,14 @@ func (s *state) cascade(now time.Time) {
 	for len(s.notes) > 0 {
 		n := s.notes[len(s.notes)-1]
 		s.notes = s.notes[:len(s.notes)-1]
-		r := &s.tasks[n.t]
-		for pass, list := 0, s.edges(r, r.succ); pass < 2; pass++ {
-			if pass == 1 {
-				if r.x == nil {
-					break
-				}
-				list = r.x.more
-			}
-			for _, c := range list {
-				switch n.kind {
-				case noteEnded:
-					s.onEnded(c, n.t, now)
-				case noteWorse:
-					s.onWorse(c, n.t, now)
-				case noteSettled:
-					s.onSettled(c, n.t, now)
-				}
+		for c := range s.successors(n.t) {
+			switch n.kind {
+			case noteEnded:
+				s.onEnded(c, n.t, now)
+			case noteWorse:
+				s.onWorse(c, n.t, now)
+			case noteSettled:
+				s.onSettled(c, n.t, now)
 			}
 		}
 	}

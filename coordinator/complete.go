@@ -179,14 +179,8 @@ func (s *state) seriesEnds(t int32, now time.Time) {
 // become eligible. A successor handed out behind t's item is no longer
 // bound to it: from now on it may be taken back like any ready task.
 func (s *state) release(t int32, now time.Time) {
-	r := &s.tasks[t]
-	for _, c := range s.edges(r, r.succ) {
+	for c := range s.successors(t) {
 		s.released(c, now)
-	}
-	if r.x != nil {
-		for _, c := range r.x.more {
-			s.released(c, now)
-		}
 	}
 }
 

@@ -111,7 +111,7 @@ const unmeasuredTarget = 8
 // target is how many attempts one lane should hold: the dispatch budget's
 // worth at the measured cost, at least 2 (one running, one waiting, so
 // that a worker never waits for the coordinator between two attempts).
-// Until the pool is measured, 2.
+// Until the pool is measured, unmeasuredTarget.
 func (p *poolState) target() int {
 	if p.maxTarget < 2 {
 		return p.maxTarget
@@ -280,7 +280,7 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 		// would run again after the follower).
 		if p.minPrio < p.maxPrio || s.dur != nil {
 			for seq := ls.fuseAt; seq != ls.n; seq++ {
-				if r := &s.tasks[ls.l.Task(seq)]; r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0) {
+				if s.hasSuccessors(ls.l.Task(seq)) {
 					ls.l.SetUrgent(seq, int32(seq-ls.pub) < 0)
 				}
 			}
@@ -315,7 +315,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	// when someone waits on the outcome: its clock (retry, next run), a
 	// successor in another pool, a subscriber, a WaitTasks call.
 	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || (len(s.watches) > 0 && s.watches[t] != nil)
-	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0), urgent)
+	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, s.hasSuccessors(t), urgent)
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,
 		// which only its worker knows: past this, the worker passes it.
@@ -363,23 +363,15 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 	cand := s.work[:0]
 	left := false
 	better := false // a successor left waiting is better than the pool's worst level
-	for pass, list := 0, s.edges(r, r.succ); pass < 2; pass++ {
-		if pass == 1 {
-			if r.x == nil {
-				break
-			}
-			list = r.x.more
-		}
-		for _, c := range list {
-			hc := &s.hot[c]
-			switch {
-			case hc.status != Pending:
-			case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&(fExtra|fRule) != 0 || (waiting && best <= hc.prio):
-				left = true
-				better = better || hc.prio < s.pools[hc.pool].maxPrio
-			default:
-				cand = append(cand, c)
-			}
+	for c := range s.successors(t) {
+		hc := &s.hot[c]
+		switch {
+		case hc.status != Pending:
+		case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&(fExtra|fRule) != 0 || (waiting && best <= hc.prio):
+			left = true
+			better = better || hc.prio < s.pools[hc.pool].maxPrio
+		default:
+			cand = append(cand, c)
 		}
 	}
 	if len(cand) > 1 && !samePrio(s.hot, cand) {
@@ -886,4 +878,29 @@ func (s *state) started(t, l int32, now time.Time) {
 	}
 	h.flags |= fStarted
 	s.emit(EventStarted, t, now)
+}
+
+func (s *state) pushReady(t int32, now time.Time) {
+	if s.stamps {
+		s.stampReady(t, now)
+	}
+	h := &s.hot[t]
+	h.status = Ready
+	s.rseq++
+	h.rseq = s.rseq
+	p := &s.pools[h.pool]
+	p.ready.Push(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
+	p.readyLive++
+}
+
+// requeue puts a task whose item was taken back at the head of its level,
+// where it was before it was handed out.
+func (s *state) requeue(t int32) {
+	h := &s.hot[t]
+	h.status = Ready
+	s.rseq++
+	h.rseq = s.rseq
+	p := &s.pools[h.pool]
+	p.ready.PushFront(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
+	p.readyLive++
 }

@@ -841,7 +841,7 @@ func TestSameLevelWorkBehindALongAttemptIsNotPassedOver(t *testing.T) {
 	}
 }
 
-// Rule 2 across workers: work handed out and taken back for an idle
+// Priority (README, "The rules") across workers: work handed out and taken back for an idle
 // worker keeps the order in which it became ready (the oldest is taken,
 // and it goes back in order), so ties that wait behind a long attempt
 // start in their order, not reversed.

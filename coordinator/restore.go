@@ -321,13 +321,13 @@ func (s *state) restoreCounts(finals []retention) {
 	for len(work) > 0 {
 		t := work[len(work)-1]
 		work = work[:len(work)-1]
-		s.eachSucc(&s.tasks[t], func(c int32) {
+		for c := range s.successors(t) {
 			if hc := &s.hot[c]; hc.status == Skipped && hc.unmet > 0 {
 				if hc.unmet--; hc.unmet == 0 {
 					work = append(work, c)
 				}
 			}
-		})
+		}
 	}
 	for t := range s.tasks {
 		t := int32(t)

@@ -23,10 +23,10 @@ func (s *state) settle(now time.Time) {
 		return
 	}
 	for _, t := range s.settledEnds {
-		s.eachSucc(&s.tasks[t], func(c int32) {
+		for c := range s.successors(t) {
 			s.held[c].preds--
 			s.maybeDrop(c)
-		})
+		}
 	}
 	s.settledEnds = s.settledEnds[:0]
 	for _, t := range s.finalized {
@@ -34,17 +34,6 @@ func (s *state) settle(now time.Time) {
 	}
 	s.finalized = s.finalized[:0]
 	s.expire(now)
-}
-
-func (s *state) eachSucc(r *rec, f func(int32)) {
-	for _, c := range s.edges(r, r.succ) {
-		f(c)
-	}
-	if r.x != nil {
-		for _, c := range r.x.more {
-			f(c)
-		}
-	}
 }
 
 // expire drops the tasks whose retention time is up, or marks them to be
@@ -117,27 +106,4 @@ func (s *state) drop(t int32, work []int32) []int32 {
 	s.held[t] = holds{}
 	s.recFree = append(s.recFree, t)
 	return work
-}
-
-// nextDue is the earliest time the state needs to be woken: a delayed
-// entry, the end of a retention, or a planned revocation for priority.
-func (s *state) nextDue() (time.Time, bool) {
-	due, ok := s.wheel.NextDue()
-	consider := func(at time.Time) {
-		if !ok || at.Before(due) {
-			due, ok = at, true
-		}
-	}
-	if s.expHead < len(s.expiry) {
-		consider(addSat(s.expiry[s.expHead].at, s.keep))
-	}
-	for i := range s.pools {
-		if at := s.pools[i].revokeAt; !at.IsZero() {
-			consider(at)
-		}
-		if at := s.pools[i].stuckAt; !at.IsZero() {
-			consider(at)
-		}
-	}
-	return due, ok
 }

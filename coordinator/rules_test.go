@@ -15,7 +15,7 @@ import (
 	"github.com/batonhq/baton/worker"
 )
 
-// Rule 1: a task runs only after every dependency succeeded.
+// Dependencies (README, "The rules"): a task runs only after every dependency succeeded.
 func TestDiamond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(4))
@@ -47,7 +47,7 @@ func TestDiamond(t *testing.T) {
 	})
 }
 
-// Rule 2: lowest Priority first, ties in submission order.
+// Priority (README, "The rules"): lowest Priority first, ties in submission order.
 func TestPriorityOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(1))
@@ -74,7 +74,7 @@ func TestPriorityOrder(t *testing.T) {
 	})
 }
 
-// Rule 2 with dependencies: tasks released together start by priority.
+// Priority (README, "The rules") with dependencies: tasks released together start by priority.
 func TestPriorityAmongReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(1))
@@ -96,7 +96,7 @@ func TestPriorityAmongReleased(t *testing.T) {
 	})
 }
 
-// Rule 3: a task waiting on backoff never holds a worker.
+// Retries (README, "The rules"): a task waiting on backoff never holds a worker.
 func TestBackoffFreesWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(1))
@@ -132,7 +132,7 @@ func TestBackoffFreesWorker(t *testing.T) {
 	})
 }
 
-// Rule 3: out of attempts the task is Failed with the last error; RetryIf
+// Retries (README, "The rules"): out of attempts the task is Failed with the last error; RetryIf
 // false fails it at once.
 func TestRetryExhaustedAndRetryIf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -162,7 +162,7 @@ func TestRetryExhaustedAndRetryIf(t *testing.T) {
 	})
 }
 
-// Rule 4: Failed or Cancelled skips every waiting dependent, transitively,
+// Skips (README, "The rules"): Failed or Cancelled skips every waiting dependent, transitively,
 // with the root cause; a task submitted after its dependency failed is
 // skipped at once.
 func TestSkipCascade(t *testing.T) {
@@ -200,7 +200,7 @@ func TestSkipCascade(t *testing.T) {
 	})
 }
 
-// Rule 4: the cascade is iterative: a chain of 1,000,000 whose head fails.
+// Skips (README, "The rules"): the cascade is iterative: a chain of 1,000,000 whose head fails.
 func TestMillionChainSkipped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000,000 tasks")
@@ -228,7 +228,7 @@ func TestMillionChainSkipped(t *testing.T) {
 	}
 }
 
-// Rule 5: Cancel of pending, ready and delayed tasks.
+// Cancel (README, "The rules"): Cancel of pending, ready and delayed tasks.
 func TestCancelWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(1))
@@ -274,7 +274,7 @@ func TestCancelWaiting(t *testing.T) {
 	})
 }
 
-// Rule 5: Cancel of a running task ends its context; it ends Cancelled even
+// Cancel (README, "The rules"): Cancel of a running task ends its context; it ends Cancelled even
 // though its function returns nil.
 func TestCancelRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -314,7 +314,7 @@ func TestCancelRunning(t *testing.T) {
 	})
 }
 
-// Rule 6: a delayed task does not start before submission + Delay.
+// Time (README, "The rules"): a delayed task does not start before submission + Delay.
 func TestDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t)
@@ -339,7 +339,7 @@ func TestDelay(t *testing.T) {
 	})
 }
 
-// Rule 6: recurring at a fixed rate; an overrun is followed at once; the
+// Time (README, "The rules"): recurring at a fixed rate; an overrun is followed at once; the
 // task ends Succeeded after its last run.
 func TestRecurring(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -386,7 +386,7 @@ func TestRecurring(t *testing.T) {
 	})
 }
 
-// Rule 6: a failed run (after retries) ends a recurring task Failed.
+// Time (README, "The rules"): a failed run (after retries) ends a recurring task Failed.
 func TestRecurringFailedRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t)
@@ -411,7 +411,7 @@ func TestRecurringFailedRun(t *testing.T) {
 	})
 }
 
-// Rule 7: a timeout fails the attempt (retryably); a function that ignores
+// Timeouts (README, "The rules"): a timeout fails the attempt (retryably); a function that ignores
 // its context past the grace period (here 0) is abandoned and the pool
 // keeps its size.
 func TestTimeout(t *testing.T) {
@@ -454,7 +454,7 @@ func TestTimeout(t *testing.T) {
 	})
 }
 
-// Rule 7: an attempt's context has a deadline; after it ctx.Err() is
+// Timeouts (README, "The rules"): an attempt's context has a deadline; after it ctx.Err() is
 // DeadlineExceeded with cause ErrTimeout. A function that honours it and
 // cleans up for a while holds its worker until it returns: the retry never
 // runs beside it, and Wait does not return while it runs. One that is still
@@ -555,7 +555,7 @@ func TestWaitCoversTimeoutCleanup(t *testing.T) {
 	})
 }
 
-// Rule 8: a panic is a failed attempt carrying the value and the stack.
+// Panics (README, "The rules"): a panic is a failed attempt carrying the value and the stack.
 func TestPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t)
@@ -578,7 +578,7 @@ func TestPanic(t *testing.T) {
 	})
 }
 
-// Rule 9: every subscriber gets every event in order; a blocked subscriber
+// Events (README, "The rules"): every subscriber gets every event in order; a blocked subscriber
 // stalls nothing and loses nothing; unsubscribe stops delivery.
 func TestSubscribers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -622,7 +622,7 @@ func TestSubscribers(t *testing.T) {
 	})
 }
 
-// Rule 10: Wait returns once everything is final; later tasks reopen it;
+// Waiting and Shutdown (README, "The rules"): Wait returns once everything is final; later tasks reopen it;
 // it honours its context.
 func TestWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -662,7 +662,7 @@ func TestWait(t *testing.T) {
 	})
 }
 
-// Rule 10: Shutdown cancels what has not run, ends running contexts, is
+// Waiting and Shutdown (README, "The rules"): Shutdown cancels what has not run, ends running contexts, is
 // idempotent; afterwards Submit fails with ErrClosed and Info still works.
 func TestShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -717,7 +717,7 @@ func TestShutdown(t *testing.T) {
 	})
 }
 
-// Rule 10: Shutdown returns ctx.Err() while a task ignores its context, and
+// Waiting and Shutdown (README, "The rules"): Shutdown returns ctx.Err() while a task ignores its context, and
 // completes once it returns.
 func TestShutdownContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -189,12 +189,7 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 	}
 	if f.Descendants {
 		s.walk(roots, picked, func(t int32, visit func(int32)) {
-			r := &s.tasks[t]
-			kids := s.edges(r, r.succ)
-			if r.x != nil && len(r.x.more) > 0 {
-				kids = append(slices.Clip(kids), r.x.more...)
-			}
-			for _, k := range kids {
+			for k := range s.successors(t) {
 				// A dependent forgotten by retention may have left its
 				// place to an unrelated task: check it still names t.
 				if containsTask(s.edges(&s.tasks[k], s.tasks[k].deps), t) {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
@@ -13,11 +14,22 @@ import (
 	"github.com/batonhq/baton/timerwheel"
 )
 
-// The state is split by concern: this file holds its types; submit.go
-// stores batches; dispatch.go fills the workers' lanes; complete.go applies
-// what the workers report; cancel.go holds Cancel, Shutdown and the
-// queries; retention.go forgets final tasks; ready.go is the one boundary
-// to the loop (Ready/Advance).
+// The state is split by concern. This file holds its types; the rest:
+//
+//	ready.go      the one boundary to the loop (outbox: what to commit,
+//	              answer, publish, stop and tell; advance)
+//	submit.go     storing a batch, in phases
+//	dispatch.go   handing ready work to the workers' lanes, taking it back
+//	complete.go   applying what the workers report
+//	cascade.go    how an end without success reaches what waits on it
+//	timers.go     the delayed set: delays, backoffs, series' starts
+//	schedule.go   series: first and next starts, what is missed
+//	cancel.go     Cancel, Shutdown, status and Info
+//	retention.go  forgetting final tasks
+//	durable.go    what a durable scheduler writes; restore.go, coming back
+//	waittasks.go  WaitTasks and Batch watches
+//
+// and loop.go drives it, requests.go holds every message the API sends it.
 
 const (
 	noTask = -1
@@ -287,6 +299,33 @@ func (s *state) extra(t int32) *extra {
 		s.hot[t].flags |= fExtra
 	}
 	return r.x
+}
+
+// successors iterates over t's successors: the tasks of its own batch
+// that depend on it (its succ span, in the arena), then those submitted
+// later (x.more). Every walk over what waits on a task goes through it.
+func (s *state) successors(t int32) iter.Seq[int32] {
+	return func(yield func(int32) bool) {
+		r := &s.tasks[t]
+		for _, c := range s.edges(r, r.succ) {
+			if !yield(c) {
+				return
+			}
+		}
+		if r.x != nil {
+			for _, c := range r.x.more {
+				if !yield(c) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// hasSuccessors reports whether anything waits on t.
+func (s *state) hasSuccessors(t int32) bool {
+	r := &s.tasks[t]
+	return r.succ.n > 0 || (r.x != nil && len(r.x.more) > 0)
 }
 
 func (s *state) edges(r *rec, sp span) []int32 {

@@ -50,80 +50,138 @@ func (b *submission) places(i int) []int32 {
 
 // submit checks what only the state can check (duplicates, unknown
 // dependencies, cycles) and then stores the whole batch, or nothing.
-// Static checks (validateTask) have already passed. Each ID is hashed
-// once and inserted with one probe; dependencies given by place need no
-// lookup at all.
+// Static checks (validateTask) have already passed. It runs in phases:
+// claimIDs, resolveDeps and checkCycle can refuse the batch (undo then
+// leaves the state as it was); storeRecords writes the records and their
+// edges; wireEarlier ties the batch to the tasks submitted before; settleBatch
+// makes ready, skips or holds each task as its dependencies' ends say (a
+// restore stops before it: restore.go lays the stored states first).
 func (s *state) submit(b *submission, now time.Time) error {
 	if s.closing {
 		return ErrClosed
 	}
-	tasks := b.tasks
-	n := len(tasks)
-	// Record indexes: records freed by retention first, then new ones.
-	reused := min(len(s.recFree), n)
-	base := int32(len(s.tasks))
-	idx := make([]int32, n)
-	for i := range idx {
-		if i < reused {
-			idx[i] = s.recFree[len(s.recFree)-1-i]
+	sb := s.newBatchBuild(b)
+	if err := sb.claimIDs(); err != nil {
+		sb.undo()
+		return err
+	}
+	if err := sb.resolveDeps(); err != nil {
+		sb.undo()
+		return err
+	}
+	if err := sb.checkCycle(); err != nil {
+		sb.undo()
+		return err
+	}
+	sb.storeRecords(now)
+	ended := sb.wireEarlier()
+	if s.dur != nil && s.dur.restoring {
+		return nil // restore lays the stored states over the graph (restore.go)
+	}
+	s.settleBatch(sb.idx, ended, now)
+	return nil
+}
+
+// batchBuild is one submit under way.
+type batchBuild struct {
+	s       *state
+	b       *submission
+	idx     []int32  // per task of the batch: its record
+	reused  int      // the first reused records come from retention's free list
+	base    int32    // the first new record
+	hashes  []uint32 // per task: its ID's hash
+	claimed int      // IDs inserted so far (undo removes them)
+	dstart  []int32  // task i's dependencies are deps[dstart[i]:dstart[i+1]]
+	deps    []int32  // record indexes
+	places  []int32  // the same, as places in the batch (-1: submitted before)
+	forward bool     // a dependency on a later place in the batch: a cycle is possible
+	nd      int32    // len(deps): the successor lists follow them in the arena
+	sstart  []int32  // task i's successors in the batch are arena[nd+sstart[i]:nd+sstart[i+1]]
+}
+
+// newBatchBuild gives the batch its records, freed ones first, and their
+// specs.
+func (s *state) newBatchBuild(b *submission) *batchBuild {
+	n := len(b.tasks)
+	sb := &batchBuild{s: s, b: b, reused: min(len(s.recFree), n), base: int32(len(s.tasks)), idx: make([]int32, n)}
+	for i := range sb.idx {
+		if i < sb.reused {
+			sb.idx[i] = s.recFree[len(s.recFree)-1-i]
 		} else {
-			idx[i] = base + int32(i-reused)
+			sb.idx[i] = sb.base + int32(i-sb.reused)
 		}
 	}
-	s.specs.Grow(base + int32(n-reused))
-	for i := range tasks {
-		*s.spec(idx[i]) = lane.Spec{ID: tasks[i].ID}
+	s.specs.Grow(sb.base + int32(n-sb.reused))
+	for i := range b.tasks {
+		*s.spec(sb.idx[i]) = lane.Spec{ID: b.tasks[i].ID}
 	}
-	hashes := make([]uint32, n)
+	return sb
+}
+
+// undo takes back what a refused batch claimed.
+func (sb *batchBuild) undo() {
+	for i := range sb.claimed {
+		sb.s.ids.Delete(sb.hashes[i], sb.idx[i])
+	}
+	for _, t := range sb.idx {
+		*sb.s.spec(t) = lane.Spec{}
+	}
+}
+
+// claimIDs inserts every ID in the table: each is hashed once and
+// inserted with one probe, the table's slots touched lookAhead ahead.
+func (sb *batchBuild) claimIDs() error {
+	s, tasks := sb.s, sb.b.tasks
+	n := len(tasks)
+	sb.hashes = make([]uint32, n)
 	s.ids.Reserve(n)
-	claimed := 0
-	undo := func() {
-		for i := range claimed {
-			s.ids.Delete(hashes[i], idx[i])
-		}
-		for _, t := range idx {
-			*s.spec(t) = lane.Spec{}
-		}
-	}
 	for i := range tasks {
-		hashes[i] = s.ids.Hash(tasks[i].ID)
+		sb.hashes[i] = s.ids.Hash(tasks[i].ID)
 	}
 	var sink uint64 // the look-ahead's loads, kept so they are not optimised away
 	for i := range tasks {
 		if i+lookAhead < n {
-			sink += s.ids.Touch(hashes[i+lookAhead])
+			sink += s.ids.Touch(sb.hashes[i+lookAhead])
 		}
 		id := tasks[i].ID
-		j, fresh := s.ids.Insert(id, hashes[i], idx[i], s.key)
+		j, fresh := s.ids.Insert(id, sb.hashes[i], sb.idx[i], s.key)
 		if !fresh {
 			detail := "submitted before"
-			if slices.Contains(idx[:i], j) {
+			if slices.Contains(sb.idx[:i], j) {
 				detail = "twice in the batch"
 			}
-			undo()
 			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: detail}
 		}
-		claimed++
+		sb.claimed++
 	}
-	// Resolve dependencies: deps[dstart[i]:dstart[i+1]] are task i's, as
-	// record indexes; places the same, as places in the batch (-1: before).
+	s.sink += sink
+	return nil
+}
+
+// resolveDeps turns every dependency into a record index and a place in
+// the batch (-1: submitted before): by handle for a Graph, by ID
+// otherwise (one lookup each, lookAhead ahead). A dependency named twice
+// is one edge.
+func (sb *batchBuild) resolveDeps() error {
+	s, b, tasks := sb.s, sb.b, sb.b.tasks
+	n := len(tasks)
 	var reusedAt map[int32]int32 // reused record -> place
-	if reused > 0 {
-		reusedAt = make(map[int32]int32, reused)
-		for i, t := range idx[:reused] {
+	if sb.reused > 0 {
+		reusedAt = make(map[int32]int32, sb.reused)
+		for i, t := range sb.idx[:sb.reused] {
 			reusedAt[t] = int32(i)
 		}
 	}
 	place := func(j int32) int32 {
-		if j >= base {
-			return int32(reused) + j - base
+		if j >= sb.base {
+			return int32(sb.reused) + j - sb.base
 		}
 		if reusedAt != nil && s.hot[j].status == dropped {
 			return reusedAt[j]
 		}
 		return -1
 	}
-	dstart := make([]int32, n+1)
+	sb.dstart = make([]int32, n+1)
 	total, named := 0, 0
 	for i := range tasks {
 		total += len(tasks[i].Deps) + len(b.places(i))
@@ -136,14 +194,14 @@ func (s *state) submit(b *submission, now time.Time) error {
 			depHashes = append(depHashes, s.ids.Hash(d))
 		}
 	}
-	forward := false // a dependency on a later place in the batch: a cycle is possible
+	var sink uint64
 	k := 0
 	for i := range tasks {
 		mark := len(deps)
 		var seen map[int32]struct{}
 		for _, p := range b.places(i) {
-			deps, places = appendDep(deps, places, mark, idx[p], p, &seen)
-			forward = forward || p >= int32(i)
+			deps, places = appendDep(deps, places, mark, sb.idx[p], p, &seen)
+			sb.forward = sb.forward || p >= int32(i)
 		}
 		for _, d := range tasks[i].Deps {
 			if k+lookAhead < named {
@@ -152,28 +210,37 @@ func (s *state) submit(b *submission, now time.Time) error {
 			j, ok := s.ids.Find(d, depHashes[k], s.key)
 			k++
 			if !ok {
-				undo()
 				return &TaskError{ID: tasks[i].ID, Err: ErrUnknownDependency, Detail: quoteID(d)}
 			}
 			p := place(j)
 			deps, places = appendDep(deps, places, mark, j, p, &seen)
-			forward = forward || p >= int32(i)
+			sb.forward = sb.forward || p >= int32(i)
 		}
-		dstart[i+1] = int32(len(deps))
+		sb.dstart[i+1] = int32(len(deps))
 	}
 	s.sink += sink
-	if forward { // dependencies only on earlier places cannot form a cycle
-		if err := findCycle(tasks, dstart, places); err != nil {
-			undo()
-			return err
-		}
-	}
+	sb.deps, sb.places = deps, places
+	return nil
+}
 
-	// The arena: every task's dependencies, then every task's successors
-	// inside the batch, contiguous, so that releasing a wide frontier reads
-	// memory in order.
+// checkCycle refuses a batch whose dependencies inside it form a cycle
+// (dependencies only on earlier places cannot).
+func (sb *batchBuild) checkCycle() error {
+	if !sb.forward {
+		return nil
+	}
+	return findCycle(sb.b.tasks, sb.dstart, sb.places)
+}
+
+// storeRecords writes the batch's arena (every task's dependencies, then
+// every task's successors inside the batch, contiguous, so that releasing
+// a wide frontier reads memory in order) and its records.
+func (sb *batchBuild) storeRecords(now time.Time) {
+	s, tasks, idx := sb.s, sb.b.tasks, sb.idx
+	n := len(tasks)
+	reused := sb.reused
 	sstart := make([]int32, n+1)
-	for _, p := range places {
+	for _, p := range sb.places {
 		if p >= 0 {
 			sstart[p+1]++
 		}
@@ -181,18 +248,19 @@ func (s *state) submit(b *submission, now time.Time) error {
 	for i := range n {
 		sstart[i+1] += sstart[i]
 	}
-	nd := int32(len(deps))
+	nd := int32(len(sb.deps))
 	edges := make([]int32, int(nd)+int(sstart[n]))
-	copy(edges, deps)
+	copy(edges, sb.deps)
 	fill := slices.Clone(sstart[:n])
 	for i := range n {
-		for k := dstart[i]; k < dstart[i+1]; k++ {
-			if p := places[k]; p >= 0 {
+		for k := sb.dstart[i]; k < sb.dstart[i+1]; k++ {
+			if p := sb.places[k]; p >= 0 {
 				edges[nd+fill[p]] = idx[i]
 				fill[p]++
 			}
 		}
 	}
+	sb.nd, sb.sstart = nd, sstart
 	a := s.newArena(edges, int32(n))
 
 	s.recFree = s.recFree[:len(s.recFree)-reused]
@@ -202,34 +270,7 @@ func (s *state) submit(b *submission, now time.Time) error {
 		s.held = slices.Grow(s.held, n-reused)
 	}
 	for i := range tasks {
-		t := &tasks[i]
-		pool := s.byName[t.Pool]
-		s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
-		s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, int32(t.Priority))
-		hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(t.When) << fRuleShift}
-		r := rec{link: noTask, arena: a,
-			deps: span{dstart[i], dstart[i+1] - dstart[i]}, succ: span{nd + sstart[i], sstart[i+1] - sstart[i]}}
-		sp := s.spec(idx[i])
-		sp.Run = t.Run
-		if t.Payload != nil || t.Timeout > 0 || t.Retry.RetryIf != nil {
-			sp.X = &lane.SpecX{Payload: t.Payload, Timeout: t.Timeout, RetryIf: t.Retry.RetryIf}
-		}
-		if needsExtra(t) || b.values != nil {
-			hr.flags |= fExtra
-			r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values, missed: t.Missed}
-			if b.scheds != nil {
-				r.x.sched = b.scheds[i]
-			}
-			if r.x.missed == MissedDefault {
-				r.x.missed = RunEachMissed
-				if r.x.sched != nil {
-					r.x.missed = RunOnceForMissed
-				}
-			}
-			if t.Delay > 0 {
-				r.x.notBefore = addSat(now, t.Delay)
-			}
-		}
+		r, hr := sb.record(i, a, now)
 		if i < reused {
 			s.tasks[idx[i]], s.hot[idx[i]] = r, hr
 		} else {
@@ -241,20 +282,57 @@ func (s *state) submit(b *submission, now time.Time) error {
 		}
 	}
 	s.open += n
+}
 
-	// Wire the edges from earlier tasks. A dependency that has ended
-	// already counts like any other and is applied once every edge is
-	// wired, as its end would have been (cascade.go): a success under a
-	// rule, an end without success under every rule (a Skipped one that is
-	// not settled yet goes on telling the task what changes).
-	var ended [][2]int32 // (task, its dependency that has ended already)
-	for i, t := range idx {
-		for k := dstart[i]; k < dstart[i+1]; k++ {
-			j := deps[k]
+// record builds task i's record, its hot part and its spec.
+func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
+	s, b, t := sb.s, sb.b, &sb.b.tasks[i]
+	pool := s.byName[t.Pool]
+	s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
+	s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, int32(t.Priority))
+	hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(t.When) << fRuleShift}
+	r := rec{link: noTask, arena: a,
+		deps: span{sb.dstart[i], sb.dstart[i+1] - sb.dstart[i]},
+		succ: span{sb.nd + sb.sstart[i], sb.sstart[i+1] - sb.sstart[i]}}
+	sp := s.spec(sb.idx[i])
+	sp.Run = t.Run
+	if t.Payload != nil || t.Timeout > 0 || t.Retry.RetryIf != nil {
+		sp.X = &lane.SpecX{Payload: t.Payload, Timeout: t.Timeout, RetryIf: t.Retry.RetryIf}
+	}
+	if needsExtra(t) || b.values != nil {
+		hr.flags |= fExtra
+		r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values, missed: t.Missed}
+		if b.scheds != nil {
+			r.x.sched = b.scheds[i]
+		}
+		if r.x.missed == MissedDefault {
+			r.x.missed = RunEachMissed
+			if r.x.sched != nil {
+				r.x.missed = RunOnceForMissed
+			}
+		}
+		if t.Delay > 0 {
+			r.x.notBefore = addSat(now, t.Delay)
+		}
+	}
+	return r, hr
+}
+
+// wireEarlier ties the batch to the tasks submitted before it (edges in
+// the batch are in its arena already). A dependency that has ended
+// already counts like any other; it is returned, to be applied once
+// every edge is wired, as its end would have been (settleBatch): a success
+// under a rule, an end without success under every rule (a Skipped one
+// that is not settled yet goes on telling the task what changes).
+func (sb *batchBuild) wireEarlier() (ended [][2]int32) {
+	s := sb.s
+	for i, t := range sb.idx {
+		for k := sb.dstart[i]; k < sb.dstart[i+1]; k++ {
+			j := sb.deps[k]
 			if s.retain {
 				s.held[j].kids++
 			}
-			if places[k] >= 0 { // in the batch: pending, its succ list holds t
+			if sb.places[k] >= 0 { // in the batch: pending, its succ list holds t
 				s.hot[t].unmet++
 				if s.hot[t].pool != s.hot[j].pool {
 					s.hot[j].flags |= fCross
@@ -290,9 +368,13 @@ func (s *state) submit(b *submission, now time.Time) error {
 			}
 		}
 	}
-	if s.dur != nil && s.dur.restoring {
-		return nil // restore lays the stored states over the graph (durable.go)
-	}
+	return ended
+}
+
+// settleBatch makes the batch's tasks whose dependencies are met eligible, and
+// then applies the ends of the dependencies that had ended before the
+// batch came (wireEarlier), each as its end would have been.
+func (s *state) settleBatch(idx []int32, ended [][2]int32, now time.Time) {
 	for _, t := range idx {
 		if h := &s.hot[t]; h.status == Pending && h.unmet == 0 {
 			s.eligible(t, now)
@@ -311,7 +393,6 @@ func (s *state) submit(b *submission, now time.Time) error {
 			s.cascade(now)
 		}
 	}
-	return nil
 }
 
 // lookAhead is how far ahead submit touches the ID table's slots.
@@ -367,80 +448,4 @@ func (s *state) root(j int32) int32 {
 		return s.tasks[j].link
 	}
 	return j
-}
-
-// eligible is called when t's dependencies have all succeeded.
-func (s *state) eligible(t int32, now time.Time) {
-	if s.hot[t].flags&fExtra == 0 {
-		s.pushReady(t, now)
-		return
-	}
-	x := s.tasks[t].x
-	start := now
-	if x.notBefore.After(now) {
-		start = x.notBefore
-	}
-	if x.recurring() {
-		var ok bool
-		if start, ok = x.first(start); !ok {
-			// No start left once it may start (its dependencies ended
-			// after its schedule's last start): it cannot run, as a task
-			// whose own rule is not met.
-			s.skip(t, noTask, now)
-			s.cascade(now)
-			return
-		}
-	}
-	s.schedule(t, start, now)
-}
-
-// schedule makes t ready at due: at once if due has come, else through the
-// delayed set.
-func (s *state) schedule(t int32, due, now time.Time) {
-	r := &s.tasks[t]
-	if due.After(now) {
-		if handle, ok := s.wheel.Add(due, t); ok {
-			s.hot[t].status = Pending
-			r.x.timer, r.x.inWheel, r.x.due = handle, true, due
-			s.touched(t)
-			return
-		}
-	}
-	s.pushReady(t, now)
-}
-
-func (s *state) pushReady(t int32, now time.Time) {
-	if s.stamps {
-		s.stampReady(t, now)
-	}
-	h := &s.hot[t]
-	h.status = Ready
-	s.rseq++
-	h.rseq = s.rseq
-	p := &s.pools[h.pool]
-	p.ready.Push(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
-	p.readyLive++
-}
-
-// requeue puts a task whose item was taken back at the head of its level,
-// where it was before it was handed out.
-func (s *state) requeue(t int32) {
-	h := &s.hot[t]
-	h.status = Ready
-	s.rseq++
-	h.rseq = s.rseq
-	p := &s.pools[h.pool]
-	p.ready.PushFront(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
-	p.readyLive++
-}
-
-// fire makes the delayed entries due by now ready: the timer goroutine
-// woke the loop.
-func (s *state) fire(now time.Time) {
-	s.scratch = s.wheel.Advance(now, s.scratch[:0], maxFirePerStep)
-	for _, t := range s.scratch {
-		s.tasks[t].x.inWheel = false
-		s.pushReady(t, now)
-	}
-	s.scratch = s.scratch[:0]
 }

@@ -409,7 +409,8 @@ func (l *Lane) Done(seq uint32, dirty bool) {
 
 // Publish makes the items written up to sequence n visible to the worker,
 // on a lane the worker is running. It reports false, publishing nothing,
-// if the worker has closed the lane meanwhile: then Reopen.
+// if the worker has closed the lane meanwhile: then Open it again and
+// Wake its worker.
 func (l *Lane) Publish(from, n uint32) bool {
 	return l.word.CompareAndSwap(uint64(from), uint64(n))
 }
