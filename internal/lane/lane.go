@@ -133,6 +133,7 @@ const (
 	itemReport                     // report as soon as this one is done if a pool is hungry: it may release work
 	itemTouched                    // set by the worker: the function called a method of its context
 	itemUrgent                     // report as soon as this one is done: its outcome starts a clock (retry, next run)
+	itemStartBy                    // the worker must claim it by its slot's startBy time (SetStartBy)
 )
 
 // Outcome is what a worker says of an attempt that failed.
@@ -250,8 +251,8 @@ type Lane struct {
 	// noReady; the worker reads it for a Job.
 	readys [Size]int64
 	// startBy: the time by which the worker must claim the slot's item
-	// (UnixNano; 0: none), written with the item (SetStartBy); past it,
-	// the worker passes it (Late).
+	// (UnixNano), written with the item if its itemStartBy flag is set
+	// (SetStartBy); past it, the worker passes it (Late).
 	startBy [Size]int64
 	ctxs    [Size]*Context // one per slot, reused while no function looked at it
 	outs    [Size]Outcome  // written by the worker for a failure only
@@ -290,7 +291,6 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 		it.flags |= itemUrgent
 	}
 	l.meta[i] = meta{attempt, run}
-	l.startBy[i] = 0
 	if l.ctxs[i] == nil {
 		l.ctxs[i] = l.newContext(i)
 	}
@@ -307,7 +307,10 @@ func (l *Lane) SetReady(seq uint32, unixNano int64) { l.readys[seq&mask] = encod
 // published yet: a worker that reaches it later passes it (Late). A
 // series' start is missed when it cannot begin in time, and only the
 // worker knows when it could. Coordinator only.
-func (l *Lane) SetStartBy(seq uint32, unixNano int64) { l.startBy[seq&mask] = unixNano }
+func (l *Lane) SetStartBy(seq uint32, unixNano int64) {
+	l.startBy[seq&mask] = unixNano
+	l.items[seq&mask].flags |= itemStartBy
+}
 
 // ClearReady: see SetReady.
 func (l *Lane) ClearReady(seq uint32) { l.readys[seq&mask] = noReady }
@@ -547,13 +550,14 @@ func (l *Lane) Step(env *Env) bool {
 func (l *Lane) runOne() {
 	i := l.next & mask
 	it := &l.items[i]
-	if atomic.LoadUint32(&it.flags)&itemFused != 0 && !l.succeeded(it.parent) {
+	flags := atomic.LoadUint32(&it.flags)
+	if flags&itemFused != 0 && !l.succeeded(it.parent) {
 		atomic.CompareAndSwapUint32(&it.state, Free, Passed) // fails only if revoked
 		l.setOK(l.next, false)
 		l.next++
 		return
 	}
-	if by := l.startBy[i]; by != 0 && l.env.Clock.Now().UnixNano() > by {
+	if flags&itemStartBy != 0 && l.env.Clock.Now().UnixNano() > l.startBy[i] {
 		atomic.CompareAndSwapUint32(&it.state, Free, Late) // fails only if revoked
 		l.setOK(l.next, false)
 		l.next++
