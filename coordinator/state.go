@@ -208,9 +208,9 @@ type state struct {
 	closing bool
 	rseq    uint32
 
-	watches     map[int32][]*watch // WaitTasks calls, by task not final yet (nil: none)
-	skipWatches map[int32][]*watch // ... by Skipped task not settled, whose cause may get worse (rewatch)
-	doneWatches []*watch           // watches whose tasks are all final: answered at the end of the iteration
+	watches     map[int32][]watchRef // WaitTasks calls, by task not final yet (nil: none)
+	skipWatches map[int32][]watchRef // ... by Skipped task not settled, whose cause may get worse (rewatch)
+	doneWatches []*watch             // watches whose tasks are all final: answered at the end of the iteration
 
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 

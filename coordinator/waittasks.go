@@ -104,17 +104,39 @@ type unwatchReq struct{ id uint64 }
 
 // resolve finds the distinct tasks of a WaitTasks call, in the order given.
 func (s *state) resolve(ids []string) ([]int32, error) {
-	var tasks []int32
+	tasks := make([]int32, 0, len(ids))
 	for _, name := range ids {
 		t, ok := s.find(name)
 		if !ok {
 			return nil, &TaskError{ID: name, Err: ErrUnknownTask}
 		}
-		if !containsTask(tasks, t) {
-			tasks = append(tasks, t)
+		tasks = append(tasks, t)
+	}
+	return distinct(tasks), nil
+}
+
+// distinct drops the repeats of a list of tasks, keeping the first of
+// each, in order: by scanning a short list, through a set for a long one
+// (a watch of a 100,000-task batch must not cost n²).
+func distinct(tasks []int32) []int32 {
+	if len(tasks) <= 16 {
+		out := tasks[:0]
+		for i, t := range tasks {
+			if !containsTask(tasks[:i], t) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	seen := make(map[int32]struct{}, len(tasks))
+	out := tasks[:0]
+	for _, t := range tasks {
+		if _, dup := seen[t]; !dup {
+			seen[t] = struct{}{}
+			out = append(out, t)
 		}
 	}
-	return tasks, nil
+	return out
 }
 
 // watch registers a WaitTasks call, or answers it at once.
@@ -131,8 +153,8 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 func (s *state) watchBatch(id uint64, b *submission) {
 	tasks := make([]int32, 0, len(b.tasks))
 	for i := range b.tasks {
-		if t, ok := s.find(b.tasks[i].ID); ok && !containsTask(tasks, t) {
-			tasks = append(tasks, t)
+		if t, ok := s.find(b.tasks[i].ID); ok {
+			tasks = append(tasks, t) // distinct: a batch's IDs are
 		}
 	}
 	s.watchTasks(id, tasks, b.watch)
@@ -149,9 +171,9 @@ func (s *state) watchTasks(id uint64, tasks []int32, reply chan<- error) {
 		}
 		w.left++
 		if s.watches == nil {
-			s.watches = map[int32][]*watch{}
+			s.watches = map[int32][]watchRef{}
 		}
-		s.watches[t] = append(s.watches[t], w)
+		s.watches[t] = append(s.watches[t], watchRef{w, int32(i)})
 		s.hurry(t)
 	}
 	if w.left == 0 {
@@ -179,8 +201,8 @@ func (s *state) watchNow(ids []string) error {
 
 func (s *state) unwatch(id uint64) {
 	for t, ws := range s.watches {
-		for i, w := range ws {
-			if w.id == id {
+		for i, ref := range ws {
+			if ref.w.id == id {
 				ws = append(ws[:i], ws[i+1:]...)
 				break
 			}
@@ -202,26 +224,24 @@ func (s *state) watched(t int32) {
 	ws := s.watches[t]
 	delete(s.watches, t)
 	info, _ := s.infoOf(t)
-	for _, w := range ws {
-		w.set(t, info)
-		if w.left--; w.left == 0 {
-			s.doneWatches = append(s.doneWatches, w)
+	for _, ref := range ws {
+		ref.w.infos[ref.i] = info
+		if ref.w.left--; ref.w.left == 0 {
+			s.doneWatches = append(s.doneWatches, ref.w)
 		}
 	}
 	if info.Status == Skipped && s.hot[t].unmet > 0 {
 		if s.skipWatches == nil {
-			s.skipWatches = map[int32][]*watch{}
+			s.skipWatches = map[int32][]watchRef{}
 		}
 		s.skipWatches[t] = ws
 	}
 }
 
-func (w *watch) set(t int32, info TaskInfo) {
-	for i, wt := range w.tasks {
-		if wt == t {
-			w.infos[i] = info
-		}
-	}
+// watchRef is one task of a watch: the watch, and the task's place in it.
+type watchRef struct {
+	w *watch
+	i int32
 }
 
 // rewatch tells the watches of Skipped task t, not settled, its worse
@@ -236,9 +256,9 @@ func (s *state) rewatch(t int32, gone bool) {
 		return
 	}
 	info, _ := s.infoOf(t)
-	for _, w := range ws {
-		if !w.answered {
-			w.set(t, info)
+	for _, ref := range ws {
+		if !ref.w.answered {
+			ref.w.infos[ref.i] = info
 		}
 	}
 }
