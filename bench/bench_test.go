@@ -266,11 +266,12 @@ func handleGraph(g *Graph) *coordinator.Graph {
 
 // BenchmarkSmallGraphs: from Submit to Wait on a scheduler already
 // running, against the naive design (a goroutine per task), at 100, 1,000
-// and 100,000 tasks. ns/task is per task of the graph.
+// and 100,000 tasks, with and without retention. ns/task is per task of
+// the graph.
 func BenchmarkSmallGraphs(b *testing.B) {
 	for _, n := range []int{100, 1000, 100_000} {
 		for _, g := range Shapes(n)[:5] {
-			for _, d := range []Design{Designs[0], Naive} {
+			for _, d := range []Design{Designs[0], Retained, Naive} {
 				b.Run(fmt.Sprintf("n=%d/%s/%s", n, g.Name, d.Name), func(b *testing.B) {
 					measure(b, d, g, 2, Body{}, false)
 				})

@@ -100,8 +100,24 @@ func attempts(g *Graph, body Body) func(i int) error {
 	}
 }
 
+// Retained is Baton with retention on (WithRetention(0): every task is
+// forgotten as soon as it ends), as a long-lived service runs it; its run
+// submits with SubmitBatch and waits on the batch. Measured on small
+// graphs, ungated.
+var Retained = Design{Name: "baton+retention", prepare: func(g *Graph, w int, b Body, gated bool) (func() error, func()) {
+	return prepareBatonWith(g, w, b, gated, true)
+}}
+
 func prepareBaton(g *Graph, workers int, body Body, gated bool) (func() error, func()) {
-	s, err := coordinator.New(coordinator.WithWorkers(workers))
+	return prepareBatonWith(g, workers, body, gated, false)
+}
+
+func prepareBatonWith(g *Graph, workers int, body Body, gated, retain bool) (func() error, func()) {
+	opts := []coordinator.Option{coordinator.WithWorkers(workers)}
+	if retain {
+		opts = append(opts, coordinator.WithRetention(0))
+	}
+	s, err := coordinator.New(opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -133,6 +149,15 @@ func prepareBaton(g *Graph, workers int, body Body, gated bool) (func() error, f
 			return err
 		}
 		return checkBaton(s, ids)
+	}
+	if !gated && retain {
+		return func() error {
+			b, err := s.SubmitBatch(context.Background(), tasks...)
+			if err != nil {
+				return err
+			}
+			return b.Wait(context.Background())
+		}, stop
 	}
 	if !gated {
 		return func() error {
