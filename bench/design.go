@@ -100,11 +100,15 @@ func attempts(g *Graph, body Body) func(i int) error {
 	}
 }
 
-// Retained is Baton with retention on (WithRetention(0): every task is
-// forgotten as soon as it ends), as a long-lived service runs it; its run
-// submits with SubmitBatch and waits on the batch. Measured on small
-// graphs, ungated.
-var Retained = Design{Name: "baton+retention", prepare: func(g *Graph, w int, b Body, gated bool) (func() error, func()) {
+// Service is Baton as a long-lived service runs it: retention on
+// (WithRetention(0): every task is forgotten as soon as it ends, so that
+// the next run may use the same IDs), each run submitted with SubmitBatch
+// and waited with Batch.Wait. Its run may be called again and again.
+// Ungated only.
+var Service = Design{Name: "baton-service", prepare: func(g *Graph, w int, b Body, gated bool) (func() error, func()) {
+	if gated {
+		panic("bench: Service runs ungated")
+	}
 	return prepareBatonWith(g, w, b, gated, true)
 }}
 

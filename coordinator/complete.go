@@ -256,10 +256,8 @@ func (s *state) finish(t int32, st Status, now time.Time) {
 	s.hot[t].status = st
 	s.pools[s.hot[t].pool].totals.count(st)
 	s.open--
-	if s.watches != nil {
-		if _, ok := s.watches[t]; ok {
-			s.watched(t)
-		}
+	if s.watchedTask(t) {
+		s.watched(t)
 	}
 	if s.retain {
 		s.finalized = append(s.finalized, t)

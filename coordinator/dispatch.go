@@ -314,7 +314,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	// Report until fuse says better: it may release work. Report at once
 	// when someone waits on the outcome: its clock (retry, next run), a
 	// successor in another pool, a subscriber, a WaitTasks call.
-	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || (len(s.watches) > 0 && s.watches[t] != nil)
+	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || s.watchedTask(t)
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, s.hasSuccessors(t), urgent)
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,

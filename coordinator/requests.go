@@ -28,11 +28,6 @@ func (r submitReq) apply(l *loop, now time.Time) {
 		r.reply <- err // nothing is stored
 		return
 	}
-	if r.b.watch != nil {
-		// SubmitBatch: watched from the moment it is stored (retention
-		// may forget a task as soon as it ends; its end is kept here).
-		l.st.watchBatch(l.s.waitSeq.Add(1), r.b)
-	}
 	l.st.submitted(r.b)
 	l.st.later(answer{err: r.reply}) // once committed, on a durable scheduler
 }

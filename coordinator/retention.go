@@ -93,8 +93,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		release(r.link)
 	}
 	s.forgot(t)
-	id := s.key(t)
-	s.ids.Delete(s.ids.Hash(id), t)
+	s.ids.Delete(s.held[t].hash, t)
 	a := &s.arenas[r.arena]
 	if a.live--; a.live == 0 {
 		*a = arena{}

@@ -138,10 +138,11 @@ type arena struct {
 // holds is what retention needs to know of a task, in a slice of its own
 // beside the records, so that schedulers without retention do not pay.
 type holds struct {
-	preds   int32 // predecessors whose ends are not settled (cascade.go): they may still tell it something
-	kids    int32 // retained dependents, whose dependency lists name it
-	refs    int32 // retained Skipped tasks that name it as their cause
-	dropDue bool  // its time is up; dropped once nothing holds it
+	preds   int32  // predecessors whose ends are not settled (cascade.go): they may still tell it something
+	kids    int32  // retained dependents, whose dependency lists name it
+	refs    int32  // retained Skipped tasks that name it as their cause
+	hash    uint32 // its ID's hash: dropping it need not read the ID again
+	dropDue bool   // its time is up; dropped once nothing holds it
 }
 
 type retention struct {
@@ -208,9 +209,7 @@ type state struct {
 	closing bool
 	rseq    uint32
 
-	watches     map[int32][]watchRef // WaitTasks calls, by task not final yet (nil: none)
-	skipWatches map[int32][]watchRef // ... by Skipped task not settled, whose cause may get worse (rewatch)
-	doneWatches []*watch             // watches whose tasks are all final: answered at the end of the iteration
+	watchers // WaitTasks calls and Batches (waittasks.go)
 
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 

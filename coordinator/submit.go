@@ -78,6 +78,12 @@ func (s *state) submit(b *submission, now time.Time) error {
 	if s.dur != nil && s.dur.restoring {
 		return nil // restore lays the stored states over the graph (restore.go)
 	}
+	if b.watch != nil {
+		// SubmitBatch: watched from the moment it is stored, before any
+		// task of it can end (retention may forget a task as soon as it
+		// ends; its end is kept in the watch).
+		s.watchTasks(0, slices.Clone(sb.idx), b.watch)
+	}
 	s.settleBatch(sb.idx, ended, now)
 	return nil
 }
@@ -273,11 +279,14 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 		r, hr := sb.record(i, a, now)
 		if i < reused {
 			s.tasks[idx[i]], s.hot[idx[i]] = r, hr
+			if s.retain {
+				s.held[idx[i]].hash = sb.hashes[i]
+			}
 		} else {
 			s.tasks = append(s.tasks, r)
 			s.hot = append(s.hot, hr)
 			if s.retain {
-				s.held = append(s.held, holds{})
+				s.held = append(s.held, holds{hash: sb.hashes[i]})
 			}
 		}
 	}

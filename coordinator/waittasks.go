@@ -1,9 +1,11 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -90,17 +92,77 @@ func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
 	}
 }
 
-// watch is one WaitTasks call.
+// watch is one WaitTasks call, or one Batch.
 type watch struct {
 	id       uint64
-	tasks    []int32    // the distinct listed tasks, in the order given
-	infos    []TaskInfo // each one's end, once final
-	left     int        // tasks not final yet
+	tasks    []int32  // the distinct listed tasks, in the order given
+	left     int      // tasks not final yet
+	bad      []badEnd // the listed tasks that ended other than Succeeded, in the order they ended
 	reply    chan<- error
-	answered bool // its answer is out: rewatch leaves it
+	answered bool // its answer is out, or nobody waits for it any more: rewatch leaves it
+}
+
+// badEnd is how a listed task ended, when not Succeeded: a success costs
+// a watch nothing but a count.
+type badEnd struct {
+	at   int32 // its place in watch.tasks
+	info TaskInfo
 }
 
 type unwatchReq struct{ id uint64 }
+
+// watchRef is one task of a watch: the watch, and the task's place in it,
+// in the list of the task's watches (state.watchOf).
+type watchRef struct {
+	w    *watch
+	at   int32 // the task's place in w.tasks
+	next int32 // the next ref of the same task, index+1 in state.wrefs (0: none)
+}
+
+// skipRef is a watch told of a Skipped task whose cause may still get
+// worse: the entry of w.bad to update.
+type skipRef struct {
+	w   *watch
+	bad int32
+}
+
+// watchers is what the state keeps of WaitTasks calls and Batches. A
+// watched task costs an entry in a reused slice, not a map entry of its
+// own: a Batch of 100,000 tasks is watched in two flat arrays.
+type watchers struct {
+	watchOf []int32           // per task (parallel to tasks, grown on first use): its first ref, index+1 in wrefs (0: not watched)
+	wrefs   []watchRef        // refs, linked per task; free ones linked from free
+	free    int32             // the first free ref, index+1 (0: none)
+	open    map[uint64]*watch // watches not answered, by id (unwatch)
+	skips   map[int32][]skipRef
+	done    []*watch // watches whose tasks are all final: answered at the end of the iteration
+}
+
+func (ws *watchers) watchedTask(t int32) bool {
+	return int(t) < len(ws.watchOf) && ws.watchOf[t] != 0
+}
+
+// link adds w's task at place at, task t, to t's list.
+func (ws *watchers) link(t int32, w *watch, at int32) {
+	ref := watchRef{w: w, at: at, next: ws.watchOf[t]}
+	var r int32
+	if r = ws.free; r != 0 {
+		ws.free = ws.wrefs[r-1].next
+		ws.wrefs[r-1] = ref
+	} else {
+		ws.wrefs = append(ws.wrefs, ref)
+		r = int32(len(ws.wrefs))
+	}
+	ws.watchOf[t] = r
+}
+
+// release frees ref r (index+1) and returns the next ref of its list.
+func (ws *watchers) release(r int32) int32 {
+	next := ws.wrefs[r-1].next
+	ws.wrefs[r-1] = watchRef{next: ws.free}
+	ws.free = r
+	return next
+}
 
 // resolve finds the distinct tasks of a WaitTasks call, in the order given.
 func (s *state) resolve(ids []string) ([]int32, error) {
@@ -121,8 +183,8 @@ func (s *state) resolve(ids []string) ([]int32, error) {
 func distinct(tasks []int32) []int32 {
 	if len(tasks) <= 16 {
 		out := tasks[:0]
-		for i, t := range tasks {
-			if !containsTask(tasks[:i], t) {
+		for _, t := range tasks {
+			if !containsTask(out, t) {
 				out = append(out, t)
 			}
 		}
@@ -149,36 +211,37 @@ func (s *state) watch(id uint64, ids []string, reply chan<- error) {
 	s.watchTasks(id, tasks, reply)
 }
 
-// watchBatch registers a watch of a batch submit has just stored.
-func (s *state) watchBatch(id uint64, b *submission) {
-	tasks := make([]int32, 0, len(b.tasks))
-	for i := range b.tasks {
-		if t, ok := s.find(b.tasks[i].ID); ok {
-			tasks = append(tasks, t) // distinct: a batch's IDs are
-		}
-	}
-	s.watchTasks(id, tasks, b.watch)
-}
-
-// watchTasks registers a watch of distinct tasks, or answers it at once.
+// watchTasks registers a watch of distinct tasks, or answers it at once;
+// id 0 is a Batch's, which nobody unwatches. The watch owns tasks.
 func (s *state) watchTasks(id uint64, tasks []int32, reply chan<- error) {
+	ws := &s.watchers
 	w := &watch{id: id, reply: reply, tasks: tasks}
-	w.infos = make([]TaskInfo, len(w.tasks))
+	if n := len(s.tasks); len(ws.watchOf) < n {
+		ws.watchOf = append(ws.watchOf, make([]int32, n-len(ws.watchOf))...)
+	}
 	for i, t := range w.tasks {
-		if s.hot[t].status.Final() {
-			w.infos[i], _ = s.infoOf(t)
+		if st := s.hot[t].status; st.Final() {
+			if st != Succeeded {
+				info, _ := s.infoOf(t)
+				w.bad = append(w.bad, badEnd{int32(i), info})
+			}
 			continue
 		}
 		w.left++
-		if s.watches == nil {
-			s.watches = map[int32][]watchRef{}
-		}
-		s.watches[t] = append(s.watches[t], watchRef{w, int32(i)})
+		ws.link(t, w, int32(i))
 		s.hurry(t)
 	}
 	if w.left == 0 {
-		s.doneWatches = append(s.doneWatches, w)
+		ws.done = append(ws.done, w)
+		return
 	}
+	if id == 0 {
+		return // a Batch: nobody unwatches it
+	}
+	if ws.open == nil {
+		ws.open = map[uint64]*watch{}
+	}
+	ws.open[id] = w
 }
 
 // watchNow answers a WaitTasks call on the state a stopped loop left, whose
@@ -192,73 +255,86 @@ func (s *state) watchNow(ids []string) error {
 	if s.dur != nil && s.dur.failed != nil {
 		return s.dur.failed // the ends in memory were not all committed
 	}
-	w := watch{tasks: tasks, infos: make([]TaskInfo, len(tasks))}
+	w := watch{tasks: tasks}
 	for i, t := range tasks {
-		w.infos[i], _ = s.infoOf(t)
+		if info, _ := s.infoOf(t); info.Status != Succeeded {
+			w.bad = append(w.bad, badEnd{int32(i), info})
+		}
 	}
 	return w.result()
 }
 
+// unwatch forgets a WaitTasks call whose context ended.
 func (s *state) unwatch(id uint64) {
-	for t, ws := range s.watches {
-		for i, ref := range ws {
-			if ref.w.id == id {
-				ws = append(ws[:i], ws[i+1:]...)
+	ws := &s.watchers
+	w := ws.open[id]
+	if w == nil {
+		return // answered already
+	}
+	delete(ws.open, id)
+	w.answered = true
+	for _, t := range w.tasks {
+		prev := &ws.watchOf[t]
+		for r := *prev; r != 0; r = *prev {
+			if ws.wrefs[r-1].w == w {
+				*prev = ws.release(r)
 				break
 			}
-		}
-		if len(ws) == 0 {
-			delete(s.watches, t)
-		} else {
-			s.watches[t] = ws
+			prev = &ws.wrefs[r-1].next
 		}
 	}
 }
 
-// watched records the end of t, which is watched: its info is taken now,
-// before retention may forget it, and a watch with nothing left is
+// watched records the end of t, which is watched: how it ended is taken
+// now, before retention may forget it, and a watch with nothing left is
 // answered at the end of the iteration (answerWatches). A Skipped task's
 // cause may still get worse until it is settled (cascade.go): its
 // watches are told (rewatch).
 func (s *state) watched(t int32) {
-	ws := s.watches[t]
-	delete(s.watches, t)
-	info, _ := s.infoOf(t)
-	for _, ref := range ws {
-		ref.w.infos[ref.i] = info
-		if ref.w.left--; ref.w.left == 0 {
-			s.doneWatches = append(s.doneWatches, ref.w)
-		}
+	ws := &s.watchers
+	r := ws.watchOf[t]
+	ws.watchOf[t] = 0
+	st := s.hot[t].status
+	var info TaskInfo
+	if st != Succeeded {
+		info, _ = s.infoOf(t)
 	}
-	if info.Status == Skipped && s.hot[t].unmet > 0 {
-		if s.skipWatches == nil {
-			s.skipWatches = map[int32][]watchRef{}
+	unsettled := st == Skipped && s.hot[t].unmet > 0
+	for r != 0 {
+		ref := &ws.wrefs[r-1]
+		w := ref.w
+		if st != Succeeded {
+			w.bad = append(w.bad, badEnd{ref.at, info})
+			if unsettled {
+				if ws.skips == nil {
+					ws.skips = map[int32][]skipRef{}
+				}
+				ws.skips[t] = append(ws.skips[t], skipRef{w, int32(len(w.bad) - 1)})
+			}
 		}
-		s.skipWatches[t] = ws
+		if w.left--; w.left == 0 {
+			ws.done = append(ws.done, w)
+			delete(ws.open, w.id)
+		}
+		r = ws.release(r)
 	}
-}
-
-// watchRef is one task of a watch: the watch, and the task's place in it.
-type watchRef struct {
-	w *watch
-	i int32
 }
 
 // rewatch tells the watches of Skipped task t, not settled, its worse
 // cause; once t is settled (gone: true) its cause is final.
 func (s *state) rewatch(t int32, gone bool) {
-	ws, ok := s.skipWatches[t]
+	refs, ok := s.watchers.skips[t]
 	if !ok {
 		return
 	}
 	if gone {
-		delete(s.skipWatches, t)
+		delete(s.watchers.skips, t)
 		return
 	}
 	info, _ := s.infoOf(t)
-	for _, ref := range ws {
+	for _, ref := range refs {
 		if !ref.w.answered {
-			ref.w.infos[ref.i] = info
+			ref.w.bad[ref.bad].info = info
 		}
 	}
 }
@@ -268,23 +344,25 @@ func (s *state) rewatch(t int32, gone bool) {
 // that got worse in a cascade after the last end included). On a durable
 // scheduler the answer waits for the commit (answer).
 func (s *state) answerWatches() {
-	for _, w := range s.doneWatches {
+	ws := &s.watchers
+	for _, w := range ws.done {
 		w.answered = true
 		s.answer(w.reply, w.result())
 	}
-	clear(s.doneWatches)
-	s.doneWatches = s.doneWatches[:0]
+	clear(ws.done)
+	ws.done = ws.done[:0]
 }
 
+// result is the watch's answer: nil, or the tasks that did not succeed in
+// the order given.
 func (w *watch) result() error {
-	var bad []TaskInfo
-	for _, ti := range w.infos {
-		if ti.Status != Succeeded {
-			bad = append(bad, ti)
-		}
-	}
-	if bad == nil {
+	if len(w.bad) == 0 {
 		return nil
+	}
+	slices.SortFunc(w.bad, func(a, b badEnd) int { return cmp.Compare(a.at, b.at) })
+	bad := make([]TaskInfo, len(w.bad))
+	for i := range w.bad {
+		bad[i] = w.bad[i].info
 	}
 	return &TasksError{Tasks: bad}
 }
