@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -156,5 +158,47 @@ func TestOutboxAnswersWaitTasks(t *testing.T) {
 	var te *TasksError
 	if err := <-reply; !errors.As(err, &te) || len(te.Tasks) != 2 || te.Tasks[1].Cause != "a" {
 		t.Fatalf("WaitTasks' answer = %v; want a failed, b skipped because of a", err)
+	}
+}
+
+// Watches of the same tasks are independent: forgetting some (their
+// callers' contexts ended) leaves the others to be answered, in the order
+// each listed its tasks, and the refs they used are reused, not grown.
+func TestWatchesOfTheSameTasks(t *testing.T) {
+	r := newRig(1)
+	r.submit(t, Task{ID: "a", Run: fail}, Task{ID: "b", Run: noop, Deps: []string{"a"}}, Task{ID: "c", Run: noop})
+	for round := range 100 {
+		r.s.watch(uint64(10+round), []string{"c", "b", "a"}, make(chan error, 1))
+		r.s.unwatch(uint64(10 + round))
+	}
+	if n := len(r.s.wrefs); n > 3 {
+		t.Fatalf("100 watches made and forgotten left %d refs; want at most 3, reused", n)
+	}
+	first, second := make(chan error, 1), make(chan error, 1)
+	r.s.watch(1, []string{"b", "a", "c"}, first)
+	r.s.watch(2, []string{"a", "c"}, make(chan error, 1))
+	r.s.watch(3, []string{"c", "a", "b", "a"}, second)
+	r.s.unwatch(2)
+	r.s.unwatch(2) // twice: nothing more
+	r.runAll(t, 10)
+	for _, w := range []struct {
+		reply chan error
+		want  string
+	}{{first, "b a"}, {second, "a b"}} {
+		var te *TasksError
+		if err := <-w.reply; !errors.As(err, &te) {
+			t.Fatalf("answer = %v; want a *TasksError", err)
+		} else {
+			var ids []string
+			for _, ti := range te.Tasks {
+				ids = append(ids, ti.ID)
+			}
+			if got := strings.Join(ids, " "); got != w.want {
+				t.Errorf("TasksError lists %q; want %q (the order given)", got, w.want)
+			}
+		}
+	}
+	if len(r.s.byID) != 0 || slices.ContainsFunc(r.s.watchOf, func(x int32) bool { return x != 0 }) {
+		t.Errorf("answered watches left behind: byID %v, watchOf %v", r.s.byID, r.s.watchOf)
 	}
 }

@@ -130,12 +130,12 @@ type skipRef struct {
 // watched task costs an entry in a reused slice, not a map entry of its
 // own: a Batch of 100,000 tasks is watched in two flat arrays.
 type watchers struct {
-	watchOf []int32           // per task (parallel to tasks, grown on first use): its first ref, index+1 in wrefs (0: not watched)
-	wrefs   []watchRef        // refs, linked per task; free ones linked from free
-	free    int32             // the first free ref, index+1 (0: none)
-	open    map[uint64]*watch // watches not answered, by id (unwatch)
-	skips   map[int32][]skipRef
-	done    []*watch // watches whose tasks are all final: answered at the end of the iteration
+	watchOf []int32             // per task (parallel to tasks, grown on first use): its first ref, index+1 in wrefs (0: not watched)
+	wrefs   []watchRef          // refs, linked per task; free ones linked from free
+	free    int32               // the first free ref, index+1 (0: none)
+	byID    map[uint64]*watch   // WaitTasks watches not answered, by id (unwatch); a Batch is not here
+	skips   map[int32][]skipRef // by Skipped task not settled: the watches its worse cause updates (rewatch)
+	done    []*watch            // watches whose tasks are all final: answered at the end of the iteration
 }
 
 func (ws *watchers) watchedTask(t int32) bool {
@@ -238,10 +238,10 @@ func (s *state) watchTasks(id uint64, tasks []int32, reply chan<- error) {
 	if id == 0 {
 		return // a Batch: nobody unwatches it
 	}
-	if ws.open == nil {
-		ws.open = map[uint64]*watch{}
+	if ws.byID == nil {
+		ws.byID = map[uint64]*watch{}
 	}
-	ws.open[id] = w
+	ws.byID[id] = w
 }
 
 // watchNow answers a WaitTasks call on the state a stopped loop left, whose
@@ -267,11 +267,11 @@ func (s *state) watchNow(ids []string) error {
 // unwatch forgets a WaitTasks call whose context ended.
 func (s *state) unwatch(id uint64) {
 	ws := &s.watchers
-	w := ws.open[id]
+	w := ws.byID[id]
 	if w == nil {
 		return // answered already
 	}
-	delete(ws.open, id)
+	delete(ws.byID, id)
 	w.answered = true
 	for _, t := range w.tasks {
 		prev := &ws.watchOf[t]
@@ -314,7 +314,7 @@ func (s *state) watched(t int32) {
 		}
 		if w.left--; w.left == 0 {
 			ws.done = append(ws.done, w)
-			delete(ws.open, w.id)
+			delete(ws.byID, w.id)
 		}
 		r = ws.release(r)
 	}
