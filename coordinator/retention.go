@@ -103,6 +103,6 @@ func (s *state) drop(t int32, work []int32) []int32 {
 	s.hot[t] = hot{status: dropped}
 	*s.spec(t) = lane.Spec{}
 	s.held[t] = holds{}
-	s.recFree = append(s.recFree, t)
+	s.recFree.add(t)
 	return work
 }

@@ -25,7 +25,7 @@ import (
 //	timers.go     the delayed set: delays, backoffs, series' starts
 //	schedule.go   series: first and next starts, what is missed
 //	cancel.go     Cancel, Shutdown, status and Info
-//	retention.go  forgetting final tasks
+//	retention.go  forgetting final tasks; freerecs.go, their records reused
 //	durable.go    what a durable scheduler writes; restore.go, coming back
 //	waittasks.go  WaitTasks and Batch watches
 //
@@ -252,7 +252,7 @@ type state struct {
 	settledEnds []int32 // settled since the last settle (cascade.go): they no longer hold their successors
 	expiry      []retention
 	expHead     int
-	recFree     []int32 // dropped records, reused by submit
+	recFree     freeRecs // dropped records, reused by submit, lowest first
 }
 
 func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Rand) *state {

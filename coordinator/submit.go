@@ -109,13 +109,10 @@ type batchBuild struct {
 // specs.
 func (s *state) newBatchBuild(b *submission) *batchBuild {
 	n := len(b.tasks)
-	sb := &batchBuild{s: s, b: b, reused: min(len(s.recFree), n), base: int32(len(s.tasks)), idx: make([]int32, n)}
-	for i := range sb.idx {
-		if i < sb.reused {
-			sb.idx[i] = s.recFree[len(s.recFree)-1-i]
-		} else {
-			sb.idx[i] = sb.base + int32(i-sb.reused)
-		}
+	sb := &batchBuild{s: s, b: b, reused: min(s.recFree.n, n), base: int32(len(s.tasks)), idx: make([]int32, n)}
+	s.recFree.lowest(sb.idx[:sb.reused])
+	for i := sb.reused; i < n; i++ {
+		sb.idx[i] = sb.base + int32(i-sb.reused)
 	}
 	s.specs.Grow(sb.base + int32(n-sb.reused))
 	for i := range b.tasks {
@@ -269,7 +266,7 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 	sb.nd, sb.sstart = nd, sstart
 	a := s.newArena(edges, int32(n))
 
-	s.recFree = s.recFree[:len(s.recFree)-reused]
+	s.recFree.take(idx[:reused])
 	s.tasks = slices.Grow(s.tasks, n-reused)
 	s.hot = slices.Grow(s.hot, n-reused)
 	if s.retain {
