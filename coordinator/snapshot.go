@@ -24,6 +24,11 @@ type SnapshotFilter struct {
 	// Descendants adds every task that depends on a root, directly or
 	// not: what waits for them.
 	Descendants bool
+	// Depth, if positive, limits Ancestors and Descendants to the tasks
+	// at most Depth dependency edges away from a root: 1 takes the
+	// direct dependencies (or dependents), 2 theirs too, and so on. A
+	// neighbourhood costs what it visits, however deep the graph is.
+	Depth int
 	// Statuses, if not empty, keeps only the tasks in one of these
 	// statuses (applied after Roots, Ancestors and Descendants).
 	Statuses []Status
@@ -180,7 +185,7 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 	// One walk per direction, each from the roots: an ancestor's other
 	// dependents, or a descendant's other dependencies, are neither.
 	if f.Ancestors {
-		s.walk(roots, picked, func(t int32, visit func(int32)) {
+		s.walk(roots, f.Depth, picked, func(t int32, visit func(int32)) {
 			r := &s.tasks[t]
 			for _, d := range s.edges(r, r.deps) {
 				visit(d)
@@ -188,7 +193,7 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 		})
 	}
 	if f.Descendants {
-		s.walk(roots, picked, func(t int32, visit func(int32)) {
+		s.walk(roots, f.Depth, picked, func(t int32, visit func(int32)) {
 			for k := range s.successors(t) {
 				// A dependent forgotten by retention may have left its
 				// place to an unrelated task: check it still names t.
@@ -202,24 +207,28 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 }
 
 // walk adds to picked every task next reaches from roots, transitively,
-// with a worklist (a deep chain must not recurse).
-func (s *state) walk(roots []int32, picked bitset, next func(t int32, visit func(int32))) {
+// with a worklist (a deep chain must not recurse). With depth > 0 it goes
+// at most depth steps from the roots: breadth first, one level at a time,
+// so that a task is reached by its shortest way.
+func (s *state) walk(roots []int32, depth int, picked bitset, next func(t int32, visit func(int32))) {
 	seen := newBitset(len(s.hot))
-	work := slices.Clone(roots)
+	level := slices.Clone(roots)
 	for _, t := range roots {
 		seen.set(t)
 	}
+	var found []int32
 	visit := func(t int32) {
 		if !seen.has(t) && s.hot[t].status != dropped {
 			seen.set(t)
 			picked.set(t)
-			work = append(work, t)
+			found = append(found, t)
 		}
 	}
-	for len(work) > 0 {
-		t := work[len(work)-1]
-		work = work[:len(work)-1]
-		next(t, visit)
+	for d := 0; len(level) > 0 && (depth <= 0 || d < depth); d++ {
+		for _, t := range level {
+			next(t, visit)
+		}
+		level, found = found, level[:0]
 	}
 }
 

@@ -85,6 +85,14 @@ func TestSnapshot(t *testing.T) {
 		{"statuses", coordinator.SnapshotFilter{Statuses: []coordinator.Status{coordinator.Running, coordinator.Pending}},
 			"test:running package:pending | test->package"},
 		{"limit", coordinator.SnapshotFilter{Limit: 2}, "fetch:succeeded build:succeeded | fetch->build"},
+		{"depth 1 up", coordinator.SnapshotFilter{Roots: []string{"package"}, Ancestors: true, Depth: 1},
+			"test:running package:pending | test->package"},
+		{"depth 2 up", coordinator.SnapshotFilter{Roots: []string{"package"}, Ancestors: true, Depth: 2},
+			"build:succeeded test:running package:pending | build->test test->package"},
+		{"depth 1 both", coordinator.SnapshotFilter{Roots: []string{"build"}, Ancestors: true, Descendants: true, Depth: 1},
+			"fetch:succeeded build:succeeded test:running | fetch->build build->test"},
+		{"depth past the ends", coordinator.SnapshotFilter{Roots: []string{"build"}, Descendants: true, Depth: 9},
+			"build:succeeded test:running package:pending | build->test test->package"},
 	}
 	for _, c := range cases {
 		g, err := s.Snapshot(ctx, c.f)
@@ -120,6 +128,43 @@ func TestSnapshot(t *testing.T) {
 	g, err := s.Snapshot(ctx, coordinator.SnapshotFilter{Roots: []string{"package"}})
 	if err != nil || describe(g) != "package:succeeded |" {
 		t.Errorf("after Shutdown: %v, %v; want package succeeded", describe(g), err)
+	}
+}
+
+// Depth counts the shortest way from a root: a task both one and three
+// edges away is in a neighbourhood of depth 1.
+func TestSnapshotDepthShortestWay(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(1))
+	gate := make(chan struct{})
+	defer close(gate)
+	wait := func(context.Context) error { <-gate; return nil }
+	err := s.Submit(
+		coordinator.Task{ID: "a", Run: wait},
+		coordinator.Task{ID: "b", Run: wait, Deps: []string{"a"}},
+		coordinator.Task{ID: "c", Run: wait, Deps: []string{"b"}},
+		coordinator.Task{ID: "d", Run: wait, Deps: []string{"c", "a"}},
+		coordinator.Task{ID: "e", Run: wait, Deps: []string{"d"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{Roots: []string{"a"}, Descendants: true, Depth: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(g *coordinator.Snapshot) string {
+		var ids []string
+		for _, task := range g.Tasks {
+			ids = append(ids, task.ID)
+		}
+		return strings.Join(ids, " ")
+	}
+	if got, want := ids(g), "a b c d e"; got != want {
+		t.Errorf("Snapshot(a, Descendants, Depth 2) = %s; want %s", got, want)
+	}
+	g, _ = s.Snapshot(context.Background(), coordinator.SnapshotFilter{Roots: []string{"a"}, Descendants: true, Depth: 1})
+	if got, want := ids(g), "a b d"; got != want {
+		t.Errorf("Snapshot(a, Descendants, Depth 1) = %s; want %s", got, want)
 	}
 }
 
