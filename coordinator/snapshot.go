@@ -54,9 +54,10 @@ type SnapshotTask struct {
 	Status   Status
 	Pool     string // "" for the default pool
 	Priority int
-	Attempts int    // attempts made in the current (or last) run
-	Runs     int    // runs finished successfully
-	Cause    string // for Skipped: the upstream task to blame, as TaskInfo.Cause
+	When     Trigger // its trigger rule (Task.When)
+	Attempts int     // attempts made in the current (or last) run
+	Runs     int     // runs finished successfully
+	Cause    string  // for Skipped: the upstream task to blame, as TaskInfo.Cause
 }
 
 // Edge says that task To depends on task From: From must end (succeed,
@@ -156,7 +157,7 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	for i, t := range order {
 		ti, _ := s.infoOf(t)
 		snap.Tasks[i] = SnapshotTask{ID: ti.ID, Status: ti.Status, Pool: ti.Pool, Priority: ti.Priority,
-			Attempts: ti.Attempts, Runs: ti.Runs, Cause: ti.Cause}
+			When: ti.When, Attempts: ti.Attempts, Runs: ti.Runs, Cause: ti.Cause}
 		r := &s.tasks[t]
 		for _, d := range s.edges(r, r.deps) {
 			if in.has(d) {

@@ -391,3 +391,34 @@ func TestCountsNeverShowMoreRunningThanWorkers(t *testing.T) {
 		}
 	}
 }
+
+// Info and Snapshot report each task's trigger rule.
+func TestInfoAndSnapshotReportWhen(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(1))
+	gate := make(chan struct{})
+	defer close(gate)
+	wait := func(context.Context) error { <-gate; return nil }
+	err := s.Submit(
+		coordinator.Task{ID: "a", Run: wait},
+		coordinator.Task{ID: "cleanup", Run: wait, Deps: []string{"a"}, When: coordinator.AllDone},
+		coordinator.Task{ID: "alert", Run: wait, Deps: []string{"a"}, When: coordinator.AnyFailed},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]coordinator.Trigger{"a": coordinator.AllSucceeded, "cleanup": coordinator.AllDone, "alert": coordinator.AnyFailed}
+	for id, w := range want {
+		if info, _ := s.Info(id); info.When != w {
+			t.Errorf("Info(%q).When = %v; want %v", id, info.When, w)
+		}
+	}
+	g, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range g.Tasks {
+		if task.When != want[task.ID] {
+			t.Errorf("Snapshot task %q: When = %v; want %v", task.ID, task.When, want[task.ID])
+		}
+	}
+}

@@ -276,11 +276,12 @@ type TaskInfo struct {
 	Status   Status
 	Pool     string
 	Priority int
-	Attempts int    // attempts made in the current (or last) run
-	Runs     int    // runs finished successfully
-	Err      error  // the last attempt's error, if it failed; for Cancelled: ErrCancelled or ErrClosed
-	Cause    string // for Skipped: the upstream task to blame, of the worst end (see Trigger); "" when its own rule was not met
-	Result   any    // what the last successful attempt recorded with SetResult
+	When     Trigger // its trigger rule (Task.When)
+	Attempts int     // attempts made in the current (or last) run
+	Runs     int     // runs finished successfully
+	Err      error   // the last attempt's error, if it failed; for Cancelled: ErrCancelled or ErrClosed
+	Cause    string  // for Skipped: the upstream task to blame, of the worst end (see Trigger); "" when its own rule was not met
+	Result   any     // what the last successful attempt recorded with SetResult
 }
 
 // Errors returned by Submit, wrapped in a *TaskError naming the task
