@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/batonhq/baton/actor"
@@ -71,6 +72,15 @@ func (s *Scheduler) Counts() Counts {
 // pool); every pool is listed, with zero counts if it holds no task.
 func (s *Scheduler) CountsByPool() map[string]Counts {
 	return s.census(func(st *state, now time.Time) census { return st.census(true, noStatus, 0, now) }).pools
+}
+
+// PoolSizes returns the number of workers of each pool, keyed by pool
+// name ("" is the default pool), as WithWorkers and WithPool set them;
+// every pool is listed. The sizes never change, so PoolSizes does not
+// block and asks the coordinator nothing. Safe for concurrent use; the
+// same after Shutdown. The map is the caller's.
+func (s *Scheduler) PoolSizes() map[string]int {
+	return maps.Clone(s.sizes)
 }
 
 // Tasks returns the IDs of the tasks in status st, in no particular order,

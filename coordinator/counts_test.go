@@ -3,12 +3,14 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
 )
 
 // Counts, CountsByPool and Tasks agree with Info, task by task, in every
@@ -122,4 +124,20 @@ func TestCountsForgetWithRetention(t *testing.T) {
 			t.Fatalf("Counts = %+v after retention; want none", c)
 		}
 	})
+}
+
+func TestPoolSizes(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(3), coordinator.WithPool("gpu", 2, worker.Func{}))
+	want := map[string]int{"": 3, "gpu": 2}
+	got := s.PoolSizes()
+	if !maps.Equal(got, want) {
+		t.Fatalf("PoolSizes() = %v; want %v", got, want)
+	}
+	got["gpu"] = 99 // the caller's map
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.PoolSizes(); !maps.Equal(got, want) {
+		t.Errorf("PoolSizes() after Shutdown = %v; want %v", got, want)
+	}
 }

@@ -23,6 +23,7 @@ import (
 type Scheduler struct {
 	clk     clock.Clock              // immutable
 	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
+	sizes   map[string]int           // immutable: pool name -> its number of workers (PoolSizes)
 	hook    func(time.Time)          // immutable; only for testing
 	taskLog bool                     // immutable: write task-life logs to log
 	log     *slog.Logger             // immutable
@@ -105,6 +106,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{
 		clk:      cfg.clock,
 		workers:  map[string]worker.Worker{"": worker.Func{}},
+		sizes:    make(map[string]int, 1+len(cfg.pools)),
 		hook:     cfg.armed,
 		log:      cfg.logger,
 		taskLog:  cfg.taskLog,
@@ -130,6 +132,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		}
 		pools[i] = poolState{name: p.name, size: p.size, maxTarget: cfg.testMaxBatch}
 		sizes[i] = p.size
+		s.sizes[p.name] = p.size
 		total += p.size
 	}
 	s.reports = make(chan lane.Report, 2*total)
