@@ -1,0 +1,179 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/benbjohnson/clock"
+)
+
+// ErrReadOnly is the error of an action (such as a cancel) asked of a
+// dashboard made WithReadOnly: it answers 403 Forbidden with this text and
+// changes nothing.
+var ErrReadOnly = errors.New("dashboard: read-only: actions are turned off")
+
+// Dashboard is an http.Handler that shows and steers one scheduler.
+// Create it with New and mount it on a mux; Close ends its subscription.
+// All methods are safe for concurrent use.
+type Dashboard struct {
+	s   *coordinator.Scheduler // immutable
+	cfg config                 // immutable
+	rec *recorder
+	h   http.Handler // immutable: the routes, wrapped
+
+	unsub     func()        // ends the subscription
+	closed    chan struct{} // closed by Close: live streams end
+	closeOnce sync.Once
+
+	ovMu     sync.Mutex // guards ov, ovAt, ovEvents
+	ov       *overviewView
+	ovAt     time.Time
+	ovEvents uint64
+}
+
+// Option configures a Dashboard.
+type Option func(*config)
+
+type config struct {
+	prefix     string        // "" or "/admin/baton": no trailing slash
+	readOnly   bool          // no actions
+	clk        clock.Clock   // the dashboard's time: live-update pacing, "running for"
+	interval   time.Duration // at least this long between two live updates of a page
+	refresh    time.Duration // a live page is updated at least this often, events or not
+	graphLimit int           // most tasks a graph draws
+	recent     int           // attempts the recorder keeps
+	failed     int           // failed attempts it keeps besides
+}
+
+// WithPrefix serves the dashboard under a path prefix, such as
+// "/admin/baton": mount it with mux.Handle("/admin/baton/", d). Every link
+// the pages make starts with it. A trailing slash is ignored; the default
+// is the root, "/".
+func WithPrefix(prefix string) Option {
+	return func(c *config) {
+		prefix = "/" + strings.Trim(prefix, "/")
+		if prefix == "/" {
+			prefix = ""
+		}
+		c.prefix = prefix
+	}
+}
+
+// WithReadOnly turns every action off: the pages show no buttons, and a
+// POST that asks for one answers 403 Forbidden (ErrReadOnly) and changes
+// nothing.
+func WithReadOnly() Option {
+	return func(c *config) { c.readOnly = true }
+}
+
+// WithClock sets the clock the dashboard paces its live updates with and
+// measures "running for" against (default: the real clock). Give it the
+// clock the scheduler was given with coordinator.WithClock, if any: the
+// attempts' start times are the scheduler's.
+func WithClock(c clock.Clock) Option {
+	return func(cfg *config) {
+		if c != nil {
+			cfg.clk = c
+		}
+	}
+}
+
+// WithUpdateInterval sets how long a live page waits at least between two
+// updates (default 250ms): however many events the scheduler decides,
+// each open page costs at most one update per interval. A page is updated
+// at least every 2s, or every interval if that is longer, events or not,
+// so that tasks submitted (which send no event) show up.
+func WithUpdateInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.interval = d
+		}
+	}
+}
+
+// WithGraphLimit sets the most tasks the graph page draws at once
+// (default 300; the browser lays out a few hundred tasks in well under a
+// second). A larger graph is cut, and the page says so.
+func WithGraphLimit(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.graphLimit = n
+		}
+	}
+}
+
+// WithHistory sets how many ended attempts the dashboard remembers for the
+// task pages' attempt lists: recent of every outcome (default 65,536) and,
+// besides, failed of those that failed or were cancelled (default 8,192),
+// so that failures are remembered longer than successes. Each costs about
+// 100 bytes.
+func WithHistory(recent, failed int) Option {
+	return func(c *config) {
+		if recent > 0 {
+			c.recent = recent
+		}
+		if failed > 0 {
+			c.failed = failed
+		}
+	}
+}
+
+// New returns a dashboard of s. It subscribes to s's events at once, so
+// that it knows when each attempt started and how each ended, and keeps
+// that subscription until Close or s's Shutdown; it starts no goroutine
+// of its own (the subscription's callback runs on s's goroutine for it,
+// and each open live page on its request's goroutine). New blocks for a
+// round trip to s's coordinator. On a scheduler already shut down, the
+// pages show its final state.
+//
+// Mount it where its prefix says (WithPrefix), wrapped in your own
+// authentication middleware: the dashboard has no users of its own, and
+// anyone who reaches it can cancel tasks unless it is WithReadOnly.
+// It refuses a state-changing request that a browser says comes from
+// another site (http.CrossOriginProtection).
+//
+// New panics if s is nil.
+func New(s *coordinator.Scheduler, opts ...Option) *Dashboard {
+	if s == nil {
+		panic("dashboard: New with a nil scheduler")
+	}
+	cfg := config{
+		clk:        clock.New(),
+		interval:   250 * time.Millisecond,
+		graphLimit: 300,
+		recent:     defaultRecent,
+		failed:     defaultFailed,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg.refresh = max(2*time.Second, cfg.interval)
+	d := &Dashboard{s: s, cfg: cfg, rec: newRecorder(cfg.recent, cfg.failed), closed: make(chan struct{})}
+	d.unsub = s.Subscribe(d.rec.record)
+	d.h = d.routes()
+	return d
+}
+
+// ServeHTTP serves the dashboard's pages, its live stream and its
+// actions. Requests outside its prefix get 404. A live stream
+// (text/event-stream) lasts until the client goes, or Close.
+// After Close, pages still answer, from what the scheduler says, and live
+// streams end at once.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.h.ServeHTTP(w, r)
+}
+
+// Close ends the dashboard's subscription to the scheduler's events and
+// its open live streams. It does not block, is idempotent and safe for
+// concurrent use. Close is optional once the scheduler is shut down,
+// which ends the subscription too.
+func (d *Dashboard) Close() {
+	d.closeOnce.Do(func() {
+		d.unsub()
+		close(d.closed)
+	})
+}

@@ -1,0 +1,87 @@
+// Package dashboard is a web dashboard for a Baton scheduler: an
+// http.Handler, its pages and scripts compiled in, that shows a running
+// coordinator.Scheduler and steers it.
+//
+// # Usage
+//
+//	s, err := coordinator.New(...)
+//	d := dashboard.New(s, dashboard.WithPrefix("/admin/baton"))
+//	defer d.Close()
+//	mux.Handle("/admin/baton/", requireAdmin(d)) // your own authentication
+//
+// The pages, under the prefix:
+//
+//   - / (Overview): tasks by status, the pools, attempts ended and failed
+//     over the last ten minutes, the tasks running now and for how long,
+//     the latest failures. It updates live.
+//   - /tasks: every task, filtered on the server by status, pool, ID
+//     prefix and error text, sorted by a column and paged. Each row links
+//     to its task.
+//   - /task?id=ID: a task's status, trigger rule, attempts with their
+//     outcomes, durations and errors, its result, its dependencies and
+//     how each ended, its dependents; a Cancel button. It updates live.
+//   - /graph?id=ID&depth=N: the tasks at most N dependencies away from a
+//     task, both ways (or, without id, the first tasks of a status and
+//     pool filter), laid out left to right by dagre, coloured by status,
+//     zoomed and panned; a click opens a task. It updates live.
+//   - /pools: each pool's workers, how busy they are, what waits, and
+//     attempts started, ended and failed per minute.
+//
+// Beside them: /overview.json, /tasks.json, /task.json, /graph.json
+// (the same data as JSON, the same query parameters), /events (the live
+// stream) and POST /task/cancel (form field id).
+//
+// The caller's duties:
+//
+//  1. Put the dashboard behind your own authentication: it has no users
+//     of its own, and whoever reaches it can cancel tasks, unless it is
+//     WithReadOnly. It wraps like any handler (see the example in
+//     examples/dashboard, HTTP basic auth in ten lines).
+//  2. Give it the scheduler's clock with WithClock if the scheduler has
+//     one of its own (coordinator.WithClock).
+//  3. Close it when it is no longer served, or shut the scheduler down:
+//     until then it stays subscribed to the scheduler's events.
+//
+// # How it works
+//
+// Pages are plain HTML, whole without JavaScript: forms filter, links sort
+// and page, the Cancel button posts a form. A small script then keeps a
+// page current through server-sent events (/events): each event is the
+// page's whole state, so a page that missed some is right again at the
+// next one, and a page left open for hours needs no reload. No file comes
+// from elsewhere: the script, the style sheet and the graph layout library
+// (@dagrejs/dagre 3.1.3, MIT, vendored) are embedded in the binary, and
+// the pages' Content-Security-Policy allows nothing else.
+//
+// The dashboard subscribes once to the scheduler's events (Subscribe) and
+// keeps from them what no query tells: when each running attempt started,
+// how recent attempts ended and how long they took (WithHistory bounds
+// this), and attempts started, ended and failed per ten seconds over the
+// last fifteen minutes, by the events' own times. Its callback does a
+// few map and array writes per event. The live stream coalesces: however
+// many events come, an open page gets at most one update per interval
+// (WithUpdateInterval, 250ms), and one at least every 2s, since a
+// submission sends no event. The overview an update carries is built at
+// most once per interval for all the open pages: one CountsByPool and one
+// Totals (1.3ms of the coordinator's time at a million tasks).
+//
+// The tasks table asks the scheduler for the page alone when it is in
+// the scheduler's order with at most a status filter (a Snapshot with a
+// Limit, and Counts for the total). A pool, ID or error filter, or a
+// sort, takes a Snapshot of every task of the chosen statuses (130ms of
+// the coordinator's time at a million tasks, during which it does nothing
+// else) and filters, sorts (the first pages with a bounded heap) and pages
+// it outside the coordinator; an error filter reads the errors of at most
+// 20,000 tasks that have one, one Info each, and says so when it stops.
+// The task and graph pages cost what they show (Snapshot with Roots and a
+// Depth).
+//
+// # Actions and safety
+//
+// Cancel is a POST; the dashboard refuses one that a browser marks as
+// coming from another site (http.CrossOriginProtection), answers 403
+// (ErrReadOnly) when read-only, 404 for an unknown task and 409 for a
+// task already final or being cancelled, each changing nothing. Bad query
+// parameters (an unknown status, pool or sort column, a page that is not
+// a number) are a 400 that names the parameter.
+package dashboard

@@ -1,0 +1,172 @@
+// Baton dashboard: live updates over server-sent events. The pages are
+// whole without this script; it keeps them current and measures itself:
+// window.batonUpdates holds how long each update took to apply (ms,
+// layout included), the last 1000.
+(function () {
+  "use strict";
+  var body = document.body;
+  var base = body.dataset.base;
+  var stream = body.dataset.stream;
+  var live = document.getElementById("live");
+  var updates = (window.batonUpdates = []);
+  window.batonUpdateCount = 0;
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function cell(tr, text, cls) { var td = el("td", cls ? { class: cls } : null, text); tr.appendChild(td); return td; }
+  function taskLink(id) { return el("a", { href: base + "task?id=" + encodeURIComponent(id) }, id); }
+  function poolLabel(p) { return p === "" ? "default" : p; }
+  function clock(t) {
+    if (!t || t.indexOf("0001-") === 0) return "before the dashboard";
+    var d = new Date(t);
+    return d.toISOString().substring(11, 23);
+  }
+  function dur(s) {
+    if (s >= 60) return Math.round(s) + "s";
+    if (s >= 1) return s.toFixed(2) + "s";
+    if (s >= 0.001) return (s * 1000).toFixed(2) + "ms";
+    return (s * 1e6).toFixed(1) + "µs";
+  }
+  function rate(f) { return f >= 100 ? f.toFixed(0) : f.toFixed(1); }
+  function replaceRows(tbody, rows, empty, cols) {
+    var frag = document.createDocumentFragment();
+    rows.forEach(function (tr) { frag.appendChild(tr); });
+    if (!rows.length && empty) { var tr = el("tr"); var td = cell(tr, empty); td.colSpan = cols; frag.appendChild(tr); }
+    tbody.replaceChildren(frag);
+  }
+  function notice(text) {
+    var n = document.getElementById("notice");
+    if (!n) return;
+    n.textContent = text; n.hidden = !text;
+  }
+
+  // ---- overview and pools ----
+  var receivedAt = 0;
+  function applyOverview(v) {
+    receivedAt = performance.now();
+    document.querySelectorAll("[data-count]").forEach(function (e) {
+      var n = v.counts[e.dataset.count];
+      if (n !== undefined && e.textContent !== String(n)) e.textContent = n;
+    });
+    var pools = document.getElementById("pools");
+    if (pools) {
+      replaceRows(pools, v.pools.map(function (p) {
+        var tr = el("tr", { "data-pool": p.name });
+        var th = el("th", { scope: "row" });
+        th.appendChild(el("a", { href: base + "tasks?" + p.tasksQuery }, p.label));
+        tr.appendChild(th);
+        [p.size, p.busy + "%", p.counts.running, p.waiting, p.counts.pending, rate(p.startedPerMin), rate(p.finishedPerMin),
+          rate(p.failedPerMin), p.totals.succeeded, p.totals.failed, p.totals.retries].forEach(function (x) { cell(tr, String(x)); });
+        return tr;
+      }));
+    }
+    var running = document.getElementById("running");
+    if (running) {
+      replaceRows(running, v.running.map(function (a) {
+        var tr = el("tr");
+        cell(tr, "").appendChild(taskLink(a.id));
+        cell(tr, poolLabel(a.pool));
+        cell(tr, a.attempt + (a.run > 1 ? " (run " + a.run + ")" : ""));
+        cell(tr, clock(a.start));
+        var td = cell(tr, dur(a.for)); td.dataset.for = a.for;
+        return tr;
+      }));
+      document.getElementById("running-cap").textContent = v.runningText;
+    }
+    var failures = document.getElementById("failures");
+    if (failures) {
+      replaceRows(failures, v.failures.map(function (a) {
+        var tr = el("tr");
+        cell(tr, "").appendChild(taskLink(a.id));
+        cell(tr, poolLabel(a.pool)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, a.err, "err"); cell(tr, clock(a.at));
+        return tr;
+      }), "None yet.", 6);
+    }
+    var svg = document.getElementById("rate");
+    if (svg) {
+      var rects = svg.querySelectorAll("rect");
+      v.rate.forEach(function (r, i) {
+        var h = v.rateMax ? Math.floor(120 * r.finished / v.rateMax) : 0;
+        var fh = v.rateMax ? Math.floor(120 * r.failed / v.rateMax) : 0;
+        var a = rects[2 * i], b = rects[2 * i + 1];
+        if (!a || !b) return;
+        a.setAttribute("y", 120 - h); a.setAttribute("height", h);
+        b.setAttribute("y", 120 - fh); b.setAttribute("height", fh);
+      });
+      document.getElementById("rate-text").textContent = v.rateText;
+    }
+    document.dispatchEvent(new CustomEvent("baton:overview", { detail: v }));
+  }
+  // "Running for" ticks between updates.
+  setInterval(function () {
+    if (!receivedAt) return;
+    var extra = (performance.now() - receivedAt) / 1000;
+    document.querySelectorAll("td[data-for]").forEach(function (td) {
+      td.textContent = dur(parseFloat(td.dataset.for) + extra);
+    });
+  }, 1000);
+
+  // ---- task ----
+  function applyTask(t) {
+    var st = document.getElementById("t-status");
+    if (!st) return;
+    if (st.textContent !== t.status) { st.textContent = t.status; st.className = "status st-" + t.status; }
+    document.getElementById("t-attempts").textContent = t.attempts;
+    document.getElementById("t-runs").textContent = t.runs;
+    var box = document.getElementById("t-error-box");
+    box.hidden = !t.err;
+    document.getElementById("t-error").textContent = t.err || "";
+    var form = document.getElementById("cancel-form");
+    if (form && !t.canCancel) form.remove();
+    document.getElementById("t-unseen").textContent = t.unseen ?
+      t.unseen + " attempt(s) of this run made before the dashboard started, or forgotten, are not listed." : "The newest first.";
+    replaceRows(document.getElementById("t-history"), (t.history || []).map(function (a) {
+      var tr = el("tr");
+      cell(tr, String(a.run)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, clock(a.start)); cell(tr, a.duration); cell(tr, a.err || "", "err");
+      return tr;
+    }), "No attempt seen.", 6);
+  }
+
+  // Cancel without leaving the page: the status changes with the stream.
+  var cancelForm = document.getElementById("cancel-form");
+  if (cancelForm && window.fetch) {
+    cancelForm.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var button = cancelForm.querySelector("button");
+      button.disabled = true;
+      fetch(cancelForm.action, { method: "POST", body: new URLSearchParams(new FormData(cancelForm)), headers: { Accept: "application/json" } })
+        .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, j: j }; }); })
+        .then(function (res) {
+          if (res.ok) { notice("Cancel asked: a running task ends Cancelled once its function returns."); }
+          else { notice(res.j.error || "Cancel failed."); button.disabled = false; }
+        })
+        .catch(function (e) { notice("Cancel failed: " + e); button.disabled = false; });
+    });
+  }
+
+  function timed(fn) {
+    return function (e) {
+      var t0 = performance.now();
+      fn(JSON.parse(e.data));
+      void document.body.offsetHeight; // style and layout, in the measure
+      var dt = performance.now() - t0;
+      updates.push(dt);
+      if (updates.length > 1000) updates.shift();
+      window.batonUpdateCount++;
+    };
+  }
+
+  if (stream && window.EventSource) {
+    var es = new EventSource(base + stream);
+    es.addEventListener("overview", timed(applyOverview));
+    es.addEventListener("task", timed(applyTask));
+    es.addEventListener("gone", function () { notice("This task is no longer known to the scheduler (forgotten by retention)."); });
+    es.onopen = function () { if (live) { live.textContent = "live"; live.classList.add("on"); } };
+    es.onerror = function () { if (live) { live.textContent = "reconnecting…"; live.classList.remove("on"); } };
+    window.addEventListener("pagehide", function () { es.close(); });
+  }
+})();
