@@ -236,7 +236,6 @@ type tasksData struct {
 	Page     *taskPage
 	Pools    []string
 	Statuses []string
-	Sorts    []string
 	Prev     string // the previous page's query ("" on the first page)
 	Next     string
 	Columns  []column
@@ -317,7 +316,7 @@ func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	data := tasksData{Q: tq, Page: page, Sorts: sortKeys, Sizes: []int{25, 50, 100, 200, 500}, Took: roundDuration(d.cfg.clk.Now().Sub(start))}
+	data := tasksData{Q: tq, Page: page, Sizes: []int{25, 50, 100, 200, 500}, Took: roundDuration(d.cfg.clk.Now().Sub(start))}
 	for name := range sizes {
 		data.Pools = append(data.Pools, name)
 	}

@@ -167,7 +167,6 @@ type taskPage struct {
 	Exact     bool // Total is exact (false: an error-text search stopped at maxErrorScan)
 	Scanned   int  // tasks whose error was read, for an error-text filter
 	Pages     int
-	FromCache bool
 }
 
 // mayHaveError reports whether a task in this state can have an error
