@@ -45,7 +45,7 @@ func newScene(t *testing.T, opts ...dashboard.Option) *scene {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := dashboard.New(s, opts...) // before Submit: it sees every start
+	d := dashboard.New(s, append([]dashboard.Option{dashboard.WithAlwaysRecord()}, opts...)...) // before Submit: it sees every start
 	t.Cleanup(func() {
 		d.Close()
 		if err := s.Shutdown(context.Background()); err != nil {
@@ -88,7 +88,9 @@ func newScene(t *testing.T, opts ...dashboard.Option) *scene {
 		t.Fatal("block never started")
 	}
 	_ = s.WaitTasks(ctx, "fetch", "build", "flaky", "lint", "docs", "cleanup", "gpu/render")
-	if ctx.Err() != nil {
+	// 16 events: a start and an end for each attempt (flaky made two),
+	// block's start, docs' skip.
+	if err := d.SeenEvents(ctx, 16); err != nil || ctx.Err() != nil {
 		t.Fatal("the scene did not settle")
 	}
 	return &scene{s: s, d: d}
@@ -446,5 +448,24 @@ func TestMiddleware(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "9 matching tasks") {
 		t.Errorf("with credentials: %d; want the tasks page", res.StatusCode)
+	}
+}
+
+// An empty scheduler's overview has empty lists, not nulls, for the
+// page's script.
+func TestOverviewJSONEmpty(t *testing.T) {
+	s, err := coordinator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	d := dashboard.New(s)
+	defer d.Close()
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/overview.json", nil))
+	for _, want := range []string{`"running":[]`, `"failures":[]`} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("overview.json lacks %s: %s", want, w.Body.String())
+		}
 	}
 }

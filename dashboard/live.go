@@ -24,6 +24,7 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy must not hold updates back
 	w.WriteHeader(http.StatusOK)
+	defer d.watch()()
 	ctx := r.Context()
 	var buf bytes.Buffer
 	for {

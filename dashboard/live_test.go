@@ -206,3 +206,61 @@ func TestLiveTaskCancel(t *testing.T) {
 		}
 	}
 }
+
+// Without WithAlwaysRecord the dashboard listens to the scheduler only
+// while a live page is open: a subscriber makes every attempt report at
+// once, a cost nobody should pay for a page nobody looks at.
+func TestSubscribedOnlyWhileWatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown(context.Background())
+		d := dashboard.New(s)
+		defer d.Close()
+		events := func() float64 {
+			w := httptest.NewRecorder()
+			d.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/overview.json", nil))
+			var v struct{ Events float64 }
+			if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+				t.Fatal(err)
+			}
+			return v.Events
+		}
+		run := func(id string) {
+			t.Helper()
+			if err := s.Submit(coordinator.Task{ID: id, Run: func(context.Context) error { return nil }}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		run("unwatched")
+		if n := events(); n != 0 {
+			t.Fatalf("events seen with no page open = %v; want 0", n)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newStreamWriter()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/events", nil).WithContext(ctx))
+		}()
+		<-w.flushes
+		run("watched")
+		time.Sleep(time.Second) // the cached overview is a refresh old at most
+		if n := events(); n != 2 {
+			t.Fatalf("events seen with a page open = %v; want 2", n)
+		}
+		cancel()
+		<-done
+		run("unwatched again")
+		time.Sleep(time.Second)
+		if n := events(); n != 2 {
+			t.Fatalf("events seen after the page closed = %v; want still 2", n)
+		}
+	})
+}

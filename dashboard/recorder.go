@@ -209,6 +209,14 @@ func (r *recorder) end(e coordinator.Event, o outcome) {
 	}
 }
 
+// forgetRunning forgets the running attempts: their ends will not be
+// seen (the subscription ends), or were not (it starts again).
+func (r *recorder) forgetRunning() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.running)
+}
+
 // watch returns a channel closed at the first event after the call.
 func (r *recorder) watch() <-chan struct{} {
 	r.mu.Lock()

@@ -161,7 +161,7 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 	byPool := d.s.CountsByPool()
 	totals := d.s.Totals()
 	sizes := d.s.PoolSizes()
-	v := &overviewView{At: now}
+	v := &overviewView{At: now, Pools: []poolView{}, Running: []runningView{}, Rate: []rateView{}, Failures: []failureView{}}
 	v.Events, _ = d.rec.seen()
 	for name := range sizes {
 		c := countsOf(byPool[name])

@@ -54,7 +54,7 @@
     });
     var pools = document.getElementById("pools");
     if (pools) {
-      replaceRows(pools, v.pools.map(function (p) {
+      replaceRows(pools, (v.pools || []).map(function (p) {
         var tr = el("tr", { "data-pool": p.name });
         var th = el("th", { scope: "row" });
         th.appendChild(el("a", { href: base + "tasks?" + p.tasksQuery }, p.label));
@@ -66,7 +66,7 @@
     }
     var running = document.getElementById("running");
     if (running) {
-      replaceRows(running, v.running.map(function (a) {
+      replaceRows(running, (v.running || []).map(function (a) {
         var tr = el("tr");
         cell(tr, "").appendChild(taskLink(a.id));
         cell(tr, poolLabel(a.pool));
@@ -79,7 +79,7 @@
     }
     var failures = document.getElementById("failures");
     if (failures) {
-      replaceRows(failures, v.failures.map(function (a) {
+      replaceRows(failures, (v.failures || []).map(function (a) {
         var tr = el("tr");
         cell(tr, "").appendChild(taskLink(a.id));
         cell(tr, poolLabel(a.pool)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, a.err, "err"); cell(tr, clock(a.at));
@@ -89,7 +89,7 @@
     var svg = document.getElementById("rate");
     if (svg) {
       var rects = svg.querySelectorAll("rect");
-      v.rate.forEach(function (r, i) {
+      (v.rate || []).forEach(function (r, i) {
         var h = v.rateMax ? Math.floor(120 * r.finished / v.rateMax) : 0;
         var fh = v.rateMax ? Math.floor(120 * r.failed / v.rateMax) : 0;
         var a = rects[2 * i], b = rects[2 * i + 1];

@@ -51,7 +51,8 @@
     dg.setGraph({ rankdir: "LR", nodesep: 18, ranksep: 60, marginx: 10, marginy: 10 });
     dg.setDefaultEdgeLabel(function () { return {}; });
     g.nodes.forEach(function (n, i) {
-      dg.setNode(String(i), { width: Math.max(90, short(n.id).length * 7.6 + 20), height: 44 });
+      var w = Math.max(short(n.id).length * 7.6, (n.status.length + (n.attempts > 1 ? 13 : 0)) * 6.8);
+      dg.setNode(String(i), { width: Math.max(90, w + 22), height: 44 });
     });
     g.edges.forEach(function (e) { dg.setEdge(String(e[0]), String(e[1])); });
     dagre.layout(dg);
