@@ -1,0 +1,175 @@
+package browsertest
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/dashboard"
+	"github.com/chromedp/chromedp"
+)
+
+var (
+	loadN      = flag.Int("browsertest.load", 0, "tasks per run of TestLoad (0: skip it); docs/dashboard.md gives the figures of 1000000")
+	loadWork   = flag.Duration("browsertest.work", 0, "busy work per task in TestLoad (0: empty tasks, the worst case)")
+	loadRounds = flag.Int("browsertest.rounds", 3, "rounds of TestLoad; each runs every setup once, in turn")
+)
+
+// spin keeps a core busy for d (an empty task when d is 0).
+func spin(d time.Duration) func(context.Context) error {
+	if d == 0 {
+		return func(context.Context) error { return nil }
+	}
+	return func(context.Context) error {
+		for start := time.Now(); time.Since(start) < d; {
+		}
+		return nil
+	}
+}
+
+// TestLoad measures what an open dashboard costs a scheduler running
+// -browsertest.load tasks (flat, on the default pool of GOMAXPROCS
+// workers): the time from Submit to Wait without a dashboard, with one
+// subscribed but no page open (and, for comparison, a Subscribe whose
+// callback does nothing), and with the overview open in Chromium and
+// live; and, in the browser, how long each live update took to apply
+// (layout included). It logs the figures and asserts none of them: the
+// machine is shared. Run it a few times, not in CI:
+//
+//	go test ./dashboard/browsertest -run TestLoad -v -browsertest.load 1000000
+func TestLoad(t *testing.T) {
+	if *loadN <= 0 {
+		t.Skip("-browsertest.load not set")
+	}
+	ctx := browser(t)
+	n := *loadN
+	fn := spin(*loadWork)
+	type result struct {
+		elapsed []time.Duration
+		updates []float64 // ms, every update of every browser round
+		lag     []time.Duration
+	}
+	results := map[string]*result{"none": {}, "noop-sub": {}, "subscribed": {}, "browser": {}}
+	order := []string{"none", "noop-sub", "subscribed", "browser"}
+	for round := range *loadRounds {
+		for _, mode := range order {
+			s, err := coordinator.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d *dashboard.Dashboard
+			var srv *httptest.Server
+			if mode == "noop-sub" {
+				// The scheduler's own cost of events for a subscriber that
+				// does nothing with them.
+				s.Subscribe(func(coordinator.Event) {})
+			}
+			if mode == "subscribed" || mode == "browser" {
+				d = dashboard.New(s)
+				srv = httptest.NewServer(d)
+			}
+			if mode == "browser" {
+				err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"))
+				if err == nil {
+					err = until(ctx, `document.getElementById("live").textContent === "live" && window.batonUpdateCount > 0`)
+				}
+				if err == nil {
+					_, err = chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`window.batonUpdates.length = 0`))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var g coordinator.Graph
+			g.Grow(n, 0)
+			for i := range n {
+				g.Add(coordinator.Task{ID: fmt.Sprint("t", i), Run: fn})
+			}
+			start := time.Now()
+			if err := s.SubmitGraph(context.Background(), &g); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			elapsed := time.Since(start)
+			r := results[mode]
+			r.elapsed = append(r.elapsed, elapsed)
+			if d != nil {
+				// How far behind the subscription was when the last task ended:
+				// until it has seen a start and an end per task.
+				for {
+					var ov struct{ Events uint64 }
+					res, err := http.Get(srv.URL + "/overview.json")
+					if err != nil {
+						t.Fatal(err)
+					}
+					err = json.NewDecoder(res.Body).Decode(&ov)
+					res.Body.Close()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ov.Events >= uint64(2*n) {
+						break
+					}
+					if time.Since(start) > 10*time.Minute {
+						t.Fatalf("the dashboard saw %d events of %d", ov.Events, 2*n)
+					}
+				}
+				r.lag = append(r.lag, time.Since(start)-elapsed)
+			}
+			if mode == "browser" {
+				want := fmt.Sprintf(`document.querySelector('[data-count="succeeded"]').textContent === "%d"`, n)
+				if err := until(ctx, want); err != nil {
+					t.Errorf("the page never showed %d succeeded: %v", n, err)
+				}
+				ups, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`window.batonUpdates`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.updates = append(r.updates, ups...)
+				if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d != nil {
+				srv.CloseClientConnections()
+				d.Close()
+				srv.Close()
+			}
+			if err := s.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("round %d %-10s %v (%.0f tasks/s)", round+1, mode, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		ds = slices.Clone(ds)
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	base := median(results["none"].elapsed)
+	t.Logf("%d tasks, %v of work each, %d rounds, medians:", n, *loadWork, *loadRounds)
+	for _, mode := range order {
+		r := results[mode]
+		m := median(r.elapsed)
+		line := fmt.Sprintf("%-10s %v, %.0f tasks/s, %+.1f%% time against none", mode, m.Round(time.Millisecond),
+			float64(n)/m.Seconds(), 100*(m.Seconds()/base.Seconds()-1))
+		if len(r.lag) > 0 {
+			line += fmt.Sprintf("; the subscription caught up %v after Wait", median(r.lag).Round(time.Millisecond))
+		}
+		t.Log(line)
+	}
+	if ups := results["browser"].updates; len(ups) > 0 {
+		slices.Sort(ups)
+		t.Logf("browser updates: %d, applied in median %.2f ms, p99 %.2f ms, max %.2f ms",
+			len(ups), ups[len(ups)/2], ups[len(ups)*99/100], ups[len(ups)-1])
+	}
+}
