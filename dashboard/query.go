@@ -162,11 +162,11 @@ type taskRow struct {
 
 // taskPage is one page of the tasks table.
 type taskPage struct {
-	Rows      []taskRow
-	Total     int  // rows matching, over every page
-	Exact     bool // Total is exact (false: an error-text search stopped at maxErrorScan)
-	Scanned   int  // tasks whose error was read, for an error-text filter
-	Pages     int
+	Rows    []taskRow
+	Total   int  // rows matching, over every page
+	Exact   bool // Total is exact (false: an error-text search stopped at maxErrorScan)
+	Scanned int  // tasks whose error was read, for an error-text filter
+	Pages   int
 }
 
 // mayHaveError reports whether a task in this state can have an error
