@@ -50,7 +50,15 @@ func chromium(t testing.TB) string {
 // this closed network needs (no background connections), and returns a
 // tab's context; the cleanup closes the browser.
 func browser(t testing.TB) context.Context {
+	ctx, _ := browserDir(t)
+	return ctx
+}
+
+// browserDir is browser, and also returns the browser's user-data-dir,
+// which names its processes.
+func browserDir(t testing.TB) (context.Context, string) {
 	path := chromium(t)
+	dir := t.TempDir()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -62,7 +70,7 @@ func browser(t testing.TB) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 900),
 	)
 	ctx, cancel := chromedp.NewContext(alloc)
@@ -74,7 +82,7 @@ func browser(t testing.TB) context.Context {
 	if err := chromedp.Do(ctx, darkTheme(true)); err != nil {
 		t.Fatalf("starting Chromium: %v", err)
 	}
-	return ctx
+	return ctx, dir
 }
 
 // darkTheme makes the page see prefers-color-scheme: dark (or light).

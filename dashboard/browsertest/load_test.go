@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,8 @@ var (
 	loadN      = flag.Int("browsertest.load", 0, "tasks per run of TestLoad (0: skip it); docs/dashboard.md gives the figures of 1000000")
 	loadWork   = flag.Duration("browsertest.work", 0, "busy work per task in TestLoad (0: empty tasks, the worst case)")
 	loadRounds = flag.Int("browsertest.rounds", 3, "rounds of TestLoad; each runs every setup once, in turn")
+	loadEvery  = flag.Duration("browsertest.interval", 0, "the dashboard's update interval in TestLoad (0: its default)")
+	loadModes  = flag.String("browsertest.modes", "none,noop-sub,subscribed,browser", "the setups TestLoad compares, none first")
 )
 
 // spin keeps a core busy for d (an empty task when d is 0).
@@ -48,16 +51,17 @@ func TestLoad(t *testing.T) {
 	if *loadN <= 0 {
 		t.Skip("-browsertest.load not set")
 	}
-	ctx := browser(t)
+	ctx, dir := browserDir(t)
 	n := *loadN
 	fn := spin(*loadWork)
 	type result struct {
 		elapsed []time.Duration
 		updates []float64 // ms, every update of every browser round
 		lag     []time.Duration
+		cpu     []time.Duration // Chromium's processor time during the run
 	}
 	results := map[string]*result{"none": {}, "noop-sub": {}, "subscribed": {}, "browser": {}}
-	order := []string{"none", "noop-sub", "subscribed", "browser"}
+	order := strings.Split(*loadModes, ",")
 	for round := range *loadRounds {
 		for _, mode := range order {
 			s, err := coordinator.New()
@@ -73,6 +77,9 @@ func TestLoad(t *testing.T) {
 			}
 			if mode == "subscribed" || mode == "browser" {
 				var opts []dashboard.Option
+				if *loadEvery > 0 {
+					opts = append(opts, dashboard.WithUpdateInterval(*loadEvery))
+				}
 				if mode == "subscribed" {
 					opts = append(opts, dashboard.WithAlwaysRecord()) // no page open: subscribed all the same
 				}
@@ -96,6 +103,7 @@ func TestLoad(t *testing.T) {
 			for i := range n {
 				g.Add(coordinator.Task{ID: fmt.Sprint("t", i), Run: fn})
 			}
+			cpu0 := chromiumCPU(dir)
 			start := time.Now()
 			if err := s.SubmitGraph(context.Background(), &g); err != nil {
 				t.Fatal(err)
@@ -106,6 +114,7 @@ func TestLoad(t *testing.T) {
 			elapsed := time.Since(start)
 			r := results[mode]
 			r.elapsed = append(r.elapsed, elapsed)
+			r.cpu = append(r.cpu, chromiumCPU(dir)-cpu0)
 			if d != nil {
 				// How far behind the subscription was when the last task ended:
 				// until it has seen a start and an end per task.
@@ -166,6 +175,7 @@ func TestLoad(t *testing.T) {
 		m := median(r.elapsed)
 		line := fmt.Sprintf("%-10s %v, %.0f tasks/s, %+.1f%% time against none", mode, m.Round(time.Millisecond),
 			float64(n)/m.Seconds(), 100*(m.Seconds()/base.Seconds()-1))
+		line += fmt.Sprintf("; Chromium used %v of processor time", median(r.cpu).Round(10*time.Millisecond))
 		if len(r.lag) > 0 {
 			line += fmt.Sprintf("; the subscription caught up %v after Wait", median(r.lag).Round(time.Millisecond))
 		}

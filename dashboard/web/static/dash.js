@@ -46,6 +46,13 @@
 
   // ---- overview and pools ----
   var receivedAt = 0;
+  var last = {}; // each section's data at its last render: an unchanged one is not redrawn
+  function changed(name, data) {
+    var k = JSON.stringify(data);
+    if (last[name] === k) return false;
+    last[name] = k;
+    return true;
+  }
   function applyOverview(v) {
     receivedAt = performance.now();
     document.querySelectorAll("[data-count]").forEach(function (e) {
@@ -53,7 +60,7 @@
       if (n !== undefined && e.textContent !== String(n)) e.textContent = n;
     });
     var pools = document.getElementById("pools");
-    if (pools) {
+    if (pools && changed("pools", v.pools)) {
       replaceRows(pools, (v.pools || []).map(function (p) {
         var tr = el("tr", { "data-pool": p.name });
         var th = el("th", { scope: "row" });
@@ -65,7 +72,7 @@
       }));
     }
     var running = document.getElementById("running");
-    if (running) {
+    if (running && changed("running", v.running)) {
       replaceRows(running, (v.running || []).map(function (a) {
         var tr = el("tr");
         cell(tr, "").appendChild(taskLink(a.id));
@@ -78,7 +85,7 @@
       document.getElementById("running-cap").textContent = v.runningText;
     }
     var failures = document.getElementById("failures");
-    if (failures) {
+    if (failures && changed("failures", v.failures)) {
       replaceRows(failures, (v.failures || []).map(function (a) {
         var tr = el("tr");
         cell(tr, "").appendChild(taskLink(a.id));
@@ -87,7 +94,7 @@
       }), "None yet.", 6);
     }
     var svg = document.getElementById("rate");
-    if (svg) {
+    if (svg && changed("rate", v.rate)) {
       var rects = svg.querySelectorAll("rect");
       (v.rate || []).forEach(function (r, i) {
         var h = v.rateMax ? Math.floor(120 * r.finished / v.rateMax) : 0;
