@@ -17,8 +17,8 @@ import (
 var ErrReadOnly = errors.New("dashboard: read-only: actions are turned off")
 
 // Dashboard is an http.Handler that shows and steers one scheduler.
-// Create it with New and mount it on a mux; Close ends its subscription.
-// All methods are safe for concurrent use.
+// Create it with New and mount it on a mux; Close ends its live streams
+// and its subscription. All methods are safe for concurrent use.
 type Dashboard struct {
 	s   *coordinator.Scheduler // immutable
 	cfg config                 // immutable
@@ -184,10 +184,12 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.h.ServeHTTP(w, r)
 }
 
-// Close ends the dashboard's subscription to the scheduler's events and
-// its open live streams. It does not block, is idempotent and safe for
-// concurrent use. Close is optional once the scheduler is shut down,
-// which ends the subscription too.
+// Close ends the dashboard's open live streams and its subscription to the
+// scheduler's events; a stream opened later ends after its first update, and the pages
+// still answer. Call it before http.Server.Shutdown, which waits for open
+// streams. Close blocks only for the scheduler's unsubscribe, is
+// idempotent and safe for concurrent use, before or after the scheduler's
+// Shutdown.
 func (d *Dashboard) Close() {
 	d.closeOnce.Do(func() {
 		d.subMu.Lock()

@@ -39,8 +39,9 @@
 //     examples/dashboard, HTTP basic auth in ten lines).
 //  2. Give it the scheduler's clock with WithClock if the scheduler has
 //     one of its own (coordinator.WithClock).
-//  3. Close it when it is no longer served, or shut the scheduler down:
-//     until then it stays subscribed to the scheduler's events.
+//  3. Close it before the server's Shutdown: Close ends the live streams,
+//     which http.Server.Shutdown would otherwise wait for, and the
+//     subscription to the scheduler's events.
 //
 // # How it works
 //
@@ -53,17 +54,22 @@
 // (@dagrejs/dagre 3.1.3, MIT, vendored) are embedded in the binary, and
 // the pages' Content-Security-Policy allows nothing else.
 //
-// The dashboard subscribes once to the scheduler's events (Subscribe) and
-// keeps from them what no query tells: when each running attempt started,
-// how recent attempts ended and how long they took (WithHistory bounds
-// this), and attempts started, ended and failed per ten seconds over the
-// last fifteen minutes, by the events' own times. Its callback does a
-// few map and array writes per event. The live stream coalesces: however
-// many events come, an open page gets at most one update per interval
-// (WithUpdateInterval, 250ms), and one at least every 2s, since a
-// submission sends no event. The overview an update carries is built at
-// most once per interval for all the open pages: one CountsByPool and one
-// Totals (1.3ms of the coordinator's time at a million tasks).
+// While a live page is open (or always, WithAlwaysRecord), the dashboard
+// subscribes to the scheduler's events and keeps from them what no query
+// tells: when each running attempt started, how recent attempts ended and
+// how long they took (WithHistory bounds this), and attempts started,
+// ended and failed per ten seconds over the last fifteen minutes, by the
+// events' own times. Its callback does a few map and array writes per
+// event. A subscriber has a price beyond that callback: the coordinator
+// then has every attempt reported as soon as it ends, about half a
+// microsecond of its time per attempt (docs/dashboard.md gives the
+// figures), hence no subscription while nobody looks. The live stream
+// coalesces: however many events come, an open page gets at most one
+// update per interval (WithUpdateInterval, 250ms), and one at least every
+// 2s, since a submission sends no event. The overview an update carries
+// is built at most once per interval for all the open pages: one
+// CountsByPool and one Totals (1.3ms of the coordinator's time at a
+// million tasks).
 //
 // The tasks table asks the scheduler for the page alone when it is in
 // the scheduler's order with at most a status filter (a Snapshot with a
