@@ -187,7 +187,7 @@ func label(s sdktrace.ReadOnlySpan, byID map[trace.SpanID]sdktrace.ReadOnlySpan)
 	return l
 }
 
-// wantTree is the trace of knownGraph, as README shows it.
+// wantTree is the trace of knownGraph, as docs/observability.md shows it.
 const wantTree = `submit
 ├── baton.attempt task=build attempt=1 run=1 outcome=ok link→fetch
 │   └── compile
@@ -223,12 +223,12 @@ func TestTraces(t *testing.T) {
 			}
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), wantTree) {
-		t.Errorf("README.md does not show the trace tree this test prints: update it")
+		t.Errorf("docs/observability.md does not show the trace tree this test prints: update it")
 	}
 }
 

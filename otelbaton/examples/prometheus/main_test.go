@@ -78,14 +78,14 @@ func TestScrape(t *testing.T) {
 			t.Errorf("%s = %q (present: %v); want %s", k, got, ok, v)
 		}
 	}
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../../../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{`baton_task_finished_total{baton_pool="",baton_task_status="succeeded"} 3`,
 		`baton_attempt_finished_total{baton_attempt_outcome="error",baton_pool=""} 2`} {
 		if !strings.Contains(string(readme), k) {
-			t.Errorf("README.md's /metrics excerpt lacks %s: update it", k)
+			t.Errorf("docs/observability.md's /metrics excerpt lacks %s: update it", k)
 		}
 	}
 }
