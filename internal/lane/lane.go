@@ -167,7 +167,7 @@ type Report struct {
 	Upto    uint32        // every item before this sequence is done
 	Idle    bool          // the lane is closed: its worker waits for a wake
 	Elapsed time.Duration // the worker's busy time since its previous report
-	Ran     uint32        // functions called in that time
+	Ran     uint32        // functions that returned in that time (a sample of the cost per attempt; one under way only inflates it)
 }
 
 // Clock is the part of a clock the worker needs; clock.Clock satisfies it.
@@ -263,7 +263,7 @@ type Lane struct {
 	seen   uint32            // mark last read
 	notify bool              // report after the next claim (or when running dry)
 	since  time.Time         // start of the busy time being measured
-	ran    uint32            // functions called since the previous report
+	ran    uint32            // functions returned since the previous report
 	env    *Env
 }
 
@@ -569,7 +569,6 @@ func (l *Lane) runOne() {
 		l.next++
 		return
 	}
-	l.ran++
 	if l.notify || l.env.ReportStarts {
 		// Report after the claim, not before: the coordinator sees the
 		// items done and this one started in one look.
@@ -628,6 +627,7 @@ func (l *Lane) finish(err error) {
 	flags = atomic.LoadUint32(&it.flags)
 	l.setOK(l.next, ok)
 	l.next++
+	l.ran++
 	if k := l.next; int32(k-l.seen) >= 0 {
 		l.seen = l.mark.Load()
 		if k == l.seen {
