@@ -40,6 +40,7 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 		ls, seq := s.locate(r.link)
 		if ls.l.Revoke(seq) || lane.PassedOver(ls.l.State(seq)) {
 			ls.live--
+			s.leftLane(t)
 			r.attempts--
 			r.link = noTask
 			h.status = Pending
@@ -90,6 +91,7 @@ func (s *state) shutdown(now time.Time) {
 			t := ls.l.Task(seq)
 			if r := &s.tasks[t]; s.hot[t].status == dispatched && r.link == loc(ls.l.ID, seq) && ls.l.Revoke(seq) {
 				ls.live--
+				s.leftLane(t)
 				r.attempts--
 				r.link = noTask
 				s.hot[t].status = Pending // cancelled below

@@ -72,6 +72,7 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 		h := &s.hot[t]
 		if h.status == dispatched && r.link == loc(ls.l.ID, seq) {
 			ls.live--
+			s.leftLane(t)
 			r.link = noTask
 			switch st {
 			case lane.Passed: // the item it followed did not succeed
@@ -318,6 +319,7 @@ func (s *state) takeBack(c int32) bool {
 			return false
 		}
 		ls.live--
+		s.leftLane(c)
 		rc.attempts--
 		rc.link = noTask
 		hc.status, hc.unmet = Pending, 1 // it waited on one dependency: the one ending now

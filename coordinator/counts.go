@@ -11,6 +11,10 @@ import (
 // Counts is how many tasks are in each status.
 type Counts struct {
 	Pending, Ready, Running, Succeeded, Failed, Cancelled, Skipped int
+
+	// Paused: in CountsByPool, the pool is paused (Pause); in Counts,
+	// every pool is.
+	Paused bool
 }
 
 // Total is the number of tasks counted.
@@ -143,8 +147,13 @@ func (s *state) census(byPool bool, want Status, limit int, now time.Time) censu
 	if byPool {
 		c.pools = make(map[string]Counts, len(s.pools))
 		for i, p := range s.pools {
+			pools[i].Paused = p.paused
 			c.pools[p.name] = pools[i]
 		}
+	}
+	c.all.Paused = true
+	for i := range s.pools {
+		c.all.Paused = c.all.Paused && s.pools[i].paused
 	}
 	return c
 }

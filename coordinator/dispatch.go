@@ -18,8 +18,28 @@ func (s *state) dispatch(now time.Time) {
 	hungry := false
 	for pi := range s.pools {
 		p := &s.pools[pi]
-		if s.closing || s.dur != nil && s.dur.failed != nil { // a failed commit: Shutdown is on its way
-			p.revokeAt, p.stuckAt = time.Time{}, time.Time{} // nothing starts any more: nothing to plan
+		if s.closing || p.paused || s.dur != nil && s.dur.failed != nil { // a failed commit: Shutdown is on its way
+			p.revokeAt, p.stuckAt, p.tokenAt = time.Time{}, time.Time{}, time.Time{} // nothing starts: nothing to plan
+			continue
+		}
+		if p.rate != nil || p.multi {
+			// Neither a rate-limited pool (one attempt per worker, claimed
+			// at once) nor one that may reserve workers plans revocations
+			// behind long attempts: a plan left from before would fire
+			// again and again.
+			p.revokeAt, p.stuckAt = time.Time{}, time.Time{}
+		}
+		if p.rate != nil {
+			s.handOutOne(p, now) // one attempt per idle worker, a token each (flow.go)
+			hungry = hungry || p.idle > 0 && p.readyLive == 0
+			continue
+		}
+		if p.multi && s.slotPass(p, now) {
+			// Workers are kept for a task of several slots: only work
+			// handed out and not started, all of it better, may move.
+			if p.idle > 0 {
+				s.steal(p, now)
+			}
 			continue
 		}
 		target := p.target()
@@ -44,7 +64,7 @@ func (s *state) dispatch(now time.Time) {
 				break
 			}
 			ls := &s.lanes[li]
-			if !ls.open {
+			if !ls.open && ls.holder == 0 {
 				// Spread the backlog, and its best level first: two tasks
 				// of the best level go to two idle workers, not one behind
 				// the other while the next worker takes worse ones.
@@ -134,14 +154,22 @@ func (s *state) popReady(p *poolState, now time.Time) (int32, bool) {
 		if !ok {
 			return 0, false
 		}
-		t := int32(uint32(e))
-		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
-			p.readyLive--
-			if s.hot[t].flags&fExtra != 0 && !s.startsNow(t, now) {
+		var t int32
+		if e&turnBit != 0 {
+			if t, ok = s.popTurn(p, e); !ok {
 				continue
 			}
-			return t, true
+		} else {
+			t = int32(uint32(e))
+			if s.hot[t].status != Ready || s.hot[t].rseq != uint32(e>>32) {
+				continue
+			}
+			p.readyLive--
 		}
+		if s.hot[t].flags&fExtra != 0 && !s.startsNow(t, now) {
+			continue
+		}
+		return t, true
 	}
 }
 
@@ -176,8 +204,11 @@ func (s *state) bestReady(p *poolState) (int32, bool) {
 		if !ok {
 			break
 		}
-		t := int32(uint32(e))
-		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
+		if e&turnBit != 0 {
+			if _, _, live := s.liveTurn(e); live {
+				return int32(prio), true
+			}
+		} else if t := int32(uint32(e)); s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
 			return int32(prio), true
 		}
 		p.ready.Pop()
@@ -220,6 +251,10 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 		if !ok {
 			break
 		}
+		if p.multi && s.slots(t) > 1 {
+			s.requeue(t) // it waits for workers of its own (slotPass)
+			break
+		}
 		if h := &s.hot[t]; level == math.MinInt32 || h.prio == level {
 			level = h.prio
 		} else if alone && (len(p.lanes) == 1 || ls.live < 2) {
@@ -244,9 +279,14 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 			ls.fuseAt = ls.n // nothing to fuse behind it
 		}
 	}
-	if ls.n == from {
-		return
+	if ls.n != from {
+		s.published(ls, p, from)
 	}
+}
+
+// published sets lane ls up to publish what was written into it from
+// sequence from on.
+func (s *state) published(ls *laneState, p *poolState, from uint32) {
 	// Ask for a report once about half of what the lane holds is done, and
 	// not before the first new item.
 	mark := ls.n - uint32(ls.live/2)
@@ -315,6 +355,10 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	// when someone waits on the outcome: its clock (retry, next run), a
 	// successor in another pool, a subscriber, a WaitTasks call.
 	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || s.watchedTask(t)
+	if s.keyed {
+		s.keyOut(t)
+		urgent = urgent || s.keys[s.keyOf[t]].limit > 0 // its end frees a place of its key
+	}
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, s.hasSuccessors(t), urgent)
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,
@@ -367,7 +411,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 		hc := &s.hot[c]
 		switch {
 		case hc.status != Pending:
-		case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&(fExtra|fRule) != 0 || (waiting && best <= hc.prio):
+		case hc.unmet != 1 || int(hc.pool) != ls.pool || hc.flags&(fExtra|fRule) != 0 || (waiting && best <= hc.prio) || s.keyLimited(c):
 			left = true
 			better = better || hc.prio < s.pools[hc.pool].maxPrio
 		default:
@@ -603,7 +647,7 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 			took++
 		}
 	}
-	for ls.end != ls.peek && ls.l.State(ls.end-1) != lane.Free {
+	for int32(ls.end-ls.peek) > 0 && ls.l.State(ls.end-1) != lane.Free {
 		ls.end-- // what stealing looks at next time
 	}
 	return took > 0
@@ -619,6 +663,7 @@ func (s *state) revokeItem(ls *laneState, seq uint32) bool {
 		return false
 	}
 	ls.live--
+	s.leftLane(t)
 	r.attempts--
 	r.link = noTask
 	if h.flags&fFused != 0 {
@@ -888,8 +933,13 @@ func (s *state) pushReady(t int32, now time.Time) {
 	h.status = Ready
 	s.rseq++
 	h.rseq = s.rseq
+	e := uint64(h.rseq)<<32 | uint64(uint32(t))
+	if s.keyed {
+		s.pushKeyed(t, e, false)
+		return
+	}
 	p := &s.pools[h.pool]
-	p.ready.Push(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
+	p.ready.Push(int(h.prio), e)
 	p.readyLive++
 }
 
@@ -900,7 +950,12 @@ func (s *state) requeue(t int32) {
 	h.status = Ready
 	s.rseq++
 	h.rseq = s.rseq
+	e := uint64(h.rseq)<<32 | uint64(uint32(t))
+	if s.keyed {
+		s.pushKeyed(t, e, true)
+		return
+	}
 	p := &s.pools[h.pool]
-	p.ready.PushFront(int(h.prio), uint64(h.rseq)<<32|uint64(uint32(t)))
+	p.ready.PushFront(int(h.prio), e)
 	p.readyLive++
 }

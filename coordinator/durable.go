@@ -36,6 +36,7 @@ type durable struct {
 	deletes   []uint64       // sequences of the tasks forgotten this iteration
 	cancels   map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
 	meta      bool           // the version record is to be written, with the next commit
+	pools     []int          // pools whose state (paused) to write this iteration
 	restoring bool           // restore is submitting the stored tasks: submit must make nothing ready
 	failed    error          // a commit failed: nothing more is written
 	buf       []byte         // encoding space, reused
@@ -51,6 +52,14 @@ func (d *durable) touch(t int32) {
 	if d.mark[t] != d.epoch {
 		d.mark[t] = d.epoch
 		d.dirty = append(d.dirty, t)
+	}
+}
+
+// touchPool marks pool i's record to be written at the end of this
+// iteration.
+func (d *durable) touchPool(i int) {
+	if !slices.Contains(d.pools, i) {
+		d.pools = append(d.pools, i)
 	}
 }
 
@@ -193,7 +202,7 @@ func (s *state) answer(reply chan<- error, err error) { s.later(answer{err: repl
 // how that went. After a failed commit nothing more is written.
 func (s *state) takeCommit(now time.Time) *Changes {
 	d := s.dur
-	if d.failed != nil || (len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.defs) == 0) {
+	if d.failed != nil || (len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.defs) == 0 && len(d.pools) == 0) {
 		return nil
 	}
 	c := &d.ch
@@ -210,6 +219,14 @@ func (s *state) takeCommit(now time.Time) *Changes {
 		d.buf = record.AppendTaskKey(d.buf, d.seq[t], record.KindState)
 		k := len(d.buf)
 		d.buf = st.Append(d.buf)
+		c.Puts = append(c.Puts, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
+	}
+	for _, i := range d.pools {
+		p := record.Pool{Paused: s.pools[i].paused}
+		start := len(d.buf)
+		d.buf = record.AppendPoolKey(d.buf, s.pools[i].name)
+		k := len(d.buf)
+		d.buf = p.Append(d.buf)
 		c.Puts = append(c.Puts, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
 	}
 	for _, seq := range d.deletes {
@@ -243,7 +260,7 @@ func (s *state) committed(failed error) error {
 	clear(d.ch.Deletes)
 	d.ch.Puts, d.ch.Deletes = d.ch.Puts[:0], d.ch.Deletes[:0]
 	clear(d.defs)
-	d.defs, d.dirty, d.deletes = d.defs[:0], d.dirty[:0], d.deletes[:0]
+	d.defs, d.dirty, d.deletes, d.pools = d.defs[:0], d.dirty[:0], d.deletes[:0], d.pools[:0]
 	if cap(d.buf) > 1<<20 {
 		d.buf = nil // a large batch: do not keep its space
 	} else {
@@ -343,7 +360,7 @@ func (s *state) defOf(t int32, task *Task) record.Def {
 	d := record.Def{ID: task.ID, Func: task.Func, Pool: task.Pool, Payload: p, HasPayload: task.Payload != nil,
 		Priority: task.Priority, MaxAttempts: task.Retry.MaxAttempts, BaseDelay: task.Retry.BaseDelay,
 		MaxDelay: task.Retry.MaxDelay, Jitter: task.Retry.Jitter, Timeout: task.Timeout, Every: task.Every,
-		Cron: task.Cron, Times: task.Times, Missed: int(task.Missed), When: int(task.When)}
+		Cron: task.Cron, Times: task.Times, Missed: int(task.Missed), When: int(task.When), Key: task.Key, Slots: task.Slots}
 	for _, dep := range s.edges(r, r.deps) {
 		d.Deps = append(d.Deps, s.key(dep))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
+	batonrecord "github.com/batonhq/baton/internal/record"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -342,9 +343,10 @@ func TestTimeoutErrorSurvivesARestart(t *testing.T) {
 	})
 }
 
-// A store of the previous format (version 1) opens without a write, and
-// says version 2 from its next commit on: an older Baton then refuses it
-// (ErrStoreVersion) rather than misreading a timeout's record.
+// A store of an older format (version 1) opens without a write, and says
+// the current version from its next commit on: an older Baton then
+// refuses it (ErrStoreVersion) rather than misreading a timeout's record
+// or missing a pause.
 func TestOlderFormatIsUpgradedByTheNextCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := storetest.NewMemory()
@@ -379,8 +381,8 @@ func TestOlderFormatIsUpgradedByTheNextCommit(t *testing.T) {
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if v := version(); v != 2 {
-			t.Fatalf("after a commit the store says version %d; want 2", v)
+		if v := version(); uint64(v) != batonrecord.Version {
+			t.Fatalf("after a commit the store says version %d; want %d", v, batonrecord.Version)
 		}
 	})
 }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/worker"
@@ -38,6 +41,9 @@ type config struct {
 
 	middleware []Middleware   // WithMiddleware, outermost first
 	dur        *durableConfig // WithStore, WithFunc (nil: neither)
+
+	rates map[string]rateConfig // WithRateLimit, by pool name
+	keys  *KeyPolicy            // WithKeys (nil: not given)
 
 	armed        func(due time.Time) // WithTimerArmed
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
@@ -230,6 +236,11 @@ func newConfig(opts []Option) (*config, error) {
 	if total > MaxWorkers {
 		return c, fmt.Errorf("%w: %d workers in all; at most %d", ErrInvalidOption, total, MaxWorkers)
 	}
+	for name := range c.rates {
+		if name != "" && !slices.ContainsFunc(c.pools, func(p poolConfig) bool { return p.name == name }) {
+			return c, fmt.Errorf("%w: WithRateLimit(%q): no such pool", ErrInvalidOption, name)
+		}
+	}
 	if c.clock == nil {
 		c.clock = clock.New()
 	}
@@ -240,4 +251,93 @@ func newConfig(opts []Option) (*config, error) {
 		c.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	return c, nil
+}
+
+type rateConfig struct {
+	perSecond float64
+	burst     int
+}
+
+// WithRateLimit limits the attempts pool starts to perSecond a second,
+// with bursts of up to burst: a token bucket on the scheduler's clock
+// (exact on a mock clock and in testing/synctest), whose next token wakes
+// the coordinator when ready work waits for it. Over any window of time T
+// the pool starts at most perSecond·T + burst attempts; with enough ready
+// work and idle workers, at least perSecond·T − 1. A retry waits for a
+// token like any start. A rate-limited pool hands each idle worker one
+// attempt at a time (a worker never holds work it could not start at
+// once), so its throughput is bounded by the round trip to the coordinator
+// too: tens of thousands of starts a second, per pool. pool is a pool's
+// name ("" is the default pool); perSecond must be positive and finite,
+// burst at least 1. SetRateLimit changes it while the scheduler runs.
+func WithRateLimit(pool string, perSecond float64, burst int) Option {
+	return func(c *config) error {
+		if err := checkRate(pool, perSecond, burst, false); err != nil {
+			return err
+		}
+		if _, dup := c.rates[pool]; dup {
+			return fmt.Errorf("%w: WithRateLimit(%q) given twice", ErrInvalidOption, pool)
+		}
+		if c.rates == nil {
+			c.rates = map[string]rateConfig{}
+		}
+		c.rates[pool] = rateConfig{perSecond, burst}
+		return nil
+	}
+}
+
+// checkRate validates a rate limit; with off, a perSecond of 0 (no limit)
+// is valid too.
+func checkRate(pool string, perSecond float64, burst int, off bool) error {
+	switch {
+	case off && perSecond == 0:
+		return nil
+	case !(perSecond > 0) || math.IsInf(perSecond, 0) || perSecond > 1e9:
+		return fmt.Errorf("%w: rate limit of pool %q: %v a second, need a positive number up to 1e9", ErrInvalidOption, pool, perSecond)
+	case burst < 1:
+		return fmt.Errorf("%w: rate limit of pool %q: burst %d, need at least 1", ErrInvalidOption, pool, burst)
+	}
+	return nil
+}
+
+// KeyPolicy is the flow control of keys (Task.Key), given to WithKeys.
+type KeyPolicy struct {
+	// Limit caps the attempts of one key running at once, all pools
+	// counted (0: no cap). A task without a key is never capped.
+	Limit int
+	// Limits overrides Limit for the keys it names (0: no cap for that
+	// key).
+	Limits map[string]int
+	// Weights gives the keys it names that many tasks per turn, instead
+	// of 1 ("" names the tasks without a key).
+	Weights map[string]int
+}
+
+// WithKeys sets the flow control of keys: caps on the attempts of a key
+// running at once, across pools, and weights of their turns. Keys take
+// turns without it too, once a task has a Key. An attempt counts against
+// its key from its hand-out to a worker (whose start follows at once, or
+// after the attempts that worker runs) until its end is applied.
+func WithKeys(p KeyPolicy) Option {
+	return func(c *config) error {
+		if c.keys != nil {
+			return fmt.Errorf("%w: WithKeys given twice", ErrInvalidOption)
+		}
+		if p.Limit < 0 {
+			return fmt.Errorf("%w: WithKeys: negative Limit %d", ErrInvalidOption, p.Limit)
+		}
+		for k, l := range p.Limits {
+			if k == "" || l < 0 {
+				return fmt.Errorf("%w: WithKeys: Limits[%q] = %d: need a key and a limit of 0 or more", ErrInvalidOption, k, l)
+			}
+		}
+		for k, w := range p.Weights {
+			if w < 1 {
+				return fmt.Errorf("%w: WithKeys: Weights[%q] = %d: need 1 or more", ErrInvalidOption, k, w)
+			}
+		}
+		p.Limits, p.Weights = maps.Clone(p.Limits), maps.Clone(p.Weights)
+		c.keys = &p
+		return nil
+	}
 }

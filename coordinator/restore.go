@@ -27,6 +27,7 @@ type storedTask struct {
 // decoding: New calls the store.
 type loader struct {
 	tasks   []storedTask
+	pools   map[string]record.Pool // pool records, by name
 	version uint64
 	seen    bool // the version record was there
 }
@@ -41,6 +42,17 @@ func (ld *loader) add(key, value []byte) error {
 		if v > record.Version {
 			return fmt.Errorf("%w: version %d, this one reads up to %d", ErrStoreVersion, v, record.Version)
 		}
+		return nil
+	}
+	if name, ok := record.ParsePoolKey(key); ok {
+		p, err := record.DecodePool(value)
+		if err != nil {
+			return corrupt(fmt.Sprintf("the record of pool %q", name), err)
+		}
+		if ld.pools == nil {
+			ld.pools = map[string]record.Pool{}
+		}
+		ld.pools[name] = p
 		return nil
 	}
 	seq, kind, ok := record.ParseTaskKey(key)
@@ -85,6 +97,15 @@ func (s *state) openDurable(cfg *durableConfig, ld *loader, now time.Time) (*Cha
 		d.meta = true // a new store: say which format it holds
 	} else if ld.version < record.Version {
 		d.meta = true // an older format: say this one from the next commit on
+	}
+	for name, p := range ld.pools {
+		i, ok := s.byName[name]
+		switch {
+		case !ok && p.Paused:
+			return nil, fmt.Errorf("%w: the store says pool %q is paused, and New was not given it", ErrInvalidOption, name)
+		case ok:
+			s.pools[i].paused = p.Paused // before the tasks: nothing of it is handed out
+		}
 	}
 	if err := s.restore(ld.tasks, now); err != nil {
 		return nil, err
@@ -139,12 +160,15 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 func (s *state) taskOf(def *record.Def) (Task, Schedule, error) {
 	t := Task{ID: def.ID, Func: def.Func, Pool: def.Pool, Deps: def.Deps, Priority: def.Priority,
 		Retry:   RetryPolicy{MaxAttempts: def.MaxAttempts, BaseDelay: def.BaseDelay, MaxDelay: def.MaxDelay, Jitter: def.Jitter},
-		Timeout: def.Timeout, Every: def.Every, Cron: def.Cron, Times: def.Times, Missed: Missed(def.Missed), When: Trigger(def.When)}
+		Timeout: def.Timeout, Every: def.Every, Cron: def.Cron, Times: def.Times, Missed: Missed(def.Missed), When: Trigger(def.When), Key: def.Key, Slots: def.Slots}
 	if def.HasPayload {
 		t.Payload = def.Payload
 	}
 	if _, ok := s.byName[t.Pool]; !ok {
 		return t, nil, fmt.Errorf("%w: the store holds task %s of pool %s, which New was not given (WithPool)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Pool))
+	}
+	if size := s.pools[s.byName[t.Pool]].size; t.Slots > size {
+		return t, nil, fmt.Errorf("%w: the store holds task %s of %d slots, and its pool %s now has %d workers", ErrInvalidOption, quoteID(t.ID), t.Slots, quoteID(t.Pool), size)
 	}
 	if t.Func != "" {
 		f, ok := s.dur.funcs[t.Func]

@@ -40,14 +40,16 @@ type Scheduler struct {
 	stopOnce sync.Once               // guards close(stopc)
 	waitSeq  atomic.Uint64           // numbers Wait calls
 
-	g        *errgroup.Group // the coordinator, the timer and the workers
-	detached lane.Detached   // attempts running on their own goroutine (timeouts)
-	loopDone chan struct{}   // closed when the loop has exited and final is set
-	final    *state          // written by the loop before loopDone closes; read-only after
-	done     chan struct{}   // closed when the group has exited and no detached attempt runs
-	subsMu   sync.Mutex      // guards subs
-	subs     []*subscriber   // guarded by subsMu: subscribers whose goroutines may still run
-	inside   sync.Map        // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
+	g         *errgroup.Group // the coordinator, the timer and the workers
+	detached  lane.Detached   // attempts running on their own goroutine (timeouts)
+	loopDone  chan struct{}   // closed when the loop has exited and final is set
+	final     *state          // written by the loop before loopDone closes; read-only after
+	done      chan struct{}   // closed when the group has exited and no detached attempt runs
+	subsMu    sync.Mutex      // guards subs
+	subs      []*subscriber   // guarded by subsMu: subscribers whose goroutines may still run
+	inside    sync.Map        // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
+	paused    []atomic.Bool   // by pool index: paused, as the loop last decided (Paused)
+	poolIndex map[string]int  // immutable: pool name -> index in the state's pools
 }
 
 // ErrFromTask: Wait or Shutdown was called from inside a task (its
@@ -139,6 +141,18 @@ func New(opts ...Option) (*Scheduler, error) {
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
 	st.retain, st.keep = cfg.retain, cfg.keep
 	st.stamps = len(cfg.middleware) > 0
+	for name, rc := range cfg.rates { // newConfig checked the names
+		st.pools[st.byName[name]].rate = newRateLimit(rc.perSecond, rc.burst, s.clk.Now())
+	}
+	s.paused = make([]atomic.Bool, len(all))
+	s.poolIndex = make(map[string]int, len(all))
+	for i, p := range all {
+		s.poolIndex[p.name] = i
+	}
+	if cfg.keys != nil {
+		st.policy = *cfg.keys
+		st.startKeys()
+	}
 	if cfg.dur != nil && cfg.dur.store != nil {
 		s.store = cfg.dur.store
 		if err := s.open(st); err != nil {
@@ -147,6 +161,10 @@ func New(opts ...Option) (*Scheduler, error) {
 			}
 			return nil, err
 		}
+	}
+
+	for i := range st.pools {
+		s.paused[i].Store(st.pools[i].paused) // a durable scheduler's, as stored
 	}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
@@ -234,7 +252,7 @@ func (s *Scheduler) submit(ctx context.Context, b *submission) error {
 	}
 	now := s.clk.Now()
 	for i := range b.tasks {
-		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, s.workers)
+		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, s.workers, s.sizes)
 		if err != nil {
 			return err
 		}

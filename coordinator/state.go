@@ -25,6 +25,7 @@ import (
 //	timers.go     the delayed set: delays, backoffs, series' starts
 //	schedule.go   series: first and next starts, what is missed
 //	cancel.go     Cancel, Shutdown, status and Info
+//	flow.go       pause, rate limits, tasks of several slots; keys.go, keys
 //	retention.go  forgetting final tasks; freerecs.go, their records reused
 //	durable.go    what a durable scheduler writes; restore.go, coming back
 //	waittasks.go  WaitTasks and Batch watches
@@ -127,6 +128,7 @@ type extra struct {
 	hasResult bool
 	more      []int32         // dependents submitted in later batches
 	values    context.Context // SubmitContext's context, for the attempts' values
+	slots     int32           // Task.Slots, when more than 1
 }
 
 // arena holds the dependency and successor lists of one submitted batch.
@@ -168,6 +170,13 @@ type poolState struct {
 	minPrio   int32            // the best priority any task of the pool was submitted with
 	maxPrio   int32            // the worst
 	totals    Totals           // what ended since New (Totals)
+
+	// Flow control (flow.go).
+	paused    bool       // Pause: nothing is handed out
+	rate      *rateLimit // WithRateLimit, SetRateLimit (nil: none)
+	tokenAt   time.Time  // when the rate limit has a token for the ready work waiting (zero: not waiting for one)
+	multi     bool       // a task of several slots was submitted to it: dispatch looks at the head of its queue
+	reserving bool       // a task of several slots heads its best level: workers are kept for it
 }
 
 // laneState is one worker's lane as the coordinator sees it.
@@ -188,6 +197,7 @@ type laneState struct {
 	best    int32     // the best priority published since it opened
 	head    uint32    // the item its worker was last seen running (unstick)
 	headAt  time.Time // since when (zero: it was running nothing)
+	holder  int32     // 1 + the task of several slots this idle lane is held for (0: none; flow.go)
 }
 
 // state is all scheduling state. It has no goroutines, channels or clock;
@@ -210,6 +220,7 @@ type state struct {
 	rseq    uint32
 
 	watchers // WaitTasks calls and Batches (waittasks.go)
+	keyTable // Task.Key: limits and turns (keys.go)
 
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 

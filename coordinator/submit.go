@@ -287,6 +287,14 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 			}
 		}
 	}
+	if s.keyed {
+		if len(s.keyOf) < len(s.tasks) {
+			s.keyOf = append(s.keyOf, make([]int32, len(s.tasks)-len(s.keyOf))...)
+		}
+		for i := range tasks {
+			s.keyOf[idx[i]] = s.keyNumber(tasks[i].Key)
+		}
+	}
 	s.open += n
 }
 
@@ -297,6 +305,9 @@ func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
 	s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
 	s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, int32(t.Priority))
 	hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(t.When) << fRuleShift}
+	if t.Key != "" && !s.keyed {
+		s.startKeys() // the batch's keys are numbered once its records are stored
+	}
 	r := rec{link: noTask, arena: a,
 		deps: span{sb.dstart[i], sb.dstart[i+1] - sb.dstart[i]},
 		succ: span{sb.nd + sb.sstart[i], sb.sstart[i+1] - sb.sstart[i]}}
@@ -319,6 +330,10 @@ func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
 		}
 		if t.Delay > 0 {
 			r.x.notBefore = addSat(now, t.Delay)
+		}
+		if t.Slots > 1 {
+			r.x.slots = int32(t.Slots)
+			s.pools[pool].multi = true
 		}
 	}
 	return r, hr
@@ -440,7 +455,7 @@ func (s *state) newArena(edges []int32, live int32) int32 {
 
 func needsExtra(t *Task) bool {
 	p := t.Retry
-	return t.Delay > 0 || t.Every > 0 || t.Cron != "" || t.Schedule != nil || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0
+	return t.Delay > 0 || t.Every > 0 || t.Cron != "" || t.Schedule != nil || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0 || t.Slots > 1
 }
 
 // addSat returns t+d, saturating instead of overflowing (the workers'

@@ -68,6 +68,19 @@ type Task struct {
 	// When is the trigger rule: which ends of its dependencies let the
 	// task run. The zero value, AllSucceeded, is the default rule.
 	When Trigger
+
+	// Key groups tasks for flow control: a tenant, a customer, a host.
+	// Within a priority level of a pool, ready tasks of different keys take
+	// turns, so that a key with many ready tasks does not hold back one
+	// with few; WithKeys caps the attempts of a key running at once, across
+	// pools, and weights the turns. "" is no key (such tasks take turns
+	// together, as one more key, and are never capped).
+	Key string
+	// Slots is how many of its pool's workers the task takes while it runs
+	// (0 means 1): a memory-hungry job may take 4 of 8. It starts only when
+	// that many workers of its pool are free, and holds them until its
+	// attempt ends. It must not exceed the pool's size.
+	Slots int
 }
 
 // Trigger is a task's rule for running after its dependencies, as in
@@ -246,9 +259,11 @@ const (
 	EventCancelled                  // the task was cancelled (Event.Err: ErrCancelled, or ErrClosed by Shutdown): final
 	EventSkipped                    // a dependency failed or was cancelled (Event.Cause): final
 	EventRecurred                   // run Event.Run of a recurring task succeeded; more runs follow
+	EventPaused                     // Pause: pool Event.Pool starts nothing until resumed (TaskID is empty)
+	EventResumed                    // Resume: pool Event.Pool starts work again (TaskID is empty)
 )
 
-var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred"}
+var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred", "paused", "resumed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) {
@@ -257,7 +272,8 @@ func (k EventKind) String() string {
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
 
-// Event reports one decision of the coordinator about one task.
+// Event reports one decision of the coordinator about one task, or, for
+// EventPaused and EventResumed, about one pool (TaskID is then empty).
 type Event struct {
 	Kind    EventKind
 	TaskID  string

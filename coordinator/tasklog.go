@@ -22,7 +22,7 @@ import (
 // concerns (for "task failed", the number of attempts the run made).
 const (
 	LogKeyTask    = "task"    // the task's ID (string)
-	LogKeyPool    = "pool"    // the task's pool (string); absent for the default pool
+	LogKeyPool    = "pool"    // the task's pool (string), absent for the default pool; a pool line's pool, always
 	LogKeyAttempt = "attempt" // the attempt, 1-based within the run (an integer: slog.KindInt64)
 	LogKeyRun     = "run"     // the run, 1-based (an integer: slog.KindInt64)
 	LogKeyError   = "error"   // the attempt's error (error)
@@ -39,6 +39,8 @@ const (
 	LogMsgFailed    = "task failed"
 	LogMsgCancelled = "task cancelled"
 	LogMsgSkipped   = "task skipped"
+	LogMsgPaused    = "pool paused"  // Pause (attribute: pool)
+	LogMsgResumed   = "pool resumed" // Resume (attribute: pool)
 )
 
 // taskLog writes the task-life log lines of a scheduler given a logger
@@ -84,7 +86,7 @@ func eventLevel(k EventKind) slog.Level {
 		return slog.LevelWarn
 	case EventFailed:
 		return slog.LevelError
-	case EventCancelled, EventSkipped:
+	case EventCancelled, EventSkipped, EventPaused, EventResumed:
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
@@ -98,6 +100,8 @@ var eventMsg = [...]string{
 	EventCancelled: LogMsgCancelled,
 	EventSkipped:   LogMsgSkipped,
 	EventRecurred:  LogMsgRunDone,
+	EventPaused:    LogMsgPaused,
+	EventResumed:   LogMsgResumed,
 }
 
 // write logs one event, on the subscriber's goroutine.
@@ -108,6 +112,11 @@ func (tl *taskLog) write(e Event) {
 		return
 	}
 	r := slog.NewRecord(e.At, level, eventMsg[e.Kind], 0)
+	if e.Kind == EventPaused || e.Kind == EventResumed {
+		r.AddAttrs(slog.String(LogKeyPool, e.Pool))
+		tl.handle(ctx, r)
+		return
+	}
 	r.AddAttrs(slog.String(LogKeyTask, e.TaskID))
 	if e.Pool != "" {
 		r.AddAttrs(slog.String(LogKeyPool, e.Pool))

@@ -77,6 +77,9 @@ func (s *state) nextDue() (time.Time, bool) {
 		if at := s.pools[i].stuckAt; !at.IsZero() {
 			consider(at)
 		}
+		if at := s.pools[i].tokenAt; !at.IsZero() {
+			consider(at)
+		}
 	}
 	return due, ok
 }
@@ -87,7 +90,11 @@ func (s *state) unqueue(t int32) {
 	r := &s.tasks[t]
 	h := &s.hot[t]
 	if h.status == Ready {
-		s.pools[h.pool].readyLive--
+		if s.keyed {
+			s.unqueueKeyed(t)
+		} else {
+			s.pools[h.pool].readyLive--
+		}
 	}
 	if x := r.x; x != nil && x.inWheel {
 		s.wheel.Cancel(x.timer)

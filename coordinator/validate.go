@@ -14,7 +14,7 @@ import (
 // never runs on the coordinator's. handles says whether the task has
 // dependencies by Graph handle. It returns the task's parsed Cron, or its
 // Schedule.
-func validateTask(t *Task, handles bool, pools map[string]worker.Worker) (Schedule, error) {
+func validateTask(t *Task, handles bool, pools map[string]worker.Worker, sizes map[string]int) (Schedule, error) {
 	bad := func(format string, args ...any) error {
 		return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -59,6 +59,9 @@ func validateTask(t *Task, handles bool, pools map[string]worker.Worker) (Schedu
 	w, ok := pools[t.Pool]
 	if !ok {
 		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(t.Pool)}
+	}
+	if t.Slots < 0 || t.Slots > sizes[t.Pool] {
+		return nil, bad("Slots %d: its pool %s has %d workers", t.Slots, quoteID(t.Pool), sizes[t.Pool])
 	}
 	if _, plain := w.(worker.Func); plain && t.Run == nil {
 		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, worker.ErrNilRun),

@@ -6,6 +6,7 @@
 // Keys:
 //
 //	"m"                 the format version (uvarint)
+//	"p" name            a pool's state: whether it is paused (version 3 on)
 //	"t" seq(8, BE) "d"  definition: what Submit was given, dependencies by ID
 //	"t" seq(8, BE) "s"  state: status, attempts, runs, due times, error, result
 //
@@ -23,8 +24,10 @@ import (
 )
 
 // Version is the record format this package writes and reads. Version 2
-// added the timeout error kind (ErrKindTimeout) and the nil-result flag.
-const Version = 2
+// added the timeout error kind (ErrKindTimeout) and the nil-result flag;
+// version 3 the pool records and a definition's Key and Slots (a version
+// 2 definition reads with neither).
+const Version = 3
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
 // coordinator wraps it in its ErrStoreCorrupt).
@@ -86,6 +89,8 @@ type Def struct {
 	Missed         int
 	When           int
 	NotBefore      time.Time
+	Key            string // Task.Key (version 3)
+	Slots          int    // Task.Slots (version 3)
 }
 
 // Append appends d's encoding.
@@ -109,7 +114,9 @@ func (d *Def) Append(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(d.Times))
 	b = binary.AppendVarint(b, int64(d.Missed))
 	b = binary.AppendVarint(b, int64(d.When))
-	return appendTime(b, d.NotBefore)
+	b = appendTime(b, d.NotBefore)
+	b = appendString(b, d.Key)
+	return binary.AppendVarint(b, int64(d.Slots))
 }
 
 // DecodeDef reads a definition; an error wraps ErrCorrupt.
@@ -142,7 +149,51 @@ func DecodeDef(v []byte) (Def, error) {
 	d.Missed = int(rd.varint())
 	d.When = int(rd.varint())
 	d.NotBefore = rd.time()
+	if len(rd.b) > 0 { // version 3 on
+		d.Key = rd.string()
+		d.Slots = int(rd.varint())
+	}
 	return d, rd.done()
+}
+
+// PoolKeyPrefix starts every pool record's key; the pool's name follows.
+const PoolKeyPrefix = 'p'
+
+// AppendPoolKey appends the key of pool name's record.
+func AppendPoolKey(b []byte, name string) []byte {
+	return append(append(b, PoolKeyPrefix), name...)
+}
+
+// ParsePoolKey reads a pool record's key; ok is false for any other key.
+func ParsePoolKey(key []byte) (name string, ok bool) {
+	if len(key) == 0 || key[0] != PoolKeyPrefix {
+		return "", false
+	}
+	return string(key[1:]), true
+}
+
+// Pool is a pool's record.
+type Pool struct {
+	Paused bool
+}
+
+// Append appends p's encoding.
+func (p *Pool) Append(b []byte) []byte {
+	var flags uint8
+	if p.Paused {
+		flags |= 1
+	}
+	return append(b, flags)
+}
+
+// DecodePool reads a pool record; an error wraps ErrCorrupt.
+func DecodePool(v []byte) (Pool, error) {
+	rd := reader{b: v}
+	flags := rd.byte()
+	if flags&^1 != 0 {
+		return Pool{}, fmt.Errorf("%w: pool flags %#x", ErrCorrupt, flags)
+	}
+	return Pool{Paused: flags&1 != 0}, rd.done()
 }
 
 // State is a task's state record.

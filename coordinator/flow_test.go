@@ -1,0 +1,690 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
+	"github.com/batonhq/baton/worker"
+)
+
+// Flow control, as a user sees it: Pause and Resume, rate limits, keys
+// and tasks of several slots. Each rule is checked with several shapes
+// and numbers; the tests run without a subscriber unless they check
+// events (subscribing changes what the coordinator does).
+
+// startLog records when each task's function began, on the bubble's clock.
+type startLog struct {
+	mu sync.Mutex
+	at map[string]time.Time
+	in []string // in order
+}
+
+func newStarts() *startLog { return &startLog{at: map[string]time.Time{}} }
+
+func (st *startLog) mark(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, again := st.at[id]; !again {
+		st.at[id] = time.Now()
+		st.in = append(st.in, id)
+	}
+}
+
+func (st *startLog) count() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.in)
+}
+
+func (st *startLog) times() []time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]time.Time, len(st.in))
+	for i, id := range st.in {
+		out[i] = st.at[id]
+	}
+	return out
+}
+
+// A paused pool starts nothing once Pause has returned, whatever its
+// workers held (work handed out and not claimed is taken back, slow and
+// quick tasks mixed); running attempts finish; Resume loses nothing.
+func TestPauseStartsNothingAfterItReturns(t *testing.T) {
+	for _, workers := range []int{1, 2, 5} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(workers))
+				st := newStarts()
+				g := newGate()
+				var tasks []coordinator.Task
+				for i := range 60 {
+					id := fmt.Sprintf("t%02d", i)
+					tasks = append(tasks, coordinator.Task{ID: id, Run: func(ctx context.Context) error {
+						st.mark(id)
+						if i%7 == 0 {
+							<-g.c // a slow one among quick ones
+						}
+						return nil
+					}})
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // the workers run until each holds a slow one
+				if err := s.Pause(""); err != nil {
+					t.Fatalf("Pause = %v", err)
+				}
+				before := st.count()
+				if !s.Paused("") || !s.CountsByPool()[""].Paused || !s.Counts().Paused {
+					t.Fatalf("Paused, CountsByPool, Counts do not say the pool is paused")
+				}
+				g.release()
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				if n := st.count(); n != before {
+					t.Fatalf("%d tasks started after Pause returned; want none", n-before)
+				}
+				c := s.Counts()
+				if c.Running != 0 || c.Succeeded != before || c.Ready+c.Pending != 60-before {
+					t.Fatalf("paused: %+v; want %d succeeded (the running ones finished) and the rest waiting", c, before)
+				}
+				if err := s.Resume(""); err != nil {
+					t.Fatalf("Resume = %v", err)
+				}
+				settle(t, s)
+				if c := s.Counts(); c.Succeeded != 60 || s.Paused("") {
+					t.Fatalf("after Resume: %+v, paused %v; want all 60 succeeded", c, s.Paused(""))
+				}
+			})
+		})
+	}
+}
+
+// Pausing one pool leaves the others running; PauseAll and ResumeAll
+// act on every pool; events and the logger tell it.
+func TestPausePools(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logBuffer{}
+		s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithPool("io", 3, worker.Func{}),
+			coordinator.WithLogger(logs.logger()))
+		rec := record(s)
+		if err := s.Pause("io"); err != nil {
+			t.Fatal(err)
+		}
+		var tasks []coordinator.Task
+		for i := range 10 {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprintf("cpu%d", i), Run: ok},
+				coordinator.Task{ID: fmt.Sprintf("io%d", i), Pool: "io", Run: ok})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		byPool := s.CountsByPool()
+		if byPool[""].Succeeded != 10 || byPool["io"].Ready != 10 || !byPool["io"].Paused || byPool[""].Paused {
+			t.Fatalf("io paused: %+v", byPool)
+		}
+		if err := s.PauseAll(); err != nil {
+			t.Fatal(err)
+		}
+		if !s.Paused("") || !s.Paused("io") {
+			t.Fatal("PauseAll left a pool running")
+		}
+		if err := s.ResumeAll(); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if c := s.Counts(); c.Succeeded != 20 {
+			t.Fatalf("after ResumeAll: %+v", c)
+		}
+		var got []string
+		for _, e := range rec.all() {
+			if e.Kind == coordinator.EventPaused || e.Kind == coordinator.EventResumed {
+				got = append(got, e.Kind.String()+" "+e.Pool)
+			}
+		}
+		want := "[paused io paused  resumed  resumed io]"
+		if fmt.Sprint(got) != want {
+			t.Errorf("pool events %v; want %s (PauseAll pauses the default pool, io was paused already)", got, want)
+		}
+		for _, line := range []string{`msg="pool paused" pool=io`, `msg="pool resumed" pool=""`} {
+			if !logs.contains(line) {
+				t.Errorf("log lacks %s:\n%s", line, logs.String())
+			}
+		}
+	})
+}
+
+// Bad calls: an unknown pool, a bad rate, after Shutdown.
+func TestPauseAndRateErrors(t *testing.T) {
+	s, err := coordinator.New(coordinator.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause("gpu"); !errors.Is(err, coordinator.ErrUnknownPool) {
+		t.Errorf("Pause(gpu) = %v; want ErrUnknownPool", err)
+	}
+	if err := s.SetRateLimit("", -1, 1); !errors.Is(err, coordinator.ErrInvalidOption) {
+		t.Errorf("SetRateLimit(-1) = %v; want ErrInvalidOption", err)
+	}
+	if err := s.SetRateLimit("", 5, 0); !errors.Is(err, coordinator.ErrInvalidOption) {
+		t.Errorf("SetRateLimit(burst 0) = %v; want ErrInvalidOption", err)
+	}
+	if err := s.SetRateLimit("gpu", 5, 1); !errors.Is(err, coordinator.ErrUnknownPool) {
+		t.Errorf("SetRateLimit(gpu) = %v; want ErrUnknownPool", err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Pause": func() error { return s.Pause("") }, "Resume": func() error { return s.Resume("") },
+		"PauseAll": s.PauseAll, "SetRateLimit": func() error { return s.SetRateLimit("", 1, 1) },
+	} {
+		if err := call(); !errors.Is(err, coordinator.ErrClosed) {
+			t.Errorf("%s after Shutdown = %v; want ErrClosed", name, err)
+		}
+	}
+	for _, opts := range [][]coordinator.Option{
+		{coordinator.WithRateLimit("gpu", 1, 1)},
+		{coordinator.WithRateLimit("", 0, 1)},
+		{coordinator.WithRateLimit("", 1, 1), coordinator.WithRateLimit("", 2, 1)},
+		{coordinator.WithKeys(coordinator.KeyPolicy{Limit: -1})},
+		{coordinator.WithKeys(coordinator.KeyPolicy{Weights: map[string]int{"a": 0}})},
+		{coordinator.WithKeys(coordinator.KeyPolicy{}), coordinator.WithKeys(coordinator.KeyPolicy{})},
+	} {
+		if _, err := coordinator.New(opts...); !errors.Is(err, coordinator.ErrInvalidOption) {
+			t.Errorf("New(%d options) = %v; want ErrInvalidOption", len(opts), err)
+		}
+	}
+}
+
+// What waits keeps its time while its pool is paused: a delay or a
+// backoff that comes due waits and starts at Resume; a start of a series
+// that comes due is decided at Resume by the series' Missed policy.
+func TestPauseKeepsTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		t0 := time.Now()
+		st := newStarts()
+		var runs atomic.Int32
+		var flaky atomic.Int32
+		err := s.Submit(
+			coordinator.Task{ID: "delayed", Delay: 5 * time.Minute, Run: func(context.Context) error { st.mark("delayed"); return nil }},
+			coordinator.Task{ID: "flaky", Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: 2 * time.Minute}, Run: func(context.Context) error {
+				if flaky.Add(1) == 1 {
+					return errors.New("once")
+				}
+				st.mark("flaky-retry")
+				return nil
+			}},
+			coordinator.Task{ID: "series", Every: time.Minute, Times: 30, Missed: coordinator.RunOnceForMissed, Run: func(context.Context) error {
+				runs.Add(1)
+				return nil
+			}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second) // series ran at 0; flaky failed at 0, retries at 2m
+		if err := s.Pause(""); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Minute) // 10:30: the delay (5m), the retry (2m) and 10 series starts came due
+		synctest.Wait()
+		if st.count() != 0 || runs.Load() != 1 {
+			t.Fatalf("paused: %d starts, series ran %d times; want none and 1", st.count(), runs.Load())
+		}
+		if err := s.Resume(""); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		resumed := t0.Add(10*time.Minute + 30*time.Second)
+		for _, id := range []string{"delayed", "flaky-retry"} {
+			if at := st.at[id]; !at.Equal(resumed) {
+				t.Errorf("%s started at %v; want at Resume (%v)", id, at.Sub(t0), resumed.Sub(t0))
+			}
+		}
+		if n := runs.Load(); n != 2 {
+			t.Errorf("series ran %d times by Resume; want 2 (RunOnceForMissed: one run for the starts missed while paused)", n)
+		}
+		time.Sleep(time.Minute) // 11:30: the series is back on its grid (11:00 was its next start... the run at 10:30 covers it)
+		synctest.Wait()
+		if n := runs.Load(); n != 3 {
+			t.Errorf("series ran %d times a minute after Resume; want 3", n)
+		}
+	})
+}
+
+// Over any window of length T, a pool limited to R starts a second with
+// bursts of B starts at most R·T + B attempts, and with enough ready work
+// and idle workers at least R·T − 1. Exact on the bubble's clock, for
+// several rates, bursts and pool sizes, with retries and tasks of uneven
+// length.
+func TestRateLimitHolds(t *testing.T) {
+	for _, c := range []struct {
+		rate    float64
+		burst   int
+		workers int
+		long    time.Duration // every 5th task runs this long
+	}{
+		{10, 1, 1, 0},
+		{7.5, 3, 4, 0},
+		{100, 20, 2, 30 * time.Millisecond},
+		{3, 5, 8, time.Second},
+	} {
+		t.Run(fmt.Sprintf("rate=%v/burst=%d/workers=%d", c.rate, c.burst, c.workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(c.workers), coordinator.WithRateLimit("", c.rate, c.burst))
+				t0 := time.Now()
+				const horizon = 10 * time.Second
+				n := int(c.rate*horizon.Seconds()) + c.burst + 50 // more than the horizon allows
+				var mu sync.Mutex
+				var at []time.Time
+				var tasks []coordinator.Task
+				for i := range n {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint(i),
+						Retry: coordinator.RetryPolicy{MaxAttempts: 2},
+						Run: func(ctx context.Context) error {
+							mu.Lock()
+							at = append(at, time.Now())
+							first := len(at)%9 == 0
+							mu.Unlock()
+							if i%5 == 0 && c.long > 0 {
+								time.Sleep(c.long)
+							}
+							if first && i%3 == 0 {
+								return errors.New("retry me") // a retry waits for a token too
+							}
+							return nil
+						}})
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(horizon)
+				synctest.Wait()
+				mu.Lock()
+				got := append([]time.Time(nil), at...)
+				mu.Unlock()
+				checkRate(t, got, c.rate, c.burst)
+				if min := int(c.rate*horizon.Seconds()) - 1; len(got) < min {
+					t.Errorf("%d starts in %v; want at least %d (R·T − 1)", len(got), horizon, min)
+				}
+				_ = t0
+				if err := s.Pause(""); err != nil { // the rest need not run
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// checkRate checks every window [start_i, start_i + T] for T of one
+// interval, a second and the whole run: at most R·T + B starts.
+func checkRate(t *testing.T, at []time.Time, rate float64, burst int) {
+	t.Helper()
+	for _, T := range []time.Duration{time.Duration(float64(time.Second) / rate), time.Second, 10 * time.Second} {
+		j := 0
+		for i := range at {
+			for j < len(at) && at[j].Sub(at[i]) < T {
+				j++
+			}
+			// starts in [at[i], at[i]+T): j - i
+			if max := rate*T.Seconds() + float64(burst); float64(j-i) > max {
+				t.Fatalf("%d starts in a window of %v from %v; want at most %.2f (R·T + B)", j-i, T, at[i].Sub(at[0]), max)
+			}
+		}
+	}
+}
+
+// SetRateLimit changes the rate while work runs; removing the limit lets
+// the rest start at once.
+func TestSetRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithRateLimit("", 1, 1))
+		st := newStarts()
+		var tasks []coordinator.Task
+		for i := range 40 {
+			id := fmt.Sprint(i)
+			tasks = append(tasks, coordinator.Task{ID: id, Run: func(context.Context) error { st.mark(id); return nil }})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4500 * time.Millisecond) // 0, 1, 2, 3, 4
+		synctest.Wait()
+		if n := st.count(); n != 5 {
+			t.Fatalf("%d starts in 4.5s at 1/s; want 5", n)
+		}
+		if err := s.SetRateLimit("", 10, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the token of 5s, then one each 100ms from it
+		synctest.Wait()
+		if n := st.count(); n < 14 || n > 16 {
+			t.Fatalf("%d starts a second after raising the rate to 10/s; want about 15", n)
+		}
+		if err := s.SetRateLimit("", 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if n := st.count(); n != 40 {
+			t.Fatalf("%d starts once the limit is gone; want all 40", n)
+		}
+	})
+}
+
+// logBuffer collects a text logger's output.
+type logBuffer struct{ syncBuffer }
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func (b *logBuffer) String() string { return strings.Join(b.lines(), "\n") }
+
+func (b *logBuffer) contains(s string) bool { return strings.Contains(b.String(), s) }
+
+// On a durable scheduler a pause is committed before Pause returns and
+// survives a crash: the next scheduler on the store starts nothing of the
+// pool until Resume. A store that says a pool is paused needs that pool.
+func TestPauseIsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		note := func(st *startLog) coordinator.Option {
+			return coordinator.WithFunc("note", func(ctx context.Context, p []byte) error { st.mark(string(p)); return nil })
+		}
+		first := newStarts()
+		io := coordinator.WithPool("io", 2, worker.Func{})
+		s := restored(t, mem, note(first), io)
+		if err := s.Pause("io"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(coordinator.Task{ID: "a", Func: "note", Payload: []byte("a"), Pool: "io"},
+			coordinator.Task{ID: "b", Func: "note", Payload: []byte("b")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if first.count() != 1 {
+			t.Fatalf("%d started; want b only", first.count())
+		}
+		crashed := mem.Crash()
+		if _, err := coordinator.New(coordinator.WithStore(crashed.Crash().Open()), note(newStarts())); !errors.Is(err, coordinator.ErrInvalidOption) {
+			t.Fatalf("New without the paused pool = %v; want ErrInvalidOption", err)
+		}
+		second := newStarts()
+		s2 := restored(t, crashed, note(second), io)
+		synctest.Wait()
+		if !s2.Paused("io") || s2.Paused("") || second.count() != 0 {
+			t.Fatalf("after the crash: io paused %v, default paused %v, %d started; want io paused, nothing started", s2.Paused("io"), s2.Paused(""), second.count())
+		}
+		if err := s2.Resume("io"); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s2)
+		if second.count() != 1 || second.at["a"].IsZero() {
+			t.Fatalf("after Resume %v started; want a", second.in)
+		}
+		third := newStarts()
+		s3 := restored(t, crashed.Crash(), note(third), io)
+		if s3.Paused("io") {
+			t.Fatal("a Resume committed did not survive the next crash")
+		}
+	})
+}
+
+// running tracks the attempts running at once, overall and by key.
+type running struct {
+	mu    sync.Mutex
+	now   map[string]int
+	peak  map[string]int
+	slots int
+	most  int
+}
+
+func newRunning() *running { return &running{now: map[string]int{}, peak: map[string]int{}} }
+
+func (r *running) enter(key string, slots int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now[key]++
+	r.peak[key] = max(r.peak[key], r.now[key])
+	r.slots += slots
+	r.most = max(r.most, r.slots)
+}
+
+func (r *running) leave(key string, slots int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now[key]--
+	r.slots -= slots
+}
+
+// Attempts of a key never run beyond its limit at once, across pools,
+// with overrides per key, uneven durations, retries and cancels; the
+// other keys and the tasks without a key are not held back by it.
+func TestKeyLimitHolds(t *testing.T) {
+	for _, workers := range []int{2, 6} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(workers), coordinator.WithPool("io", 4, worker.Func{}),
+					coordinator.WithKeys(coordinator.KeyPolicy{Limit: 2, Limits: map[string]int{"big": 3, "free": 0}}))
+				run := newRunning()
+				var tasks []coordinator.Task
+				keys := []string{"a", "b", "big", "free", ""}
+				for i := range 300 {
+					key := keys[i%len(keys)]
+					pool := ""
+					if i%3 == 0 {
+						pool = "io"
+					}
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint(i), Key: key, Pool: pool,
+						Retry: coordinator.RetryPolicy{MaxAttempts: 2},
+						Run: func(ctx context.Context) error {
+							run.enter(key, 1)
+							defer run.leave(key, 1)
+							time.Sleep(time.Duration(1+i%4*i%4) * time.Millisecond) // uneven
+							if i%11 == 0 {
+								return errors.New("again")
+							}
+							return nil
+						}})
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatal(err)
+				}
+				s.Cancel("7")
+				settle(t, s)
+				for key, limit := range map[string]int{"a": 2, "b": 2, "big": 3} {
+					if run.peak[key] > limit {
+						t.Errorf("key %q ran %d attempts at once; limit %d", key, run.peak[key], limit)
+					}
+					if run.peak[key] < limit {
+						t.Errorf("key %q ran at most %d attempts at once; with %d workers it should reach its limit %d", key, run.peak[key], workers+4, limit)
+					}
+				}
+				if run.peak["free"] <= 2 || run.peak[""] <= 2 {
+					t.Errorf("key free (no limit) and no key ran at most %d and %d at once; want more than 2", run.peak["free"], run.peak[""])
+				}
+				if c := s.Counts(); c.Succeeded+c.Failed+c.Cancelled != 300 {
+					t.Errorf("%+v; want every task final", c)
+				}
+			})
+		})
+	}
+}
+
+// Keys take turns within a priority level: key B, ready after key A's
+// thousands, starts within a few attempts' time, not after A drains; a
+// weight gives a key that many tasks per turn; a better priority still
+// comes first.
+func TestKeysTakeTurns(t *testing.T) {
+	for _, c := range []struct{ workers, bigN int }{{4, 100_000}, {1, 300}, {3, 2000}} {
+		t.Run(fmt.Sprintf("workers=%d/A=%d", c.workers, c.bigN), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(c.workers))
+				st := newStarts()
+				body := func(id string) func(context.Context) error {
+					return func(context.Context) error {
+						st.mark(id)
+						time.Sleep(time.Millisecond)
+						return nil
+					}
+				}
+				var a []coordinator.Task
+				for i := range c.bigN {
+					id := fmt.Sprintf("A%d", i)
+					a = append(a, coordinator.Task{ID: id, Key: "A", Run: body(id)})
+				}
+				if err := s.Submit(a...); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+				submitted := time.Now()
+				var b []coordinator.Task
+				for i := range 10 {
+					id := fmt.Sprintf("B%d", i)
+					b = append(b, coordinator.Task{ID: id, Key: "B", Run: body(id)})
+				}
+				if err := s.Submit(b...); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				// Each turn of B waits for one of A; a worker holds a
+				// couple of attempts ahead: 10 B tasks on w workers take
+				// about 2·10/w + 2 ms.
+				bound := time.Duration(2*10/c.workers+4) * time.Millisecond
+				for i := range 10 {
+					id := fmt.Sprintf("B%d", i)
+					at, ok := st.at[id]
+					if !ok || at.Sub(submitted) > bound {
+						t.Fatalf("%s started %v after its submission; want within %v (A has %d ready tasks)", id, at.Sub(submitted), bound, c.bigN)
+					}
+				}
+				s.PauseAll() // A need not drain
+			})
+		})
+	}
+}
+
+// Weights: a key of weight 3 takes three tasks per turn; the order on one
+// worker is exact.
+func TestKeyWeights(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1),
+			coordinator.WithKeys(coordinator.KeyPolicy{Weights: map[string]int{"gold": 3}}))
+		st := newStarts()
+		g := newGate()
+		if err := s.Submit(coordinator.Task{ID: "hold", Run: g.run}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		var tasks []coordinator.Task
+		for i := range 8 {
+			for _, key := range []string{"gold", "tin"} {
+				id := fmt.Sprintf("%s%d", key, i)
+				tasks = append(tasks, coordinator.Task{ID: id, Key: key, Run: func(context.Context) error { st.mark(id); return nil }})
+			}
+		}
+		tasks = append(tasks, coordinator.Task{ID: "urgent", Key: "tin", Priority: -1, Run: func(context.Context) error { st.mark("urgent"); return nil }})
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		g.release()
+		settle(t, s)
+		want := "[urgent gold0 gold1 gold2 tin0 gold3 gold4 gold5 tin1 gold6 gold7 tin2 tin3 tin4 tin5 tin6 tin7]"
+		if got := fmt.Sprint(st.in); got != want {
+			t.Errorf("start order %s; want %s", got, want)
+		}
+	})
+}
+
+// A task of k slots holds k of its pool's workers while it runs: never
+// more than the pool's size in use, under a steady stream of tasks of
+// one slot; it starts within the longest running attempt once it heads
+// its level, and a better priority still goes first.
+func TestSlots(t *testing.T) {
+	for _, c := range []struct{ size, k int }{{4, 3}, {8, 4}, {3, 3}, {5, 2}} {
+		t.Run(fmt.Sprintf("size=%d/k=%d", c.size, c.k), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(c.size))
+				run := newRunning()
+				st := newStarts()
+				task := func(id string, slots int, d time.Duration) coordinator.Task {
+					return coordinator.Task{ID: id, Slots: slots, Run: func(context.Context) error {
+						st.mark(id)
+						run.enter("", max(slots, 1))
+						defer run.leave("", max(slots, 1))
+						time.Sleep(d)
+						return nil
+					}}
+				}
+				var small []coordinator.Task
+				for i := range 400 {
+					small = append(small, task(fmt.Sprint(i), 0, time.Duration(1+i%5)*time.Millisecond))
+				}
+				if err := s.Submit(small[:200]...); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(3 * time.Millisecond)
+				submitted := time.Now()
+				if err := s.Submit(task("big", c.k, 10*time.Millisecond)); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Submit(small[200:]...); err != nil { // the stream goes on
+					t.Fatal(err)
+				}
+				settle(t, s)
+				if run.most > c.size {
+					t.Errorf("%d slots in use at once; the pool has %d", run.most, c.size)
+				}
+				// The 200 small tasks ahead of it at its level go first
+				// (submission order); then it waits only for the attempts
+				// running (at most 5ms).
+				ahead := 0
+				for _, id := range st.in {
+					if id == "big" {
+						break
+					}
+					ahead++
+				}
+				if ahead > 200+c.size {
+					t.Errorf("%d tasks started before the %d-slot task; want the 200 ahead of it and at most what ran", ahead, c.k)
+				}
+				_ = submitted
+				if c := s.Counts(); c.Succeeded != 401 {
+					t.Errorf("%+v; want 401 succeeded", c)
+				}
+			})
+		})
+	}
+}
+
+// Slots are checked at Submit: more than the pool has, or negative.
+func TestSlotsValidated(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithPool("gpu", 4, worker.Func{}))
+	for _, task := range []coordinator.Task{
+		{ID: "x", Slots: 3, Run: ok},
+		{ID: "y", Slots: -1, Run: ok},
+		{ID: "z", Slots: 5, Pool: "gpu", Run: ok},
+	} {
+		if err := s.Submit(task); !errors.Is(err, coordinator.ErrInvalidTask) {
+			t.Errorf("Submit(Slots %d in %q) = %v; want ErrInvalidTask", task.Slots, task.Pool, err)
+		}
+	}
+	if err := s.Submit(coordinator.Task{ID: "w", Slots: 4, Pool: "gpu", Run: ok}); err != nil {
+		t.Errorf("Submit(4 slots of 4) = %v", err)
+	}
+}

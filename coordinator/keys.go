@@ -1,0 +1,316 @@
+package coordinator
+
+// Keys (Task.Key): a limit on the attempts of one key handed out at once,
+// across pools, and turns between keys within a priority level.
+//
+// Once a scheduler has keys (WithKeys, or a task with a Key), every task
+// that becomes ready goes to its key's queue for its pool and level (a
+// task without a key to the empty key's), and the pool's ready queue holds
+// turns: one entry per key queue with ready tasks, which hands out up to
+// the key's weight of tasks (the oldest first) and then goes to the back
+// of its level. A key with 100,000 ready tasks therefore delays a key
+// that becomes ready later by at most one turn per hand-out, not by its
+// 100,000. A key at its limit has no turn: its tasks are not counted
+// ready for dispatch (they are not better work waiting), and it gets its
+// turns back, at the back of their levels, when an attempt of it ends.
+// An attempt counts against its key from its hand-out (its start is then
+// near, on an idle worker, or behind the attempts its lane runs) to the
+// application of its end; so an item of a limited key is reported at once
+// when it ends, and never fused behind its dependency.
+
+// turnBit marks a ready-queue entry that is a key queue's turn: the low
+// word holds the queue's index, the high word the turn's sequence (a
+// task's entry holds its index, below 1<<31, and its rseq).
+const turnBit = 1 << 31
+
+// keyState is one key of the scheduler (the empty key is number 0).
+type keyState struct {
+	name    string
+	limit   int32   // attempts handed out at once, all pools (0: no limit)
+	weight  int32   // tasks per turn, at least 1
+	out     int32   // attempts handed out whose ends are not yet applied
+	blocked bool    // out has reached limit: its queues have no turn
+	queues  []int32 // its queues, by index in state.kqs
+}
+
+// keyQueue is a key's ready tasks of one pool and level, oldest first.
+type keyQueue struct {
+	key   int32
+	pool  uint16
+	prio  int32
+	tasks taskRing // entries as the ready queue's: rseq<<32 | task; stale ones are skipped
+	live  int32    // Ready tasks in it
+	turn  uint32   // the sequence of its turn in the pool's ready queue (0: it has none)
+	used  int32    // tasks handed out in the current turn
+}
+
+type kqKey struct {
+	key  int32
+	pool uint16
+	prio int32
+}
+
+// keyTable is the state's keys; zero until a scheduler has keys.
+type keyTable struct {
+	keyed   bool             // tasks go through key queues
+	keyOf   []int32          // per task (parallel to tasks once keyed): its key
+	keys    []keyState       // by number; 0 is the empty key
+	keyIDs  map[string]int32 // by name
+	kqs     []keyQueue
+	kqIndex map[kqKey]int32
+	turnSeq uint32
+	policy  KeyPolicy // WithKeys: limits and weights of the keys to come
+}
+
+// keyNumber returns the number of key name, adding it if new.
+func (s *state) keyNumber(name string) int32 {
+	kt := &s.keyTable
+	if k, ok := kt.keyIDs[name]; ok {
+		return k
+	}
+	if kt.keyIDs == nil {
+		kt.keyIDs = map[string]int32{}
+	}
+	k := int32(len(kt.keys))
+	ks := keyState{name: name, weight: 1}
+	if name != "" {
+		ks.limit = int32(kt.policy.Limit)
+		if l, ok := kt.policy.Limits[name]; ok {
+			ks.limit = int32(l)
+		}
+	}
+	if w, ok := kt.policy.Weights[name]; ok {
+		ks.weight = int32(w)
+	}
+	kt.keys = append(kt.keys, ks)
+	kt.keyIDs[name] = k
+	return k
+}
+
+// startKeys turns keys on: from now on every task that becomes ready goes
+// through a key queue. Entries already in the ready queues stay there.
+func (s *state) startKeys() {
+	if s.keyed {
+		return
+	}
+	s.keyed = true
+	s.keyNumber("")
+	if n := len(s.tasks); len(s.keyOf) < n {
+		s.keyOf = append(s.keyOf, make([]int32, n-len(s.keyOf))...)
+	}
+	// What is ready already goes to the empty key's queues, in order.
+	var entries []uint64
+	for i := range s.pools {
+		p := &s.pools[i]
+		entries = entries[:0]
+		for {
+			e, _, ok := p.ready.Pop()
+			if !ok {
+				break
+			}
+			if t := int32(uint32(e)); s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) {
+				entries = append(entries, e)
+			}
+		}
+		p.readyLive = 0
+		for _, e := range entries {
+			s.pushKeyed(int32(uint32(e)), e, false)
+		}
+	}
+}
+
+// queueOf returns the index of t's key queue for its pool and level.
+func (s *state) queueOf(t int32) int32 {
+	h := &s.hot[t]
+	kk := kqKey{s.keyOf[t], h.pool, h.prio}
+	if q, ok := s.kqIndex[kk]; ok {
+		return q
+	}
+	if s.kqIndex == nil {
+		s.kqIndex = map[kqKey]int32{}
+	}
+	q := int32(len(s.kqs))
+	s.kqs = append(s.kqs, keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio})
+	s.kqIndex[kk] = q
+	s.keys[kk.key].queues = append(s.keys[kk.key].queues, q)
+	return q
+}
+
+// pushKeyed queues ready task t (entry e) in its key queue, at the back or
+// (taken back) at the front, and gives the queue a turn if it has none.
+func (s *state) pushKeyed(t int32, e uint64, front bool) {
+	qi := s.queueOf(t)
+	q := &s.kqs[qi]
+	if front {
+		q.tasks.pushFront(e)
+	} else {
+		q.tasks.pushBack(e)
+	}
+	q.live++
+	if s.keys[q.key].blocked {
+		return // no turn, not counted ready, until an attempt of the key ends
+	}
+	s.pools[q.pool].readyLive++
+	if front {
+		s.giveTurn(qi, true) // back where it was: the next turn of its level
+	} else if q.turn == 0 {
+		s.giveTurn(qi, false)
+	}
+}
+
+// giveTurn puts a turn of queue qi in its pool's ready queue, replacing
+// any it had.
+func (s *state) giveTurn(qi int32, front bool) {
+	q := &s.kqs[qi]
+	s.turnSeq++
+	if s.turnSeq == 0 {
+		s.turnSeq = 1
+	}
+	q.turn = s.turnSeq
+	e := uint64(q.turn)<<32 | turnBit | uint64(uint32(qi))
+	p := &s.pools[q.pool]
+	if front {
+		p.ready.PushFront(int(q.prio), e)
+	} else {
+		p.ready.Push(int(q.prio), e)
+	}
+}
+
+// liveTurn returns the queue of turn entry e if the turn is live, with
+// its oldest live task.
+func (s *state) liveTurn(e uint64) (*keyQueue, int32, bool) {
+	qi := int32(uint32(e) &^ turnBit)
+	q := &s.kqs[qi]
+	if q.turn != uint32(e>>32) {
+		return nil, 0, false
+	}
+	for q.tasks.len() > 0 {
+		te := q.tasks.front()
+		t := int32(uint32(te))
+		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(te>>32) {
+			return q, t, true
+		}
+		q.tasks.popFront() // stale: cancelled, or taken back and queued again
+	}
+	q.turn = 0 // nothing left: the turn ends
+	return nil, 0, false
+}
+
+// turnHead is the task turn entry e would hand out next.
+func (s *state) turnHead(e uint64) (int32, bool) {
+	_, t, ok := s.liveTurn(e)
+	return t, ok
+}
+
+// popTurn hands out the oldest task of the turn at the head of p's ready
+// queue (entry e, popped), and puts the turn back: at the front while the
+// key has tasks left of its weight for this turn, else at the back of the
+// level.
+func (s *state) popTurn(p *poolState, e uint64) (int32, bool) {
+	q, t, ok := s.liveTurn(e)
+	if !ok {
+		return 0, false
+	}
+	qi := int32(uint32(e) &^ turnBit)
+	q.tasks.popFront()
+	q.live--
+	p.readyLive--
+	q.used++
+	switch {
+	case q.live == 0:
+		q.turn, q.used = 0, 0
+	case q.used < s.keys[q.key].weight:
+		s.giveTurn(qi, true)
+	default:
+		q.used = 0
+		s.giveTurn(qi, false)
+	}
+	return t, true
+}
+
+// unqueueKeyed takes Ready task t out of its key queue's count (its entry
+// is left behind, skipped when met).
+func (s *state) unqueueKeyed(t int32) {
+	q := &s.kqs[s.queueOf(t)]
+	q.live--
+	if !s.keys[q.key].blocked {
+		s.pools[q.pool].readyLive--
+	}
+}
+
+// keyOut counts an attempt of t handed out against its key.
+func (s *state) keyOut(t int32) {
+	k := &s.keys[s.keyOf[t]]
+	k.out++
+	if k.limit > 0 && k.out >= k.limit && !k.blocked {
+		k.blocked = true
+		for _, qi := range k.queues {
+			q := &s.kqs[qi]
+			q.turn, q.used = 0, 0 // its entry in the ready queue is stale now
+			s.pools[q.pool].readyLive -= int(q.live)
+		}
+	}
+}
+
+// keyBack counts an attempt of t whose end was applied, or that was taken
+// back, off its key; a key below its limit again gets its turns back.
+func (s *state) keyBack(t int32) {
+	k := &s.keys[s.keyOf[t]]
+	k.out--
+	if k.blocked && k.out < k.limit {
+		k.blocked = false
+		for _, qi := range k.queues {
+			if q := &s.kqs[qi]; q.live > 0 {
+				s.pools[q.pool].readyLive += int(q.live)
+				s.giveTurn(qi, false)
+			}
+		}
+	}
+}
+
+// keyLimited reports whether t's key has a limit: its attempts are then
+// reported at once when they end, and it is never fused.
+func (s *state) keyLimited(t int32) bool {
+	return s.keyed && s.keys[s.keyOf[t]].limit > 0
+}
+
+// taskRing is a FIFO of ready-queue entries.
+type taskRing struct {
+	buf  []uint64
+	head int
+	n    int
+}
+
+func (r *taskRing) len() int { return r.n }
+
+func (r *taskRing) grow() {
+	buf := make([]uint64, max(2*len(r.buf), 4))
+	k := copy(buf, r.buf[r.head:min(r.head+r.n, len(r.buf))])
+	copy(buf[k:], r.buf[:r.n-k])
+	r.buf, r.head = buf, 0
+}
+
+func (r *taskRing) pushBack(x uint64) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = x
+	r.n++
+}
+
+func (r *taskRing) pushFront(x uint64) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.head = (r.head - 1 + len(r.buf)) % len(r.buf)
+	r.buf[r.head] = x
+	r.n++
+}
+
+func (r *taskRing) front() uint64 { return r.buf[r.head] }
+
+func (r *taskRing) popFront() {
+	r.buf[r.head] = 0
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+}
