@@ -27,6 +27,7 @@ import (
 // starts).
 type durable struct {
 	funcs     map[string]func(context.Context, []byte) error
+	resumes   []bool         // by pool index: resumes the attempts a crash left running (worker.Resumer)
 	seq       []uint64       // by record: the sequence its keys carry (0: none)
 	next      uint64         // the next sequence to give
 	mark      []uint32       // by record: the epoch it was last made dirty in

@@ -88,7 +88,7 @@ func corrupt(what string, err error) error {
 // returns what the restore decided (interrupted attempts, skips) as a
 // first commit, nil if nothing: New commits it and tells committed.
 func (s *state) openDurable(cfg *durableConfig, ld *loader, now time.Time) (*Changes, error) {
-	d := &durable{funcs: cfg.funcs, next: 1, epoch: 1}
+	d := &durable{funcs: cfg.funcs, resumes: cfg.resumes, next: 1, epoch: 1}
 	s.dur = d
 	if !ld.seen {
 		if len(ld.tasks) > 0 {
@@ -297,6 +297,12 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 		case st.CancelReq:
 			h.flags |= fCancelReq
 			s.cancelled(t, now)
+		case Status(st.Status) == Running && s.resumes(h.pool):
+			// The attempt runs outside this process and may still be
+			// running, or have ended, there (worker.Resumer): it is handed
+			// out again as the same attempt, for the pool to pick up.
+			s.tasks[t].attempts--
+			s.pushReady(t, now)
 		case Status(st.Status) == Running:
 			// The attempt was running when the process died: it counts,
 			// and is retried if the policy allows.
@@ -316,6 +322,13 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			s.eligible(t, now)
 		}
 	}
+}
+
+// resumes reports whether pool's Worker resumes the attempts a crash
+// left running (worker.Resumer).
+func (s *state) resumes(pool uint16) bool {
+	r := s.dur.resumes
+	return int(pool) < len(r) && r[pool]
 }
 
 // restoreCounts sets, after a restore, what the cascade counts

@@ -77,7 +77,10 @@ var (
 	ErrNotDurable = errors.New("coordinator: task cannot be made durable")
 	// ErrInterrupted is the error of an attempt that was running when the
 	// process died: a durable scheduler counts it as a failed attempt and
-	// retries it under the task's RetryPolicy.
+	// retries it under the task's RetryPolicy. An attempt of a pool whose
+	// Worker is a worker.Resumer (its attempts run elsewhere and outlive
+	// the process) is not interrupted: it is handed to the Worker again
+	// as the same attempt.
 	ErrInterrupted = errors.New("coordinator: attempt interrupted by a crash")
 )
 
@@ -127,10 +130,13 @@ func WithFunc(name string, f func(ctx context.Context, payload []byte) error) Op
 	}
 }
 
-// durableConfig is what WithStore and WithFunc set.
+// durableConfig is what WithStore and WithFunc set, and which pools
+// resume the attempts a crash left running (set by New from their
+// workers).
 type durableConfig struct {
-	store Store
-	funcs map[string]func(context.Context, []byte) error
+	store   Store
+	funcs   map[string]func(context.Context, []byte) error
+	resumes []bool // by pool index: its Worker is a worker.Resumer that said yes
 }
 
 func (c *config) durable() *durableConfig {

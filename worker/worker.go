@@ -137,3 +137,19 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// Resumer is implemented by a Worker whose attempts run outside the
+// scheduler's process and outlive it, as remote workers' do: an attempt
+// that was running when that process died may still be running
+// elsewhere, or have ended there with an outcome that is on its way. A
+// durable scheduler (coordinator.WithStore) that restores such an attempt
+// hands it to Do again as the same attempt (the same ID, Round and
+// Attempt) instead of counting it as interrupted
+// (coordinator.ErrInterrupted) and retrying it; Do must then pick the
+// attempt up where it is (wait for it, or return the outcome it left)
+// and run it again only if it can no longer end by itself. The scheduler
+// asks once, at New, of the Worker given to coordinator.WithPool (not of
+// a middleware's wrapper); ResumesAttempts must not block.
+type Resumer interface {
+	ResumesAttempts() bool
+}
