@@ -126,23 +126,35 @@
 // Coordinator restarts. Outcomes are addressed to a Pool instance and kept
 // in the results stream for WithResultsTTL (default a day) by the
 // instance's durable consumer, which outlives the process. A Pool created
-// again with the same WithInstance receives them, and a Do of an attempt
-// whose outcome came while no Pool ran returns that outcome without
-// running the attempt again (the repeated publish is deduplicated).
+// again with the same WithInstance takes the instance over: it creates a
+// consumer of its own, which delivers at once every outcome not yet
+// acknowledged (those published while no Pool ran, and those delivered to
+// the earlier Pool that it never acknowledged: it died, or it still runs
+// in a process that was paused), and deletes the earlier Pools'
+// consumers, so that a Pool that is still alive receives nothing more. A
+// Do of an attempt whose outcome came while no Pool ran returns that
+// outcome without running the attempt again (the repeated publish is
+// deduplicated).
 //
 // With a durable scheduler (coordinator.WithStore), nothing is lost end to
 // end: give tasks their Payload as Payload.Encode's bytes (a durable
 // scheduler keeps []byte payloads only; a success's result is then the
 // handler's bytes, not a Result) and give the Pool a fixed WithInstance.
-// An attempt the coordinator had handed out when it died is handed out
-// again by the restarted one: with the same Round and Attempt if its start
-// had not been written yet, and then a Do finds the outcome published
-// meanwhile (or the attempt still queued or running) and nothing runs
-// twice; as the next attempt, under the task's retry policy, if its start
-// had been written (at least once). TestDurableCoordinatorRestart kills a
-// coordinator with SIGKILL while a remote attempt runs and checks this.
+// The Pool is a worker.Resumer: an attempt the coordinator had handed out
+// when it died, started or not, is handed out again by the restarted one
+// with the same Round and Attempt, and its Do finds the outcome published
+// meanwhile, or the attempt still queued or running, and waits for it:
+// nothing runs twice within the duplicate window (WithDedupeWindow; past
+// it, the attempt is published again and runs again: at least once). An
+// outcome the dead coordinator's Pool had applied and acknowledged, but
+// whose commit it did not live to make, is gone: the attempt then runs
+// again. TestDurableCoordinatorRestart kills a coordinator with SIGKILL
+// while a remote attempt runs and checks this.
 //
-// A Shutdown is not a crash: it cancels the attempts in flight (Do
+// WithDetach makes a Shutdown leave remote attempts running, for the next
+// durable scheduler on the store (a restart, or a standby replica of
+// package replica taking over) to pick up. Without it, a Shutdown is not
+// a crash: it cancels the attempts in flight (Do
 // withdraws a queued one and stops a running one), and the restarted
 // durable coordinator hands them out again with the same Round and
 // Attempt. When Do finds such an attempt's ID already stored (within the
@@ -195,8 +207,9 @@
 //     report left it (a moment after it took the attempt), or to a Serve
 //     of an older version, which sends none; a worker pulling again ends
 //     the wait, as before.
-//   - Two live Pools with the same WithInstance are not detected: they
-//     would take each other's outcomes.
+//   - Two live Pools with the same WithInstance are not detected: the
+//     later one takes the instance over (its outcomes go to it alone) and
+//     the earlier one waits for outcomes that never come.
 //   - An instance name is a promise of continuity: a Pool given the name
 //     of an earlier one receives the outcomes that one left, and a Do
 //     whose task ID, round and attempt match such an outcome returns it
@@ -213,8 +226,10 @@
 // (AckWait = WithLease, MaxDeliver = WithMaxDeliver); the stream
 // BATON_P_RESULTS (interest retention, subjects baton.P.results.>; the
 // outcome of attempt key K on baton.P.results.I.H, H a hash of K) with a
-// durable consumer coord-I per instance (filter baton.P.results.I.>),
-// removed after WithResultsTTL of inactivity; the core subjects baton.P.cancel,
+// durable consumer coord-I-G per Pool of instance I (filter
+// baton.P.results.I.>; G tells the Pools of an instance apart, and a
+// NewPool deletes the instance's other consumers), removed after
+// WithResultsTTL of inactivity; the core subjects baton.P.cancel,
 // baton.P.config (NewPool set the consumers) and baton.P.held.I (a Serve
 // holds the last delivery of one of I's attempts). NewPool
 // creates or updates them all; Serve waits for them.

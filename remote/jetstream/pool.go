@@ -100,6 +100,7 @@ type poolConfig struct {
 	replicas   int
 	kinds      map[string]bool // nil: any kind
 	logger     *slog.Logger
+	detach     bool // WithDetach: Shutdown leaves remote attempts running
 }
 
 func positive(what string, d time.Duration) error {
@@ -207,6 +208,20 @@ func WithReplicas(n int) Option {
 	}
 }
 
+// WithDetach makes a Do whose context ends because its scheduler stops
+// (context.Cause is coordinator.ErrClosed: a Shutdown, or a durable
+// scheduler stopped by a failed commit) return at once and leave the
+// attempt where it is, queued or running on a worker, instead of
+// stopping it: the durable scheduler that comes next on the same store
+// (the process restarted, or a standby replica that took over) hands the
+// attempt out again as the same attempt (worker.Resumer), and a Pool of
+// the same WithInstance picks up its outcome. Give it only to a Pool of a
+// durable scheduler with a fixed WithInstance: otherwise nobody collects
+// what the attempt does. Cancel and Timeout still stop the attempt.
+func WithDetach() Option {
+	return func(c *poolConfig) error { c.detach = true; return nil }
+}
+
 // WithKinds makes Validate refuse a Payload whose Kind is not one of kinds,
 // at Submit, instead of the attempt failing on a worker with
 // ErrUnknownKind.
@@ -273,6 +288,12 @@ type Pool struct {
 	lost    chan struct{}      // closed once an outage outlasts cfg.maxOutage; replaced when it ends
 	timer   *time.Timer        // fires lost; nil while connected
 }
+
+var _ interface {
+	worker.Worker
+	worker.Validator
+	worker.Resumer
+} = (*Pool)(nil)
 
 // call is one Do waiting for its outcome.
 type call struct {
@@ -383,12 +404,18 @@ func (p *Pool) provision(ctx context.Context) error {
 // start subscribes to outcomes, max-delivery advisories
 // and connection events, in this order of importance.
 func (p *Pool) start(ctx context.Context) error {
+	var g [8]byte
+	_, _ = rand.Read(g[:])
+	name, filter := resultsConsumer(p.cfg.instance, hex.EncodeToString(g[:])), resultsSubject(p.name, p.cfg.instance)+".>"
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{
-		Durable: resultsConsumer(p.cfg.instance), FilterSubject: resultsSubject(p.name, p.cfg.instance) + ".>",
+		Durable: name, FilterSubject: filter,
 		AckPolicy: njs.AckExplicitPolicy, AckWait: resultsAckWait, MaxAckPending: -1,
 		DeliverPolicy: njs.DeliverAllPolicy, InactiveThreshold: p.cfg.resultsTTL,
 	})
 	if err != nil {
+		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
+	}
+	if err := p.takeOver(ctx, name, filter); err != nil {
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
 	for _, s := range []struct {
@@ -425,6 +452,32 @@ func (p *Pool) start(ctx context.Context) error {
 	return nil
 }
 
+// takeOver deletes the results consumers of this instance other than
+// mine (name): those of earlier Pools of the instance, dead or alive (a
+// process paused while a standby took its place). Mine was created first
+// and delivers every outcome they had not acknowledged, at once: an
+// outcome delivered to a Pool that died before acknowledging it would
+// otherwise wait resultsAckWait for its redelivery, and one delivered to
+// a Pool that still runs would be applied there.
+func (p *Pool) takeOver(ctx context.Context, name, filter string) error {
+	var old []string
+	list := p.results.ListConsumers(ctx)
+	for info := range list.Info() {
+		if info.Name != name && info.Config.FilterSubject == filter {
+			old = append(old, info.Name)
+		}
+	}
+	if err := list.Err(); err != nil {
+		return err
+	}
+	for _, c := range old {
+		if err := p.results.DeleteConsumer(ctx, c); err != nil && !errors.Is(err, njs.ErrConsumerNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
 func (p *Pool) stop() {
 	close(p.closing)
 	if p.cc != nil {
@@ -452,6 +505,13 @@ func (p *Pool) stop() {
 // blocks until the Pool's goroutines and subscriptions are gone; it is
 // idempotent and safe for concurrent use. It does not close the connection.
 func (p *Pool) Close() error { return p.closeErr() }
+
+// ResumesAttempts returns true: the Pool is a worker.Resumer. An attempt
+// a durable scheduler's crash left running runs on, or has ended, on a
+// worker machine; the restored scheduler hands it to Do again as the same
+// attempt, and Do picks it up (see the package doc, Coordinator
+// restarts). It does not block and works after Close.
+func (p *Pool) ResumesAttempts() bool { return true }
 
 // Instance returns the Pool's instance name (WithInstance, or the random
 // one NewPool chose). A coordinator that restarts passes it to WithInstance
@@ -569,8 +629,12 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 		deadline, _ := ctx.Deadline()
 		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline), lost); err != nil {
 			if ctx.Err() != nil {
-				// It may have been stored: tell the workers, who remember it.
-				_ = p.nc.Publish(cancelSubject(p.name), cancelBody(c.key, c.seq.Load()))
+				if p.detached(ctx) {
+					p.forget(c)
+				} else {
+					// It may have been stored: tell the workers, who remember it.
+					_ = p.nc.Publish(cancelSubject(p.name), cancelBody(c.key, c.seq.Load()))
+				}
 				return "", context.Cause(ctx)
 			}
 			return "", err
@@ -629,6 +693,12 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 		case <-back:
 			rearm()
 		case <-ctx.Done():
+			if p.detached(ctx) {
+				// Left to run, for the next scheduler on the store: its
+				// outcome is not this Do's, nor a duplicate (settle).
+				p.forget(c)
+				return "", context.Cause(ctx)
+			}
 			return "", p.cancel(ctx, c)
 		case <-lost:
 			return "", fmt.Errorf("%w: no outcome for task %q after an outage of %v", ErrUnavailable, j.ID, p.cfg.maxOutage)
@@ -636,6 +706,12 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 			return "", ErrClosed
 		}
 	}
+}
+
+// detached reports whether Do, whose ctx has ended, leaves its attempt
+// to run: WithDetach, and its scheduler stops (coordinator.ErrClosed).
+func (p *Pool) detached(ctx context.Context) bool {
+	return p.cfg.detach && errors.Is(context.Cause(ctx), coordinator.ErrClosed)
 }
 
 // closed reports whether ch is closed.
@@ -738,6 +814,20 @@ func (p *Pool) unregister(c *call) {
 	p.mu.Lock()
 	delete(p.waiting, c.key)
 	p.settle(c)
+	p.mu.Unlock()
+}
+
+// forget ends c's wait without remembering its attempt as settled: a
+// detached attempt's outcome, when it comes, is kept unacknowledged (as
+// one that came while no Do waited) for the Pool that takes the
+// instance over.
+func (p *Pool) forget(c *call) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	p.mu.Lock()
+	delete(p.waiting, c.key)
 	p.mu.Unlock()
 }
 

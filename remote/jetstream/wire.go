@@ -21,7 +21,8 @@ import (
 //	consumer workers           on BATON_P_ATTEMPTS         shared by every Serve of the pool
 //	stream   BATON_P_RESULTS   subjects baton.P.results.>  interest retention, one message per outcome,
 //	                                                       on baton.P.results.I.H (H: a hash of its attempt key)
-//	consumer coord-I           on BATON_P_RESULTS          one per Pool instance I, filter baton.P.results.I.>
+//	consumer coord-I-G         on BATON_P_RESULTS          one per Pool of instance I (G: random, per NewPool),
+//	                                                       filter baton.P.results.I.>; a NewPool deletes the others
 //	subject  baton.P.cancel                                core NATS, body = publication (cancelBody): stop it
 //	subject  baton.P.config                                core NATS: NewPool set the consumers, read them again
 //	subject  baton.P.held.I                                core NATS, body = held reports (encodeHeld): a Serve holds
@@ -76,7 +77,10 @@ func maxDeliveriesSubject(pool string) string {
 func consumerCreatedSubject(pool string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + attemptsStream(pool) + "." + workConsumer
 }
-func resultsConsumer(instance string) string { return "coord-" + instance }
+
+// resultsConsumer names the results consumer of one Pool of instance
+// (gen tells the Pools of an instance apart).
+func resultsConsumer(instance, gen string) string { return "coord-" + instance + "-" + gen }
 
 // Headers of an attempt message, besides its Nats-Msg-Id (the attempt
 // key, which names the instance, round, attempt and task). Its body is

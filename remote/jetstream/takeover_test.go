@@ -1,0 +1,65 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/batonhq/baton/coordinator"
+	bjs "github.com/batonhq/baton/remote/jetstream"
+	"github.com/batonhq/baton/worker"
+)
+
+// WithDetach: a Do whose scheduler stops (cause coordinator.ErrClosed)
+// returns at once and leaves the attempt running; a second Pool of the
+// same instance, created while the first is still alive, takes the
+// instance over and its Do of the same attempt returns the outcome, which
+// had gone to the first Pool (unacknowledged: no Do waited for it), at
+// once rather than after the first Pool's acknowledgement wait. The
+// handler runs once; the first Pool receives nothing more.
+func TestDetachedAttemptIsPickedUpByTheNextPool(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	var runs atomic.Int32
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	serve(t, nc, "detach", map[string]bjs.Handler{"work": func(ctx context.Context, data []byte) ([]byte, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		select {
+		case <-release:
+			return []byte("done"), nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}})
+	first := newPool(t, nc, "detach", bjs.WithInstance("coord"), bjs.WithDetach())
+	job := worker.Job{ID: "job", Round: 1, Attempt: 1, Payload: bjs.Payload{Kind: "work"}}
+	ctx, stop := context.WithCancelCause(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- first.Do(ctx, job) }()
+	recv(t, started, "the attempt started")
+	stop(coordinator.ErrClosed)
+	if err := recv(t, returned, "the detached Do"); !errors.Is(err, coordinator.ErrClosed) {
+		t.Fatalf("Do whose scheduler stopped = %v; want coordinator.ErrClosed at once", err)
+	}
+	outcome := subscribe(t, nc, "baton.detach.results.coord.>")
+	close(release) // the handler ends after the Do left: its outcome goes to the first Pool
+	recv(t, outcome, "the outcome published")
+
+	second := newPool(t, nc, "detach", bjs.WithInstance("coord"))
+	dctx, cancel := context.WithTimeout(context.Background(), long/2) // less than the acknowledgement wait
+	defer cancel()
+	if err := second.Do(dctx, job); err != nil {
+		t.Fatalf("Do of the same attempt on the Pool that took over = %v; want its outcome", err)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Errorf("handler ran %d times; want once", got)
+	}
+	if st := second.Stats(); st.Outcomes != 1 || st.Deduplicated != 1 {
+		t.Errorf("second Pool's Stats = %+v; want one outcome and its publish deduplicated", st)
+	}
+	if st := first.Stats(); st.Outcomes != 0 {
+		t.Errorf("first Pool's Stats = %+v; want no outcome applied", st)
+	}
+}
