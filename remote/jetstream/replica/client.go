@@ -1,0 +1,411 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Client reaches the scheduler of a replicated store from any process:
+// its calls go to the replica that leads the store (a request on
+// baton.S.api.T, for term T), found in the log, and follow the lead when
+// it changes. A Replica's own calls are its Client's. It needs no
+// JetStream rights but reading the log's last message (see the package
+// doc, Who may do what).
+//
+// Every call blocks until the leader answers, and waits for a leader while
+// none leads, until its context ends: then it returns ErrNoLeader, or
+// ctx.Err() if a leader was found and had not answered. A request the
+// leader never got is sent again to the next leader; one it had when it
+// stopped leading is sent again if asking twice is harmless (Info,
+// WaitTasks, Wait), and otherwise (Submit, Cancel) fails with
+// ErrLeaderLost: it may or may not have been applied.
+//
+// All methods are safe for concurrent use. After Close they return
+// ErrClosed.
+type Client struct {
+	nc   *nats.Conn    // owned by the caller
+	js   njs.JetStream // immutable
+	name string        // immutable: the store's name
+	poll time.Duration // immutable: how often a wait for a leader looks again, besides term messages
+
+	mu     sync.Mutex          // guards the fields below
+	stream njs.Stream          // the log, once found
+	term   uint64              // the leader's term as last read (0: not known)
+	leader string              // its name
+	dead   uint64              // a term whose leader did not answer: wait for another
+	wake   chan struct{}       // closed at the next term message heard, replaced
+	watch  []*nats.Subscription // term messages and leaders' word (core NATS): the lead changes
+	subs   []*nats.Subscription // Subscribe's
+	closed bool
+}
+
+// NewClient returns a Client of the store called name, through nc (which
+// must reconnect: nats.MaxReconnects(-1); the Client never closes it).
+// It subscribes to the log's term messages, to learn of a new leader
+// without asking; it does not block otherwise. Close it when done.
+func NewClient(nc *nats.Conn, name string) (*Client, error) {
+	if err := checkArgs(nc, name); err != nil {
+		return nil, err
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{nc: nc, js: js, name: name, poll: time.Second, wake: make(chan struct{})}
+	// A term message (a claim, or a resignation) and a leader's word that
+	// it answers (readySubject) wake the calls waiting for a leader.
+	for _, subject := range []string{logSubject(name, kindTerm), readySubject(name)} {
+		sub, err := nc.Subscribe(subject, func(*nats.Msg) { c.heard() })
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.watch = append(c.watch, sub)
+	}
+	return c, nil
+}
+
+// heard wakes the calls waiting for a leader: a term message was
+// published (it may have been refused by the log: they look).
+func (c *Client) heard() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+// Close stops the Client: its subscriptions (Subscribe's too) end, and its
+// calls return ErrClosed from then on. Calls under way end with their
+// contexts. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	for _, s := range c.watch {
+		_ = s.Unsubscribe()
+	}
+	for _, s := range c.subs {
+		_ = s.Unsubscribe()
+	}
+	c.subs = nil
+	return nil
+}
+
+// Leader returns the name and the term of the replica that leads the
+// store, waiting for one until ctx ends (ErrNoLeader). The answer may be
+// stale by the time it returns.
+func (c *Client) Leader(ctx context.Context) (name string, term uint64, err error) {
+	t, n, err := c.find(ctx)
+	return n, t, err
+}
+
+// find returns the current leader's term and name, reading the log's last
+// message if it is not known, and waiting while nobody leads.
+func (c *Client) find(ctx context.Context) (uint64, string, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return 0, "", ErrClosed
+		}
+		term, leader, wake := c.term, c.leader, c.wake
+		c.mu.Unlock()
+		if term != 0 {
+			return term, leader, nil
+		}
+		term, leader, err := c.look(ctx)
+		if err != nil && ctx.Err() != nil {
+			return 0, "", fmt.Errorf("%w: store %q: %w", ErrNoLeader, c.name, ctx.Err())
+		}
+		c.mu.Lock()
+		if err == nil && term != 0 && term != c.dead {
+			c.term, c.leader = term, leader
+			c.mu.Unlock()
+			return term, leader, nil
+		}
+		// A dead term is skipped until the next wake or poll only: its
+		// leader may have been restoring, or its subscription on its way.
+		c.dead = 0
+		c.mu.Unlock()
+		t := time.NewTimer(c.poll)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return 0, "", fmt.Errorf("%w: store %q: %w", ErrNoLeader, c.name, ctx.Err())
+		}
+	}
+}
+
+// look reads the term and leader the log's last message names (0: none,
+// the last leader resigned or the log is empty).
+func (c *Client) look(ctx context.Context) (uint64, string, error) {
+	c.mu.Lock()
+	st := c.stream
+	c.mu.Unlock()
+	if st == nil {
+		var err error
+		if st, err = c.js.Stream(ctx, streamName(c.name)); err != nil {
+			return 0, "", err
+		}
+		c.mu.Lock()
+		c.stream = st
+		c.mu.Unlock()
+	}
+	m, err := st.GetLastMsgForSubject(ctx, logSubjects(c.name))
+	if errors.Is(err, njs.ErrMsgNotFound) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	if kindOf(m.Subject) == kindTerm {
+		if m.Header.Get(hdrResign) == "1" {
+			return 0, "", nil
+		}
+		return m.Sequence, m.Header.Get(hdrLeader), nil
+	}
+	t, err := strconv.ParseUint(m.Header.Get(hdrTerm), 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: message %d names no term", errCorrupt, m.Sequence)
+	}
+	return t, m.Header.Get(hdrLeader), nil
+}
+
+// forget drops term as the leader's (it did not answer, or said it no
+// longer leads): the next call waits for another.
+func (c *Client) forget(term uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.term == term {
+		c.term, c.leader, c.dead = 0, "", term
+	}
+}
+
+// errNoAnswer: the leader asked had no subscription (it is gone); the
+// request was not delivered. errMoved: the lead changed while the request
+// waited for its answer.
+var (
+	errNoAnswer = errors.New("replica: no replica answers for that term")
+	errMoved    = errors.New("replica: the lead changed during the request")
+)
+
+// call sends req to the leader and decodes its reply, following the lead
+// as the Client doc says (again: whether req may be sent twice).
+func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		term, _, err := c.find(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r, err := c.ask(ctx, term, data)
+		switch {
+		case errors.Is(err, errNoAnswer):
+			c.forget(term)
+			continue
+		case errors.Is(err, errMoved) && again:
+			continue
+		case errors.Is(err, errMoved):
+			return nil, fmt.Errorf("%w (store %q, term %d)", ErrLeaderLost, c.name, term)
+		case err != nil:
+			return nil, err
+		}
+		if r.Err != nil {
+			switch r.Err.Code {
+			case codeNotLeader, codeClosed, codeFenced:
+				// Not done there: ask the next leader.
+				c.forget(term)
+				continue
+			case codeStoreFailed:
+				if !again {
+					return nil, fmt.Errorf("%w (store %q, term %d): %w", ErrLeaderLost, c.name, term, r.Err.err())
+				}
+				c.forget(term)
+				continue
+			}
+		}
+		return r, nil
+	}
+}
+
+// ask sends one request to the leader of term and waits for its answer,
+// for ctx, or for the lead to change.
+func (c *Client) ask(ctx context.Context, term uint64, data []byte) (*reply, error) {
+	inbox := c.nc.NewInbox()
+	ch := make(chan *nats.Msg, 1)
+	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: apiSubject(c.name, term), Reply: inbox, Data: data}); err != nil {
+		return nil, err
+	}
+	for {
+		c.mu.Lock()
+		wake, closed := c.wake, c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		select {
+		case m := <-ch:
+			if m.Header.Get("Status") == "503" {
+				return nil, errNoAnswer
+			}
+			var r reply
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				return nil, fmt.Errorf("replica: undecodable answer of the leader: %w", err)
+			}
+			return &r, nil
+		case <-wake:
+			// A term message: is the lead still with term?
+			now, _, err := c.look(ctx)
+			if err == nil && now != term {
+				return nil, errMoved
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Submit adds a batch of tasks through the leader, as the leader's
+// Scheduler.SubmitContext does (the batch is accepted whole once it is
+// committed, or rejected whole), with the same errors: a
+// *coordinator.TaskError wrapping the coordinator's sentinels, a
+// *coordinator.CycleError. A task must be described by data alone (no
+// Run, RetryIf or Schedule; a []byte Payload): others are refused here
+// with a *coordinator.TaskError wrapping coordinator.ErrNotDurable. It
+// returns ErrLeaderLost when the leader stopped leading with the batch
+// in hand (see the Client doc).
+func (c *Client) Submit(ctx context.Context, tasks ...coordinator.Task) error {
+	req := &request{Op: opSubmit}
+	for _, t := range tasks {
+		w, err := toWire(t)
+		if err != nil {
+			return err
+		}
+		req.Tasks = append(req.Tasks, w)
+	}
+	r, err := c.call(ctx, req, false)
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return r.Err.err()
+	}
+	return nil
+}
+
+// Cancel cancels a task through the leader, as Scheduler.Cancel does: it
+// reports whether the cancel took (false for an unknown or final task),
+// once the leader committed it. An error says it could not be asked
+// (ErrNoLeader, ctx.Err()) or that the answer was lost (ErrLeaderLost).
+func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
+	r, err := c.call(ctx, &request{Op: opCancel, IDs: []string{id}}, false)
+	if err != nil {
+		return false, err
+	}
+	if r.Err != nil {
+		return false, r.Err.err()
+	}
+	return r.OK, nil
+}
+
+// Info reports a task as the leader's Scheduler.Info does (false: unknown
+// to it). TaskInfo.Err keeps the coordinator's sentinels
+// (coordinator.ErrCancelled, ErrClosed, ErrInterrupted) and timeouts
+// (*worker.TimeoutError); other errors arrive as their text.
+func (c *Client) Info(ctx context.Context, id string) (coordinator.TaskInfo, bool, error) {
+	r, err := c.call(ctx, &request{Op: opInfo, IDs: []string{id}}, true)
+	if err != nil {
+		return coordinator.TaskInfo{}, false, err
+	}
+	if r.Err != nil {
+		return coordinator.TaskInfo{}, false, r.Err.err()
+	}
+	if !r.Known || r.Info == nil {
+		return coordinator.TaskInfo{}, false, nil
+	}
+	return r.Info.info(), true, nil
+}
+
+// WaitTasks waits, through the leader, until every listed task is final,
+// as Scheduler.WaitTasks does: nil if all succeeded, a
+// *coordinator.TasksError otherwise, an error wrapping
+// coordinator.ErrUnknownTask for an ID the leader does not know. A change
+// of leader meanwhile is waited through. ctx.Err() if ctx ends.
+func (c *Client) WaitTasks(ctx context.Context, ids ...string) error {
+	r, err := c.call(ctx, &request{Op: opWaitTasks, IDs: ids}, true)
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return r.Err.err()
+	}
+	return nil
+}
+
+// Wait waits, through the leader, until every task submitted so far is
+// final, as Scheduler.Wait does; a change of leader meanwhile is waited
+// through. ctx.Err() if ctx ends.
+func (c *Client) Wait(ctx context.Context) error {
+	r, err := c.call(ctx, &request{Op: opWait}, true)
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return r.Err.err()
+	}
+	return nil
+}
+
+// Subscribe calls fn for every event the leader publishes from now on
+// (core NATS on baton.S.events), in the order each leader decided them,
+// on a goroutine of the Client's connection: fn is never called
+// concurrently with itself, and events queue for a slow fn without
+// bound. Delivery is at most once: an event decided by a leader that died
+// before publishing it, or sent while this connection was down, is not
+// delivered (Info and WaitTasks tell the state). Call unsubscribe to
+// stop; an event already on its way may still be delivered once. It does
+// not block beyond a subscription; its error is the connection's, or
+// ErrClosed.
+func (c *Client) Subscribe(fn func(coordinator.Event)) (unsubscribe func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	sub, err := c.nc.Subscribe(eventsSubject(c.name), func(m *nats.Msg) {
+		var w wireEvent
+		if json.Unmarshal(m.Data, &w) == nil {
+			fn(w.event())
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	c.subs = append(c.subs, sub)
+	return func() { _ = sub.Unsubscribe() }, nil
+}

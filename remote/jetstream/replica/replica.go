@@ -1,0 +1,435 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/remote/jetstream"
+	"github.com/nats-io/nats.go"
+)
+
+// Role is what a replica does for its store.
+type Role uint8
+
+const (
+	// Standby follows the log and takes the store over when its leader
+	// resigns or falls silent for a lease.
+	Standby Role = iota
+	// Leader runs the store's scheduler: it restored it from the log,
+	// appends every commit to it and answers the Clients.
+	Leader
+)
+
+func (r Role) String() string {
+	if r == Leader {
+		return "leader"
+	}
+	return "standby"
+}
+
+// Notice tells of a replica's change of role (WithNotify).
+type Notice struct {
+	Role   Role
+	Term   uint64    // Leader: the term it leads; Standby: the term it led until now (0 if none)
+	Leader string    // Leader: this replica's name; Standby: the leader last read in the log ("" if none)
+	Err    error     // Standby after leading, or after failing to: why (errors.Is(err, ErrFenced): another replica took over)
+	At     time.Time // when the change happened
+	// Leader only.
+	Tasks   int           // tasks restored from the log
+	Restore time.Duration // from the term's beginning in the log to the restored scheduler's start
+}
+
+// remotePool is a pool WithRemotePool adds.
+type remotePool struct {
+	name string
+	size int
+	pool string
+	opts []jetstream.Option
+}
+
+// WithScheduler gives the options of the scheduler a Replica runs while it
+// leads (coordinator.New's, at each takeover): its functions
+// (coordinator.WithFunc, the same on every replica), local pools
+// (coordinator.WithPool), retention, logger, middleware. The Replica adds
+// its own coordinator.WithStore (any other is overridden), its lease's
+// middleware (the innermost) and the pools of WithRemotePool. Options
+// given in several calls add up.
+func WithScheduler(opts ...coordinator.Option) Option {
+	return func(c *config) error {
+		c.sched = append(c.sched, opts...)
+		return nil
+	}
+}
+
+// WithRemotePool adds to the scheduler a pool called name, of size
+// attempts in flight, whose attempts run on the worker machines serving
+// the JetStream pool called pool (jetstream.Serve): the Replica creates
+// its jetstream.Pool (with opts) each time it takes the store over, named
+// after the store (jetstream.WithInstance: every replica of the store
+// shares the instance, so that a new leader receives the outcomes of the
+// attempts an old one handed out) and with jetstream.WithDetach (a
+// leader that stops leaves its remote attempts running for the next),
+// and closes it when it stops leading.
+func WithRemotePool(name string, size int, pool string, opts ...jetstream.Option) Option {
+	return func(c *config) error {
+		if size < 1 {
+			return fmt.Errorf("%w: WithRemotePool(%q, %d): need a size of at least 1", ErrInvalidOption, name, size)
+		}
+		c.remote = append(c.remote, remotePool{name: name, size: size, pool: pool, opts: opts})
+		return nil
+	}
+}
+
+// WithNotify calls f at each change of the replica's role, on the
+// replica's goroutine: f must return soon and must not call Shutdown.
+func WithNotify(f func(Notice)) Option {
+	return func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: WithNotify(nil)", ErrInvalidOption)
+		}
+		c.notify = f
+		return nil
+	}
+}
+
+// WithStopWait sets how long a leader that was fenced waits for its
+// running attempts to return before it goes back to standby anyway
+// (default 10 s; the attempts still running are then abandoned, as a
+// Shutdown whose context ended abandons them).
+func WithStopWait(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithStopWait(%v): need a positive duration", ErrInvalidOption, d)
+		}
+		c.shutdown = d
+		return nil
+	}
+}
+
+// Replica is one replica of a replicated durable scheduler: a process of a
+// service that runs several. Every replica of a store follows its log;
+// one leads: it restores the scheduler from the log and runs it, every
+// commit conditional on its term; the others stand by and take over when
+// it resigns or falls silent for a lease. Its Submit, Cancel, Info,
+// WaitTasks, Wait and Subscribe reach the leader, whichever replica
+// leads, as a Client's do. See the package doc.
+//
+// All methods are safe for concurrent use. After Shutdown they return
+// ErrClosed.
+type Replica struct {
+	nc     *nats.Conn // owned by the caller
+	name   string     // immutable: the store's name
+	cfg    config     // immutable
+	client *Client    // immutable
+	view   *view      // the log as read; shared by the Stores this replica opens in turn
+	stop   context.CancelFunc
+	done   chan struct{} // closed when run has returned
+
+	mu      sync.Mutex // guards the fields below
+	sched   *coordinator.Scheduler
+	closing context.Context // Shutdown's, for the last leader session's end
+}
+
+// New starts a replica of the store called name (1-64 letters, digits,
+// '-' or '_'), on nc, which must reconnect (nats.MaxReconnects(-1)) and
+// which the replica never closes. It does not block: the replica follows
+// the log, on goroutines of its own, and leads when its turn comes
+// (WithNotify tells). Its errors wrap ErrInvalidOption. Call Shutdown to
+// stop it.
+func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
+	cfg := defaults()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if err := checkArgs(nc, name); err != nil {
+		return nil, err
+	}
+	client, err := NewClient(nc, name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{})}
+	go r.run(ctx)
+	return r, nil
+}
+
+// instance is the jetstream.Pool instance of the store's remote pools:
+// the same on every replica.
+func (r *Replica) instance() string {
+	if s := "replica-" + r.name; len(s) <= 64 {
+		return s
+	}
+	h := fnv.New64a()
+	h.Write([]byte(r.name))
+	return "replica-" + strconv.FormatUint(h.Sum64(), 16)
+}
+
+func (r *Replica) notify(n Notice) {
+	n.At = time.Now()
+	r.cfg.logger.Info("replica: "+n.Role.String(), "store", r.name, "replica", r.cfg.name, "term", n.Term,
+		"leader", n.Leader, "error", n.Err)
+	if r.cfg.notify != nil {
+		r.cfg.notify(n)
+	}
+}
+
+// run is the replica: standby, leader, and standby again once fenced,
+// until Shutdown.
+func (r *Replica) run(ctx context.Context) {
+	defer close(r.done)
+	var led uint64
+	var why error
+	for {
+		_, _, _, leader, resign := r.view.position()
+		if resign {
+			leader = ""
+		}
+		r.notify(Notice{Role: Standby, Term: led, Leader: leader, Err: why})
+		st := newStore(r.nc, r.name, r.cfg, r.view)
+		if err := st.campaign(ctx); err != nil {
+			st.Close()
+			return
+		}
+		end, err := r.lead(ctx, st)
+		led = st.Term()
+		if err != nil {
+			why = err
+			r.cfg.logger.Warn("replica: could not lead", "store", r.name, "term", led, "error", err)
+			if !sleep(ctx, r.cfg.lease) { // let another replica try
+				return
+			}
+			continue
+		}
+		done, stopped := st.stopped()
+		select {
+		case <-done:
+			why = stopped()
+			end(false)
+		case <-ctx.Done():
+			end(true)
+			return
+		}
+	}
+}
+
+// lead runs the scheduler on st, which leads: its remote pools, the
+// scheduler restored from the log, the requests subject and the events.
+// end stops all that (shutdown: Replica.Shutdown's, not a fence).
+func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), error) {
+	var pools []*jetstream.Pool
+	closePools := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for _, rp := range r.cfg.remote {
+		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(r.instance()), jetstream.WithDetach())
+		p, err := jetstream.NewPool(ctx, r.nc, rp.pool, opts...)
+		if err != nil {
+			closePools()
+			st.Close()
+			return nil, err
+		}
+		pools = append(pools, p)
+	}
+	opts := append(slices.Clone(r.cfg.sched), coordinator.WithStore(st), coordinator.WithMiddleware(st.Middleware()))
+	for i, rp := range r.cfg.remote {
+		opts = append(opts, coordinator.WithPool(rp.name, rp.size, pools[i]))
+	}
+	began := st.sentAtClaim()
+	s, err := coordinator.New(opts...) // closes st if it fails
+	if err != nil {
+		closePools()
+		return nil, err
+	}
+	term := st.Term()
+	sctx, cancel := context.WithCancel(ctx)
+	var handlers sync.WaitGroup
+	sub, err := r.nc.Subscribe(apiSubject(r.name, term), func(m *nats.Msg) {
+		handlers.Go(func() { r.handle(sctx, s, st, m) })
+	})
+	if err == nil {
+		_ = sub.SetPendingLimits(-1, -1)
+		err = r.nc.Flush()
+	}
+	if err != nil {
+		cancel()
+		s.Shutdown(context.Background())
+		closePools()
+		return nil, err
+	}
+	_ = r.nc.Publish(readySubject(r.name), []byte(strconv.FormatUint(term, 10)))
+	events := eventsSubject(r.name)
+	unsubscribe := s.Subscribe(func(ev coordinator.Event) {
+		if b, err := json.Marshal(eventToWire(ev, term)); err == nil {
+			_ = r.nc.Publish(events, b)
+		}
+	})
+	r.mu.Lock()
+	r.sched = s
+	r.mu.Unlock()
+	r.notify(Notice{Role: Leader, Term: term, Leader: r.cfg.name, Tasks: s.Counts().Total(), Restore: time.Since(began)})
+	end := func(shutdown bool) {
+		r.mu.Lock()
+		r.sched = nil
+		sctx2 := r.closing
+		r.mu.Unlock()
+		_ = sub.Unsubscribe()
+		cancel()
+		handlers.Wait()
+		unsubscribe()
+		if !shutdown || sctx2 == nil {
+			var c context.CancelFunc
+			sctx2, c = context.WithTimeout(context.Background(), r.cfg.shutdown)
+			defer c()
+		}
+		// A fenced leader's Shutdown commits nothing (the store refuses),
+		// and its remote attempts are left to run (WithDetach); a
+		// Replica's Shutdown writes none of its cancellations, leaves its
+		// remote attempts running too, and resigns (Store.Close).
+		if err := s.Shutdown(sctx2); err != nil && !errors.Is(err, coordinator.ErrStoreFailed) {
+			r.cfg.logger.Warn("replica: stopping the scheduler", "store", r.name, "term", term, "error", err)
+		}
+		closePools()
+	}
+	return end, nil
+}
+
+// handle answers one request of a Client while this replica leads.
+func (r *Replica) handle(ctx context.Context, s *coordinator.Scheduler, st *Store, m *nats.Msg) {
+	var req request
+	var rep reply
+	done, _ := st.stopped()
+	gone := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
+	}
+	notLeader := &wireErr{Code: codeNotLeader, Msg: "replica " + r.cfg.name + " no longer leads store " + r.name}
+	switch err := json.Unmarshal(m.Data, &req); {
+	case err != nil:
+		rep.Err = &wireErr{Code: codeOther, Msg: "replica: undecodable request: " + err.Error()}
+	case req.Op == opSubmit:
+		tasks := make([]coordinator.Task, len(req.Tasks))
+		for i, w := range req.Tasks {
+			tasks[i] = w.task()
+		}
+		err := s.SubmitContext(ctx, tasks...)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			rep.Err = notLeader // not taken: nothing stored
+		} else {
+			rep.Err = errToWire(err)
+		}
+	case req.Op == opCancel && len(req.IDs) == 1:
+		rep.OK = s.Cancel(req.IDs[0])
+		if !rep.OK && gone() {
+			rep.Err = notLeader // refused by a fenced store, or not asked
+		}
+	case req.Op == opInfo && len(req.IDs) == 1:
+		ti, ok := s.Info(req.IDs[0])
+		if gone() {
+			rep.Err = notLeader // a stopped scheduler's memory is stale
+			break
+		}
+		if rep.Known = ok; ok {
+			w := infoToWire(ti)
+			rep.Info = &w
+		}
+	case req.Op == opWaitTasks:
+		err := s.WaitTasks(ctx, req.IDs...)
+		if gone() {
+			rep.Err = notLeader
+		} else {
+			rep.Err = errToWire(err)
+		}
+	case req.Op == opWait:
+		err := s.Wait(ctx)
+		if gone() {
+			rep.Err = notLeader
+		} else {
+			rep.Err = errToWire(err)
+		}
+	default:
+		rep.Err = &wireErr{Code: codeOther, Msg: fmt.Sprintf("replica: unknown request %q", req.Op)}
+	}
+	if b, err := json.Marshal(&rep); err == nil && m.Reply != "" {
+		_ = r.nc.Publish(m.Reply, b)
+	}
+}
+
+// Shutdown stops the replica. A leader stops its scheduler as
+// coordinator's Shutdown does (none of its cancellations is written; its
+// remote attempts are left running) and resigns, so that a standby takes
+// over at once; a standby stops following. Shutdown blocks until the
+// replica's goroutines have returned, or ctx ends (ctx.Err(); the
+// shutdown goes on). It is idempotent; the replica's calls return
+// ErrClosed from then on.
+func (r *Replica) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closing == nil {
+		r.closing = ctx
+	}
+	r.mu.Unlock()
+	r.stop()
+	r.client.Close()
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Scheduler returns the scheduler this replica runs while it leads, nil
+// while it stands by: for what only the local scheduler offers
+// (Snapshot, Counts). It may be fenced, and stopped, at any moment: a
+// stopped scheduler answers from its last state. It does not block.
+func (r *Replica) Scheduler() *coordinator.Scheduler {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sched
+}
+
+// Submit is Client.Submit, through this replica's connection.
+func (r *Replica) Submit(ctx context.Context, tasks ...coordinator.Task) error {
+	return r.client.Submit(ctx, tasks...)
+}
+
+// Cancel is Client.Cancel.
+func (r *Replica) Cancel(ctx context.Context, id string) (bool, error) { return r.client.Cancel(ctx, id) }
+
+// Info is Client.Info.
+func (r *Replica) Info(ctx context.Context, id string) (coordinator.TaskInfo, bool, error) {
+	return r.client.Info(ctx, id)
+}
+
+// WaitTasks is Client.WaitTasks.
+func (r *Replica) WaitTasks(ctx context.Context, ids ...string) error {
+	return r.client.WaitTasks(ctx, ids...)
+}
+
+// Wait is Client.Wait.
+func (r *Replica) Wait(ctx context.Context) error { return r.client.Wait(ctx) }
+
+// Subscribe is Client.Subscribe: the leader's events, whichever replica
+// leads.
+func (r *Replica) Subscribe(fn func(coordinator.Event)) (unsubscribe func(), err error) {
+	return r.client.Subscribe(fn)
+}
+
+// Leader is Client.Leader.
+func (r *Replica) Leader(ctx context.Context) (name string, term uint64, err error) {
+	return r.client.Leader(ctx)
+}

@@ -1,0 +1,231 @@
+package replica
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// view is the store's records as of a position in the log: what a
+// standby reads as the log grows (follow), and what the leader keeps up
+// to date with its own appends, to write snapshots. One view serves the
+// stores a Replica opens one after the other, so that a replica fenced
+// and back to standby reads on from where it was.
+//
+// Reading rules. Messages are read in stream order. A gap (a sequence
+// skipped: a compaction purged what came before a snapshot) makes the
+// records unknown (synced false) until a snapshot is read whole; the
+// stream then begins with one. A snapshot read while synced is the state
+// the view has already and is skipped; a commit read while not synced is
+// skipped (the snapshot that follows holds it). A record in several
+// messages (an atomic batch, parts i/n) counts once its last part is
+// read.
+type view struct {
+	mu      sync.Mutex        // guards the fields below
+	data    map[string][]byte // the records as of applied, if synced; values are the view's own
+	applied uint64            // the last stream sequence read (any kind; 0: none)
+	synced  bool              // data is the state as of applied
+	term    uint64            // the term of the last message read (0: none)
+	leader  string            // its writer's name
+	resign  bool              // the last message read is a resignation: nobody leads
+	partial []byte            // the parts of a record read so far
+	pkind   string            // their kind
+	pnext   int               // the part expected next (0: no record in parts)
+	bytes   int64             // bytes read or written since the last snapshot (with msgOverhead each)
+	snap    int64             // the size of the last snapshot read or written
+}
+
+// msgOverhead is what a log message costs beyond its body, for
+// compaction's accounting (headers, subject, the stream's index).
+const msgOverhead = 128
+
+func newView() *view { return &view{data: map[string][]byte{}, synced: true} }
+
+// logMsg is a message of the log as read: from a consumer, a direct get,
+// or the leader's own append.
+type logMsg struct {
+	seq    uint64
+	kind   string
+	header nats.Header
+	data   []byte
+}
+
+// kindOf returns a log subject's kind (its last token).
+func kindOf(subject string) string {
+	if i := bytes.LastIndexByte([]byte(subject), '.'); i >= 0 {
+		return subject[i+1:]
+	}
+	return subject
+}
+
+// read applies the next message of the log. Only corrupt records are
+// errors; they leave the view not synced.
+func (v *view) read(m logMsg) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.readLocked(m)
+}
+
+func (v *view) readLocked(m logMsg) error {
+	if m.seq != v.applied+1 {
+		v.synced, v.pnext, v.partial = false, 0, nil
+	}
+	v.applied = m.seq
+	v.bytes += int64(len(m.data)) + msgOverhead
+	switch m.kind {
+	case kindTerm:
+		v.leader, v.resign = m.header.Get(hdrLeader), m.header.Get(hdrResign) == "1"
+		if v.resign {
+			v.term, _ = strconv.ParseUint(m.header.Get(hdrTerm), 10, 64)
+		} else {
+			v.term = m.seq
+		}
+		v.pnext = 0
+		return nil
+	case kindBeat:
+		v.noteWriter(m.header)
+		v.pnext = 0
+		return nil
+	case kindCommit, kindSnap:
+	default:
+		v.synced = false
+		return fmt.Errorf("%w: message %d on unknown subject kind %q", errCorrupt, m.seq, m.kind)
+	}
+	v.noteWriter(m.header)
+	i, n, err := parsePart(m.header)
+	if err != nil {
+		v.synced, v.pnext = false, 0
+		return err
+	}
+	switch {
+	case i == 1:
+		v.partial, v.pkind, v.pnext = v.partial[:0], m.kind, 1
+	case v.pnext != i || v.pkind != m.kind:
+		v.pnext = 0 // the rest of a record whose beginning was purged or missed
+		return nil
+	}
+	body := m.data
+	if n > 1 {
+		v.partial = append(v.partial, m.data...)
+		if i < n {
+			v.pnext++
+			return nil
+		}
+		body = v.partial
+	}
+	v.pnext = 0
+	if m.kind == kindSnap {
+		v.bytes, v.snap = 0, int64(len(body))
+		if v.synced {
+			return nil // the state the view has
+		}
+		data := map[string][]byte{}
+		if err := decodeOps(body, func(k, val []byte) { data[string(k)] = bytes.Clone(val) }, func([]byte) {}); err != nil {
+			return fmt.Errorf("snapshot ending at %d: %w", m.seq, err)
+		}
+		v.data, v.synced = data, true
+		return nil
+	}
+	if !v.synced {
+		return nil
+	}
+	if err := v.applyLocked(body); err != nil {
+		v.synced = false
+		return fmt.Errorf("commit ending at %d: %w", m.seq, err)
+	}
+	return nil
+}
+
+// noteWriter records the term and writer of a message that carries them.
+func (v *view) noteWriter(h nats.Header) {
+	if t, err := strconv.ParseUint(h.Get(hdrTerm), 10, 64); err == nil {
+		v.term, v.leader, v.resign = t, h.Get(hdrLeader), false
+	}
+}
+
+// applyLocked applies a commit's body to the records.
+func (v *view) applyLocked(body []byte) error {
+	return decodeOps(body,
+		func(k, val []byte) { v.data[string(k)] = bytes.Clone(val) },
+		func(k []byte) { delete(v.data, string(k)) })
+}
+
+// appended records the leader's own append of a record of kind ending at
+// seq (body: a commit's, applied to the records; nil for a term, beat or
+// snapshot message). Guarded by the caller's append lock; takes mu.
+func (v *view) appended(seq uint64, kind string, body []byte, size int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.applied = seq
+	switch kind {
+	case kindSnap:
+		v.bytes, v.snap = 0, size
+	case kindCommit:
+		v.bytes += size
+		_ = v.applyLocked(body) // encoded here: it decodes
+	default:
+		v.bytes += size
+	}
+}
+
+// position returns the last sequence read, whether the records are known
+// as of it, and the term and leader it names.
+func (v *view) position() (applied uint64, synced bool, term uint64, leader string, resign bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.applied, v.synced, v.term, v.leader, v.resign
+}
+
+// reset forgets everything: the log is read again from its start.
+func (v *view) reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	*v = view{data: map[string][]byte{}, synced: true}
+}
+
+// records calls fn with every record in ascending key order.
+func (v *view) records(fn func(key, value []byte) error) error {
+	v.mu.Lock()
+	keys := slices.Sorted(maps.Keys(v.data))
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		vals[i] = v.data[k]
+	}
+	v.mu.Unlock()
+	for i, k := range keys {
+		if err := fn([]byte(k), vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshot returns every record as a record's body (puts), and whether
+// compaction is due: what was written since the last snapshot passes
+// max(least, twice the last snapshot).
+func (v *view) compactionDue(least int64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.synced && v.bytes > max(least, 2*v.snap)
+}
+
+// encodeAll returns every record as a snapshot's body.
+func (v *view) encodeAll() []byte {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 1
+	for k, val := range v.data {
+		n += 1 + 20 + len(k) + len(val)
+	}
+	b := make([]byte, 1, n)
+	b[0] = formatVersion
+	for k, val := range v.data {
+		b = appendPut(b, []byte(k), val)
+	}
+	return b
+}

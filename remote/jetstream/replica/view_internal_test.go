@@ -1,0 +1,140 @@
+package replica
+
+import (
+	"maps"
+	"strconv"
+	"testing"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/nats-io/nats.go"
+)
+
+// logScript builds log messages for the view's reading rules.
+type logScript struct{ seq uint64 }
+
+func (l *logScript) msg(kind string, term uint64, body []byte, part string) logMsg {
+	l.seq++
+	h := nats.Header{hdrTerm: []string{strconv.FormatUint(term, 10)}, hdrLeader: []string{"r"}}
+	if part != "" {
+		h[hdrPart] = []string{part}
+	}
+	return logMsg{seq: l.seq, kind: kind, header: h, data: body}
+}
+
+func put(kv ...string) []byte {
+	c := &coordinator.Changes{}
+	for i := 0; i < len(kv); i += 2 {
+		c.Puts = append(c.Puts, coordinator.KV{Key: []byte(kv[i]), Value: []byte(kv[i+1])})
+	}
+	return encodeChanges(c)
+}
+
+func del(keys ...string) []byte {
+	c := &coordinator.Changes{}
+	for _, k := range keys {
+		c.Deletes = append(c.Deletes, []byte(k))
+	}
+	return encodeChanges(c)
+}
+
+func dataOf(v *view) map[string]string {
+	out := map[string]string{}
+	for k, val := range v.data {
+		out[k] = string(val)
+	}
+	return out
+}
+
+func TestViewReadingRules(t *testing.T) {
+	var l logScript
+	all := []logMsg{
+		l.msg(kindTerm, 0, nil, ""),                  // 1: term 1
+		l.msg(kindCommit, 1, put("a", "1"), ""),      // 2
+		l.msg(kindCommit, 1, put("b", "2"), ""),      // 3
+		l.msg(kindBeat, 1, nil, ""),                  // 4
+		l.msg(kindCommit, 1, del("a"), ""),           // 5
+		l.msg(kindSnap, 1, put("b", "2")[:3], "1/2"), // 6: a snapshot in two parts
+		l.msg(kindSnap, 1, put("b", "2")[3:], "2/2"), // 7
+		l.msg(kindCommit, 1, put("c", "3"), ""),      // 8
+	}
+	all[0].header.Del(hdrTerm)
+	want := map[string]string{"b": "2", "c": "3"}
+
+	t.Run("from the start", func(t *testing.T) {
+		v := newView()
+		for _, m := range all {
+			if err := v.read(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !v.synced || !maps.Equal(dataOf(v), want) || v.term != 1 || v.applied != 8 {
+			t.Errorf("synced %v, records %v, term %d, applied %d; want synced, %v, term 1, applied 8", v.synced, dataOf(v), v.term, v.applied, want)
+		}
+	})
+	t.Run("from the snapshot (purged before it)", func(t *testing.T) {
+		v := newView()
+		for _, m := range all[5:] {
+			if err := v.read(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !v.synced || !maps.Equal(dataOf(v), want) {
+			t.Errorf("synced %v, records %v; want synced, %v", v.synced, dataOf(v), want)
+		}
+	})
+	t.Run("a gap mid-snapshot", func(t *testing.T) {
+		// The reader had read up to 2, then a purge took 3-6 away: the
+		// rest of a snapshot whose start is gone is no footing.
+		v := newView()
+		for _, m := range append(append([]logMsg{}, all[:2]...), all[6:]...) {
+			if err := v.read(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v.synced {
+			t.Errorf("synced after a gap with no whole snapshot after it: records %v", dataOf(v))
+		}
+	})
+	t.Run("a snapshot while synced is skipped", func(t *testing.T) {
+		v := newView()
+		for _, m := range all[:5] {
+			v.read(m)
+		}
+		v.data["only-mine"] = []byte("x") // were the snapshot applied, this would go
+		for _, m := range all[5:] {
+			v.read(m)
+		}
+		if _, ok := v.data["only-mine"]; !ok {
+			t.Error("a snapshot read while synced replaced the records")
+		}
+	})
+	t.Run("resignation", func(t *testing.T) {
+		v := newView()
+		for _, m := range all {
+			v.read(m)
+		}
+		r := l.msg(kindTerm, 1, nil, "")
+		r.header.Set(hdrResign, "1")
+		v.read(r)
+		if !v.resign || v.term != 1 {
+			t.Errorf("after a resignation: resign %v, term %d; want true, 1", v.resign, v.term)
+		}
+	})
+}
+
+func TestOpsRoundTrip(t *testing.T) {
+	c := &coordinator.Changes{Puts: []coordinator.KV{{Key: []byte("k"), Value: []byte{}}, {Key: []byte{0, 1}, Value: []byte("v")}},
+		Deletes: [][]byte{[]byte("gone")}}
+	var got []string
+	err := decodeOps(encodeChanges(c), func(k, v []byte) { got = append(got, "put "+string(k)+"="+string(v)) },
+		func(k []byte) { got = append(got, "del "+string(k)) })
+	want := []string{"put k=", "put \x00\x01=v", "del gone"}
+	if err != nil || len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("decodeOps(encodeChanges) = %q, %v; want %q", got, err, want)
+	}
+	for _, bad := range [][]byte{nil, {9}, {formatVersion, 'p', 5, 'a'}, {formatVersion, 'x', 1, 'a'}} {
+		if err := decodeOps(bad, func(k, v []byte) {}, func([]byte) {}); err == nil {
+			t.Errorf("decodeOps(%v) = nil; want an error", bad)
+		}
+	}
+}
