@@ -37,12 +37,12 @@ type Client struct {
 	name string        // immutable: the store's name
 	poll time.Duration // immutable: how often a wait for a leader looks again, besides term messages
 
-	mu     sync.Mutex          // guards the fields below
-	stream njs.Stream          // the log, once found
-	term   uint64              // the leader's term as last read (0: not known)
-	leader string              // its name
-	dead   uint64              // a term whose leader did not answer: wait for another
-	wake   chan struct{}       // closed at the next term message heard, replaced
+	mu     sync.Mutex           // guards the fields below
+	stream njs.Stream           // the log, once found
+	term   uint64               // the leader's term as last read (0: not known)
+	leader string               // its name
+	dead   uint64               // a term whose leader did not answer: wait for another
+	wake   chan struct{}        // closed at the next term message heard, replaced
 	watch  []*nats.Subscription // term messages and leaders' word (core NATS): the lead changes
 	subs   []*nats.Subscription // Subscribe's
 	closed bool

@@ -30,8 +30,8 @@ import (
 // append but a standby's first expects the last sequence its writer read
 // (Nats-Expected-Last-Sequence): a writer that missed an append, as a
 // deposed leader has, can append nothing.
-func streamName(store string) string      { return "BATON_" + store + "_LOG" }
-func logSubjects(store string) string     { return "baton." + store + ".log.>" }
+func streamName(store string) string       { return "BATON_" + store + "_LOG" }
+func logSubjects(store string) string      { return "baton." + store + ".log.>" }
 func logSubject(store, kind string) string { return "baton." + store + ".log." + kind }
 func apiSubject(store string, term uint64) string {
 	return "baton." + store + ".api." + strconv.FormatUint(term, 10)

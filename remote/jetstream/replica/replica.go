@@ -408,7 +408,9 @@ func (r *Replica) Submit(ctx context.Context, tasks ...coordinator.Task) error {
 }
 
 // Cancel is Client.Cancel.
-func (r *Replica) Cancel(ctx context.Context, id string) (bool, error) { return r.client.Cancel(ctx, id) }
+func (r *Replica) Cancel(ctx context.Context, id string) (bool, error) {
+	return r.client.Cancel(ctx, id)
+}
 
 // Info is Client.Info.
 func (r *Replica) Info(ctx context.Context, id string) (coordinator.TaskInfo, bool, error) {
