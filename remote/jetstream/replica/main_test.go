@@ -13,6 +13,8 @@ import (
 const long = 30 * time.Second
 
 func TestMain(m *testing.M) {
+	if code, ok := childMain(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
-	_ = os.Args
 }

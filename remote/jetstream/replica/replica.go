@@ -60,7 +60,8 @@ type remotePool struct {
 // (coordinator.WithFunc, the same on every replica), local pools
 // (coordinator.WithPool), retention, logger, middleware. The Replica adds
 // its own coordinator.WithStore (any other is overridden), its lease's
-// middleware (the innermost) and the pools of WithRemotePool. Options
+// middleware (the outermost: an attempt it holds back reaches no other
+// middleware) and the pools of WithRemotePool. Options
 // given in several calls add up.
 func WithScheduler(opts ...coordinator.Option) Option {
 	return func(c *config) error {
@@ -202,6 +203,9 @@ func (r *Replica) run(ctx context.Context) {
 		end, err := r.lead(ctx, st)
 		led = st.Term()
 		if err != nil {
+			if ctx.Err() != nil {
+				return // Shutdown came during the takeover
+			}
 			why = err
 			r.cfg.logger.Warn("replica: could not lead", "store", r.name, "term", led, "error", err)
 			if !sleep(ctx, r.cfg.lease) { // let another replica try
@@ -241,7 +245,10 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		}
 		pools = append(pools, p)
 	}
-	opts := append(slices.Clone(r.cfg.sched), coordinator.WithStore(st), coordinator.WithMiddleware(st.Middleware()))
+	// The lease's middleware first (the outermost): an attempt it holds
+	// back reaches no other middleware.
+	opts := append([]coordinator.Option{coordinator.WithMiddleware(st.Middleware())}, r.cfg.sched...)
+	opts = append(opts, coordinator.WithStore(st))
 	for i, rp := range r.cfg.remote {
 		opts = append(opts, coordinator.WithPool(rp.name, rp.size, pools[i]))
 	}

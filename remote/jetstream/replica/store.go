@@ -184,6 +184,7 @@ type Store struct {
 	term    uint64     // the term this Store leads (0: not yet)
 	leading bool       // it leads and has not stopped
 	closed  bool       // Close was called
+	ended   bool       // it led and stopped: it never leads again
 	appends uint64     // appends made (Baton-Id)
 	claimed time.Time  // when the term message that made it lead was sent
 
@@ -288,8 +289,11 @@ func (s *Store) Load(fn func(key, value []byte) error) error {
 		return s.err
 	}
 	s.mu.Lock()
-	leading := s.leading
+	leading, ended := s.leading, s.ended
 	s.mu.Unlock()
+	if ended {
+		return fmt.Errorf("replica: store %q: Load after it stopped leading: %w", s.name, s.stoppedLocked())
+	}
 	if !leading {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.lockWait)
 		err := s.campaign(ctx)
@@ -395,7 +399,7 @@ func (s *Store) stopLocked(err error) {
 	if !s.leading {
 		return
 	}
-	s.leading = false
+	s.leading, s.ended = false, true
 	s.lmu.Lock()
 	s.doneAt = err
 	close(s.done)
@@ -447,8 +451,9 @@ func (s *Store) lease() (valid bool, renewed, done <-chan struct{}) {
 // servers are out of reach), attempts wait for it to be renewed; once the
 // Store has stopped leading (fenced), they fail at once with its error,
 // and the failure's commit is refused, which stops the scheduler. A
-// Replica installs it; give it to coordinator.WithMiddleware, as the last
-// middleware, with a Store used alone.
+// Replica installs it; with a Store used alone, give it to
+// coordinator.WithMiddleware before any other middleware (the outermost),
+// so that an attempt it holds back reaches none of them.
 func (s *Store) Middleware() coordinator.Middleware {
 	return func(pool string, next worker.Worker) worker.Worker { return gate{s: s, next: next} }
 }
@@ -673,7 +678,7 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (bool, error) {
 func (s *Store) claim(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.ended {
 		return false, fmt.Errorf("replica: store %q closed", s.name)
 	}
 	seq, sent, err := s.appendLocked(kindTerm, nil, nil)
@@ -797,7 +802,7 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 	backoff := 20 * time.Millisecond
 	var last error
 	for {
-		tryTimeout := max(s.cfg.lease/2, 500*time.Millisecond)
+		tryTimeout := max(s.cfg.lease/2, 2*time.Second)
 		seq, err := s.publish(kind, parts, expected, id, extra, tryTimeout)
 		if err == nil {
 			return seq, sent, nil
@@ -896,4 +901,58 @@ func (s *Store) landed(expected uint64, id string, timeout time.Duration) (*njs.
 		return nil, false, false, err
 	}
 	return m, m.Header.Get(hdrID) == id, true, nil
+}
+
+// ReadRecords calls fn with every record the store called name holds now,
+// in key order, as its log says (from the last snapshot on), without
+// leading it or disturbing its leader: to inspect or back up a store.
+// It blocks until it has read the log to its end, or ctx ends. Its errors
+// are ctx's, JetStream's (no such store: njs.ErrStreamNotFound, wrapped),
+// fn's, and one wrapping coordinator.ErrStoreCorrupt for a log it cannot
+// read.
+func ReadRecords(ctx context.Context, nc *nats.Conn, name string, fn func(key, value []byte) error) error {
+	if err := checkArgs(nc, name); err != nil {
+		return err
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	st, err := js.Stream(ctx, streamName(name))
+	if err != nil {
+		return fmt.Errorf("replica: store %q: %w", name, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	v := newView()
+	if last := info.State.LastSeq; last > 0 && info.State.Msgs > 0 {
+		oc, err := st.OrderedConsumer(ctx, njs.OrderedConsumerConfig{})
+		if err != nil {
+			return err
+		}
+		it, err := oc.Messages()
+		if err != nil {
+			return err
+		}
+		defer it.Stop()
+		for v.applied < last {
+			m, err := it.Next(njs.NextContext(ctx))
+			if err != nil {
+				return err
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil {
+				return fmt.Errorf("%w: store %q: %v", coordinator.ErrStoreCorrupt, name, err)
+			}
+		}
+	}
+	if !v.synced {
+		return fmt.Errorf("%w: store %q: its log does not begin with a snapshot or its first record", coordinator.ErrStoreCorrupt, name)
+	}
+	return v.records(fn)
 }

@@ -116,7 +116,7 @@ const (
 var taskSentinels = map[string]error{
 	"invalid_task": coordinator.ErrInvalidTask, "duplicate_id": coordinator.ErrDuplicateID,
 	"unknown_dependency": coordinator.ErrUnknownDependency, "unknown_pool": coordinator.ErrUnknownPool,
-	"not_durable": coordinator.ErrNotDurable,
+	"not_durable": coordinator.ErrNotDurable, "unknown_task": coordinator.ErrUnknownTask,
 }
 
 type wireErr struct {

@@ -1,0 +1,289 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/remote/jetstream"
+	"github.com/batonhq/baton/remote/jetstream/replica"
+)
+
+var (
+	failoverKills = flag.Int("replica.kills", 20, "failover test: SIGKILLs of the leader")
+	failoverSeed  = flag.Uint64("replica.seed", 1, "failover test: seed of the graphs and of the kill times")
+)
+
+// failoverLease is the lease of the failover tests' replicas.
+const failoverLease = time.Second
+
+// roundTasks is the graph of one round: tasks depending on up to two
+// earlier ones of the round or of the round before, a third of them local
+// (the function "local" on the leader's own workers), the rest remote
+// (the pool's worker processes); retries, delays, priorities, trigger
+// rules.
+func roundTasks(round int, rng *rand.Rand) []coordinator.Task {
+	const n = 30
+	var out []coordinator.Task
+	var earlier []string
+	if round > 0 {
+		for i := range n {
+			earlier = append(earlier, fmt.Sprintf("r%02d-%02d", round-1, i))
+		}
+	}
+	for i := range n {
+		id := fmt.Sprintf("r%02d-%02d", round, i)
+		t := coordinator.Task{ID: id, Pool: "remote", Timeout: long,
+			Payload: jetstream.Payload{Kind: "step", Data: []byte(id)}.Encode(),
+			Retry:   coordinator.RetryPolicy{MaxAttempts: 4}, Priority: rng.IntN(3)}
+		if rng.IntN(3) == 0 {
+			t.Pool, t.Func, t.Payload, t.Timeout = "", "local", []byte(id), 0
+		}
+		for range rng.IntN(3) {
+			if len(earlier) == 0 {
+				break
+			}
+			if dep := earlier[rng.IntN(len(earlier))]; !slices.Contains(t.Deps, dep) {
+				t.Deps = append(t.Deps, dep)
+			}
+		}
+		switch rng.IntN(10) {
+		case 0:
+			t.Delay = time.Duration(rng.IntN(50)) * time.Millisecond
+		case 1, 2:
+			if len(t.Deps) > 0 {
+				t.When = []coordinator.Trigger{coordinator.AllDone, coordinator.AnyFailed, coordinator.NoneFailed}[rng.IntN(3)]
+			}
+		}
+		out = append(out, t)
+		earlier = append(earlier, id)
+	}
+	return out
+}
+
+// failoverRig is a three-server cluster, three replica processes, two
+// worker processes, and a Client in the test.
+type failoverRig struct {
+	t       *testing.T
+	c       *cluster
+	kids    *children
+	store   string
+	logPath string
+	client  *replica.Client
+	checks  *crashChecks
+
+	replicas map[string]*child // by name: the process running it now
+	leader   string            // the replica that leads, as its last notice said
+	term     uint64
+}
+
+func newFailoverRig(t *testing.T, store string) *failoverRig {
+	c := startCluster(t, 3, nil)
+	nc := c.connect(t)
+	waitReady(t, nc)
+	logPath := filepath.Join(t.TempDir(), "side.log")
+	r := &failoverRig{t: t, c: c, store: store, logPath: logPath, replicas: map[string]*child{},
+		kids: newChildren(t, envURL+"="+c.url(), envStore+"="+store, envLog+"="+logPath, envLease+"="+failoverLease.String()),
+		checks: &crashChecks{t: t, expected: map[string]bool{}}}
+	var err error
+	if r.client, err = replica.NewClient(nc, store); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.client.Close() })
+	for i := range 2 {
+		r.kids.start("worker", fmt.Sprintf("worker-%d", i))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("replica-%d", i)
+		r.replicas[name] = r.kids.start("replica", name)
+	}
+	n := r.kids.waitNotice(func(n notice) bool { return n.Role == "leader" }, "a first leader")
+	r.leader, r.term = n.Replica, n.Term
+	return r
+}
+
+// submit submits a batch through the Client until it is stored (a lost
+// answer is looked into: the batch is stored whole or not at all).
+func (r *failoverRig) submit(tasks []coordinator.Task) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	for {
+		err := r.client.Submit(ctx, tasks...)
+		if errors.Is(err, replica.ErrLeaderLost) {
+			if _, ok, ierr := r.client.Info(ctx, tasks[0].ID); ierr == nil && ok {
+				err = nil
+			} else {
+				continue
+			}
+		}
+		if errors.Is(err, coordinator.ErrDuplicateID) {
+			err = nil // stored by a try whose answer was lost
+		}
+		if err != nil {
+			r.t.Fatalf("Submit = %v", err)
+		}
+		for _, task := range tasks {
+			r.checks.expected[task.ID] = true
+		}
+		return
+	}
+}
+
+// killLeader kills the leading replica with SIGKILL and waits for
+// another to lead; it returns the kill's time and how long the takeover
+// took (to the new leader's restored scheduler). A replacement process
+// takes the killed one's name.
+func (r *failoverRig) killLeader() (killed int64, took time.Duration, pid int) {
+	r.t.Helper()
+	victim := r.replicas[r.leader]
+	pid = victim.cmd.Process.Pid
+	killed = time.Now().UnixNano()
+	victim.signal(r.t, syscall.SIGKILL)
+	victim.killed(r.t)
+	old := r.term
+	n := r.kids.waitNotice(func(n notice) bool { return n.Role == "leader" && n.Term > old }, "a takeover")
+	r.leader, r.term = n.Replica, n.Term
+	took = time.Duration(n.At - killed)
+	r.replicas[victim.name] = r.kids.start("replica", victim.name)
+	return killed, took, pid
+}
+
+// SIGKILL the leader mid-graph, again and again, with remote workers
+// running: each time a standby leads within the lease and a second, the
+// store keeps every promise (crashChecks), and at the end the graph is
+// finished. The failover times are logged (-v), and are in
+// docs/distributed.md.
+func TestFailoverKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes and a cluster: not in -short")
+	}
+	rig := newFailoverRig(t, "kills")
+	rng := rand.New(rand.NewPCG(*failoverSeed, 22))
+	started := make(chan string, 4096)
+	unsubscribe, err := rig.client.Subscribe(func(ev coordinator.Event) {
+		if ev.Kind == coordinator.EventStarted {
+			started <- ev.TaskID
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+
+	type kill struct {
+		at   int64
+		took time.Duration
+		pid  int
+	}
+	var kills []kill
+	for round := range *failoverKills {
+		rig.submit(roundTasks(round, rng))
+		prefix := fmt.Sprintf("r%02d-", round)
+		for seen := 0; seen < 6; { // mid-graph: six of the round's attempts have started
+			if id := recv(t, started, "a start"); strings.HasPrefix(id, prefix) {
+				seen++
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // a random moment, not an event: the kill's time is the test's input
+		at, took, pid := rig.killLeader()
+		kills = append(kills, kill{at, took, pid})
+		if limit := failoverLease + time.Second + raceSlack; took > limit {
+			t.Errorf("kill %d: a standby led %v after the kill; want within %v", round+1, took, limit)
+		}
+		log := readSideLog(t, rig.logPath)
+		rig.checks.check(fmt.Sprintf("kill %d", round+1), inspect(t, rig.c.connect(t), rig.store), log)
+		checkInterrupted(t, fmt.Sprintf("kill %d", round+1), log, pid, at)
+		if t.Failed() {
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*long)
+	defer cancel()
+	if err := rig.client.Wait(ctx); err != nil {
+		t.Fatalf("Wait for the graph = %v", err)
+	}
+	final := inspect(t, rig.c.connect(t), rig.store)
+	log := readSideLog(t, rig.logPath)
+	rig.checks.check("at the end", final, log)
+	checkOrder(t, "at the end", final, log)
+	for id := range rig.checks.expected {
+		if s := final.tasks[id]; !s.status().Final() {
+			t.Errorf("%s is %v at the end; want final", id, s.status())
+		}
+	}
+
+	// Failover, as users feel it: from the kill to the next attempt
+	// dispatched (by the new leader); and to the new leader's notice.
+	var notices, dispatches []time.Duration
+	for _, k := range kills {
+		notices = append(notices, k.took)
+		for _, l := range log {
+			if l.kind == "dispatch" && l.at > k.at && l.pid != k.pid {
+				dispatches = append(dispatches, time.Duration(l.at-k.at))
+				break
+			}
+		}
+	}
+	t.Logf("%d kills (lease %v): kill to the next leader's restored scheduler: %s; kill to its first dispatch: %s",
+		len(kills), failoverLease, spread(notices), spread(dispatches))
+	t.Logf("local attempts counted as interrupted: %d; remote ones: %d (they are resumed)",
+		rig.checks.interruptedLocal, rig.checks.interruptedRemote)
+}
+
+// spread describes durations: median and worst.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("median %v, worst %v (%d)", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
+}
+
+// checkInterrupted checks that every local attempt the killed leader
+// (pid) was running when it was killed, begun long enough before to have
+// its start committed, counts after the takeover: the task's next
+// dispatch is a later attempt.
+func checkInterrupted(t *testing.T, where string, log []logLine, pid int, killed int64) {
+	t.Helper()
+	type open struct {
+		attempt int
+		since   int64
+	}
+	running := map[string]open{} // local attempts of pid without an end
+	last := map[string]int{}     // the attempt pid dispatched last, by task
+	for _, l := range log {
+		if l.pid != pid || l.at > killed {
+			continue
+		}
+		switch l.kind {
+		case "dispatch":
+			last[l.id] = l.attempt
+		case "run": // pid's own runs are its local functions
+			running[l.id] = open{attempt: last[l.id], since: l.at}
+		case "end":
+			delete(running, l.id)
+		}
+	}
+	for id, o := range running {
+		if time.Duration(killed-o.since) < countedAfter {
+			continue
+		}
+		for _, l := range log {
+			if l.kind == "dispatch" && l.id == id && l.pid != pid && l.at > killed && l.attempt <= o.attempt {
+				t.Errorf("%s: %s's attempt %d was running on the killed leader for %v; the next leader dispatched attempt %d: want it counted as interrupted",
+					where, id, o.attempt, time.Duration(killed-o.since), l.attempt)
+			}
+		}
+	}
+}

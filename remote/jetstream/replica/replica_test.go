@@ -1,0 +1,180 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/remote/jetstream/replica"
+	"github.com/nats-io/nats.go"
+)
+
+// notices collects a replica's Notices on a channel.
+func notices() (replica.Option, <-chan replica.Notice) {
+	ch := make(chan replica.Notice, 64)
+	return replica.WithNotify(func(n replica.Notice) { ch <- n }), ch
+}
+
+// waitRole waits for a notice of role on ch.
+func waitRole(t *testing.T, ch <-chan replica.Notice, role replica.Role) replica.Notice {
+	t.Helper()
+	deadline := time.After(long)
+	for {
+		select {
+		case n := <-ch:
+			if n.Role == role {
+				return n
+			}
+		case <-deadline:
+			t.Fatalf("no %v notice after %v", role, long)
+		}
+	}
+}
+
+func startReplica(t *testing.T, nc *nats.Conn, store, name string, opts ...replica.Option) *replica.Replica {
+	t.Helper()
+	opts = append([]replica.Option{replica.WithName(name), replica.WithLease(testLease)}, opts...)
+	r, err := replica.New(nc, store, opts...)
+	if err != nil {
+		t.Fatalf("replica.New = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), long)
+		defer cancel()
+		if err := r.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown(%s) = %v", name, err)
+		}
+	})
+	return r
+}
+
+// Every call works through a standby, reaching the leader, with the
+// coordinator's errors as they are on a local scheduler; a Wait asked
+// before the leader resigns is answered by the next.
+func TestReplicaCallsReachTheLeader(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	waitReady(t, c.connect(t))
+	release := make(chan struct{})
+	funcs := replica.WithScheduler(coordinator.WithWorkers(8),
+		coordinator.WithFunc("echo", func(ctx context.Context, p []byte) error { return coordinator.SetResult(ctx, p) }),
+		coordinator.WithFunc("fail", func(ctx context.Context, p []byte) error { return errors.New("boom: " + string(p)) }),
+		coordinator.WithFunc("gate", func(ctx context.Context, p []byte) error {
+			select {
+			case <-release:
+				return coordinator.SetResult(ctx, p)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}),
+		coordinator.WithFunc("block", func(ctx context.Context, p []byte) error { <-ctx.Done(); return ctx.Err() }))
+	na, aNotices := notices()
+	a := startReplica(t, c.connect(t), "calls", "a", funcs, na)
+	waitRole(t, aNotices, replica.Leader)
+	nb, bNotices := notices()
+	b := startReplica(t, c.connect(t), "calls", "b", funcs, nb)
+	waitRole(t, bNotices, replica.Standby)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if name, _, err := b.Leader(ctx); err != nil || name != "a" {
+		t.Fatalf("b.Leader = %q, %v; want a", name, err)
+	}
+
+	var mu sync.Mutex
+	var events []coordinator.Event
+	seen := make(chan struct{}, 64)
+	unsubscribe, err := b.Subscribe(func(ev coordinator.Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+		seen <- struct{}{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+
+	task := func(id, fn string, deps ...string) coordinator.Task {
+		return coordinator.Task{ID: id, Func: fn, Payload: []byte(id), Deps: deps}
+	}
+	if err := b.Submit(ctx, task("x", "echo"), task("y", "echo", "x"), task("f", "fail"), task("blk", "block"), task("g", "gate")); err != nil {
+		t.Fatalf("Submit through the standby = %v", err)
+	}
+	if err := b.WaitTasks(ctx, "x", "y"); err != nil {
+		t.Fatalf("WaitTasks = %v", err)
+	}
+	ti, ok, err := b.Info(ctx, "y")
+	if err != nil || !ok || ti.Status != coordinator.Succeeded || string(ti.Result.([]byte)) != "y" {
+		t.Fatalf("Info(y) = %+v, %v, %v; want succeeded with result y", ti, ok, err)
+	}
+	if _, ok, err := b.Info(ctx, "nope"); ok || err != nil {
+		t.Errorf("Info(unknown) = %v, %v; want false, nil", ok, err)
+	}
+	var te *coordinator.TasksError
+	if err := b.WaitTasks(ctx, "f"); !errors.As(err, &te) || len(te.Tasks) != 1 || te.Tasks[0].Status != coordinator.Failed ||
+		te.Tasks[0].Err == nil || te.Tasks[0].Err.Error() != "boom: f" {
+		t.Errorf("WaitTasks(f) = %v; want a TasksError with f failed, boom: f", err)
+	}
+	if err := b.WaitTasks(ctx, "nope"); !errors.Is(err, coordinator.ErrUnknownTask) {
+		t.Errorf("WaitTasks(unknown) = %v; want ErrUnknownTask", err)
+	}
+	if ok, err := b.Cancel(ctx, "blk"); !ok || err != nil {
+		t.Errorf("Cancel(blk) = %v, %v; want true", ok, err)
+	}
+	if ti, _, _ := b.Info(ctx, "blk"); ti.Status != coordinator.Cancelled || !errors.Is(ti.Err, coordinator.ErrCancelled) {
+		t.Errorf("Info(blk) = %v %v; want cancelled, ErrCancelled", ti.Status, ti.Err)
+	}
+	if ok, err := b.Cancel(ctx, "blk"); ok || err != nil {
+		t.Errorf("Cancel(blk) again = %v, %v; want false, nil", ok, err)
+	}
+
+	// Submit's errors, as a local scheduler's.
+	var tErr *coordinator.TaskError
+	if err := b.Submit(ctx, task("x", "echo")); !errors.Is(err, coordinator.ErrDuplicateID) || !errors.As(err, &tErr) || tErr.ID != "x" {
+		t.Errorf("Submit(duplicate) = %v; want a TaskError for x wrapping ErrDuplicateID", err)
+	}
+	if err := b.Submit(ctx, task("z", "echo", "missing")); !errors.Is(err, coordinator.ErrUnknownDependency) {
+		t.Errorf("Submit(unknown dependency) = %v; want ErrUnknownDependency", err)
+	}
+	if err := b.Submit(ctx, task("p", "echo", "q"), task("q", "echo", "p")); !errors.Is(err, coordinator.ErrCycle) {
+		t.Errorf("Submit(cycle) = %v; want ErrCycle", err)
+	}
+	if err := b.Submit(ctx, task("u", "unregistered")); !errors.Is(err, coordinator.ErrInvalidTask) {
+		t.Errorf("Submit(unregistered function) = %v; want ErrInvalidTask", err)
+	}
+	closure := coordinator.Task{ID: "c", Run: func(context.Context) error { return nil }}
+	if err := b.Submit(ctx, closure); !errors.Is(err, coordinator.ErrNotDurable) {
+		t.Errorf("Submit(closure) = %v; want ErrNotDurable", err)
+	}
+
+	// A Wait asked before the leader goes is answered by the next one,
+	// once g, released after the takeover, ends.
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(ctx) }()
+	sctx, scancel := context.WithTimeout(context.Background(), long)
+	defer scancel()
+	if err := a.Shutdown(sctx); err != nil {
+		t.Fatalf("a.Shutdown = %v", err)
+	}
+	if n := waitRole(t, bNotices, replica.Leader); n.Term == 0 {
+		t.Fatalf("b leads with term 0")
+	}
+	close(release)
+	if err := recv(t, waited, "Wait's answer"); err != nil {
+		t.Fatalf("Wait across the takeover = %v", err)
+	}
+	if ti, _, err := b.Info(ctx, "g"); err != nil || ti.Status != coordinator.Succeeded {
+		t.Errorf("Info(g) = %v, %v; want succeeded", ti.Status, err)
+	}
+	recv(t, seen, "an event")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) == 0 {
+		t.Error("no event reached the standby's subscriber")
+	}
+	t.Logf("%d events; first %+v", len(events), events[0])
+	_ = fmt.Sprint
+}
