@@ -92,7 +92,7 @@ func newFailoverRig(t *testing.T, store string) *failoverRig {
 	waitReady(t, nc)
 	logPath := filepath.Join(t.TempDir(), "side.log")
 	r := &failoverRig{t: t, c: c, store: store, logPath: logPath, replicas: map[string]*child{},
-		kids: newChildren(t, envURL+"="+c.url(), envStore+"="+store, envLog+"="+logPath, envLease+"="+failoverLease.String()),
+		kids:   newChildren(t, envURL+"="+c.url(), envStore+"="+store, envLog+"="+logPath, envLease+"="+failoverLease.String()),
 		checks: &crashChecks{t: t, expected: map[string]bool{}}}
 	var err error
 	if r.client, err = replica.NewClient(nc, store); err != nil {
