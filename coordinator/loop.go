@@ -116,9 +116,12 @@ func (s *Scheduler) run(st *state) error {
 // state: the commit first; then the answers, told the commit's error;
 // then, unless a commit failed (what the scheduler decides from then on is
 // not stored, and nobody hears of it: the next scheduler on the store
-// resumes from the last commit), the publications, the stops and the
-// events. It returns the commit failure that stopped the scheduler, if
-// any, and leaves it in out.Failed.
+// resumes from the last commit), the publications; the stops, whether or
+// not a commit failed (the scheduler stops as if its process had died,
+// and a dead process's functions stop too: a failed commit's Shutdown
+// ends its running attempts' contexts, and waits for them); and, unless a
+// commit failed, the events. It returns the commit failure that stopped
+// the scheduler, if any, and leaves it in out.Failed.
 func (l *loop) do(out *outbox) error {
 	if out.Failed == nil && out.Commit != nil {
 		if err := l.s.store.Commit(out.Commit); err != nil {
@@ -132,9 +135,11 @@ func (l *loop) do(out *outbox) error {
 		for _, p := range out.Publish {
 			p.do()
 		}
-		for _, st := range out.Stop {
-			st.do()
-		}
+	}
+	for _, st := range out.Stop {
+		st.do()
+	}
+	if out.Failed == nil {
 		l.publish(out.Events)
 	}
 	l.logTasks(out.Events)

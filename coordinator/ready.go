@@ -17,7 +17,8 @@ import (
 //     group commit. Everything below waits for it: a worker runs a task
 //     only once the ends that released it are committed, and nothing is
 //     published after a failed commit (a crash must never undo what a
-//     worker, a caller or a subscriber has seen).
+//     worker, a caller or a subscriber has seen); only the stops are
+//     still carried out, since a crash stops every function too.
 //  2. Answers: the callers waiting for a decision of this iteration
 //     (Submit, Cancel, Wait, WaitTasks, Batch.Wait), told the commit's
 //     error if it failed.

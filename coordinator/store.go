@@ -62,9 +62,10 @@ var (
 	// in a record format this version does not know.
 	ErrStoreVersion = errors.New("coordinator: store written by a newer format version")
 	// ErrStoreFailed: a commit failed. The scheduler stops as if the
-	// process had died (a Shutdown whose cancellations are not written),
-	// so that a scheduler created on the store later resumes from the last
-	// commit. Submit, Cancel and WaitTasks calls waiting for that commit
+	// process had died (a Shutdown whose cancellations are not written:
+	// its running attempts have their contexts end, context.Cause
+	// ErrClosed, and it waits for them), so that a scheduler created on
+	// the store later resumes from the last commit. Submit, Cancel and WaitTasks calls waiting for that commit
 	// return it, wrapped (Cancel returns false), and subscribers hear of
 	// nothing decided from then on. Later, Submit returns ErrClosed
 	// wrapping it too, and Wait and Shutdown return it instead of nil.
