@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -55,4 +57,41 @@ func TestFailedCommitEndsRunningAttempts(t *testing.T) {
 	default:
 		t.Error("the running attempt's context did not end")
 	}
+}
+
+// A failed commit in an iteration that handed work to idle workers held
+// back that work (nothing is published after a failed commit): those
+// workers were never woken, never said they were idle again, and the
+// shutdown that follows the failure waited for them for ever. The work
+// is published once the shutdown has revoked it: they find nothing to
+// run, say they are idle, and Shutdown returns.
+func TestFailedCommitDoesNotStrandIdleWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		release := make(chan struct{})
+		s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(4),
+			coordinator.WithFunc("step", func(ctx context.Context, p []byte) error {
+				if string(p) == "a" {
+					<-release
+				}
+				return nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks := []coordinator.Task{{ID: "a", Func: "step", Payload: []byte("a")}}
+		for i := range 8 { // released by a at once: handed to the three idle workers too
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("d", i), Func: "step", Deps: []string{"a"}})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // a runs, its start committed; the other workers idle
+		mem.FailCommits(errors.New("disk full"))
+		close(release) // a's end, and the hand-out of its dependents, is the commit that fails
+		synctest.Wait()
+		if err := s.Shutdown(context.Background()); !errors.Is(err, coordinator.ErrStoreFailed) {
+			t.Errorf("Shutdown = %v; want ErrStoreFailed", err)
+		}
+	})
 }

@@ -15,7 +15,8 @@ type loop struct {
 	st      *state
 	waiters map[uint64]chan<- struct{}
 	subs    []*subscriber
-	tl      *taskLog // nil: no task-life logs
+	tl      *taskLog      // nil: no task-life logs
+	held    []publication // publications a failed commit held back (see do)
 }
 
 // run is the coordinator: a thin for-select loop around state. Each
@@ -63,6 +64,13 @@ func (s *Scheduler) run(st *state) error {
 			now = s.clk.Now()
 			stopc = nil
 			st.shutdown(now)
+			// What a failed commit held back is published now that
+			// shutdown has revoked it: its workers find nothing to run,
+			// and report themselves idle, which the shutdown waits for.
+			for _, p := range l.held {
+				p.do()
+			}
+			l.held = nil
 		}
 
 		out := st.ready(now)
@@ -135,6 +143,11 @@ func (l *loop) do(out *outbox) error {
 		for _, p := range out.Publish {
 			p.do()
 		}
+	} else {
+		// Held back, not dropped: a lane the state counts busy for them
+		// would never report itself idle (run publishes them at the
+		// shutdown, once their items are revoked).
+		l.held = append(l.held, out.Publish...)
 	}
 	for _, st := range out.Stop {
 		st.do()
