@@ -287,3 +287,103 @@ func checkInterrupted(t *testing.T, where string, log []logLine, pid int, killed
 		}
 	}
 }
+
+// SIGSTOP the leader mid-graph for longer than its lease: a standby takes
+// over; then SIGCONT it. The old leader commits nothing (nothing of it in
+// the log after the new term), dispatches nothing (no attempt passes its
+// lease's gate, no function of it starts, after it resumed), says it was
+// fenced, and goes back to standby: it takes over in its turn when the
+// new leader is killed. The graph finishes.
+func TestPausedLeaderIsFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes and a cluster: not in -short")
+	}
+	rig := newFailoverRig(t, "paused")
+	rng := rand.New(rand.NewPCG(*failoverSeed, 23))
+	started := make(chan string, 4096)
+	unsubscribe, err := rig.client.Subscribe(func(ev coordinator.Event) {
+		if ev.Kind == coordinator.EventStarted {
+			started <- ev.TaskID
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+	for round := range 3 {
+		rig.submit(roundTasks(round, rng))
+	}
+	for range 10 {
+		recv(t, started, "a start")
+	}
+	paused, name := rig.replicas[rig.leader], rig.leader
+	pid := paused.cmd.Process.Pid
+	paused.signal(t, syscall.SIGSTOP)
+	oldTerm := rig.term
+	n := rig.kids.waitNotice(func(n notice) bool { return n.Role == "leader" && n.Term > oldTerm }, "a takeover of the paused leader")
+	rig.leader, rig.term = n.Replica, n.Term
+	resumed := time.Now().UnixNano()
+	paused.signal(t, syscall.SIGCONT)
+	f := rig.kids.waitNotice(func(n notice) bool { return n.Replica == name && n.Role == "standby" && n.Term == oldTerm },
+		"the resumed leader's return to standby")
+	if !f.Fenced {
+		t.Errorf("the resumed leader went back to standby saying %q; want fenced (ErrFenced)", f.Err)
+	}
+	t.Logf("paused leader %s (term %d) resumed, and said: %s", name, oldTerm, f.Err)
+
+	for _, e := range logOf(t, rig.c.connect(t), rig.store) {
+		if e.seq > rig.term && e.leader == name {
+			t.Errorf("log message %d (%s, term %s) written by the fenced leader after the new term %d", e.seq, e.kind, e.term, rig.term)
+		}
+	}
+	// A function that begins after the resume was let start before the
+	// pause (the window between the lease's check and the call, which a
+	// pause may split): its dispatch says when. None may be let start
+	// after the resume.
+	admitted := map[string]int64{}
+	late := 0
+	for _, l := range readSideLog(t, rig.logPath) {
+		switch {
+		case l.pid != pid:
+		case l.kind == "dispatch":
+			admitted[l.id] = l.at
+			if l.at > resumed {
+				t.Errorf("the fenced leader let %s start %v after it resumed", l.id, time.Duration(l.at-resumed))
+			}
+		case l.kind == "run" && l.at > resumed:
+			late++
+			if admitted[l.id] > resumed {
+				t.Errorf("the fenced leader began %s %v after it resumed", l.id, time.Duration(l.at-resumed))
+			}
+		}
+	}
+	t.Logf("functions let start before the pause that began after the resume: %d", late)
+
+	// It is a standby again: kill the new leader and the third replica,
+	// and it leads.
+	for nm, c := range rig.replicas {
+		if nm != name {
+			c.signal(t, syscall.SIGKILL)
+			c.killed(t)
+		}
+	}
+	n = rig.kids.waitNotice(func(n notice) bool { return n.Role == "leader" && n.Term > rig.term }, "the fenced replica leading again")
+	if n.Replica != name {
+		t.Fatalf("%s leads; want %s, the only replica left", n.Replica, name)
+	}
+	rig.leader, rig.term = n.Replica, n.Term
+	ctx, cancel := context.WithTimeout(context.Background(), 2*long)
+	defer cancel()
+	if err := rig.client.Wait(ctx); err != nil {
+		t.Fatalf("Wait for the graph = %v", err)
+	}
+	final := inspect(t, rig.c.connect(t), rig.store)
+	log := readSideLog(t, rig.logPath)
+	rig.checks.check("at the end", final, log)
+	checkOrder(t, "at the end", final, log)
+	for id := range rig.checks.expected {
+		if s := final.tasks[id]; !s.status().Final() {
+			t.Errorf("%s is %v at the end; want final", id, s.status())
+		}
+	}
+}

@@ -56,8 +56,8 @@ func childMain() (code int, ok bool) {
 
 // sideLog is the processes' common record, one line per write, appended
 // (O_APPEND: lines of several processes do not mix): "dispatch ID
-// ATTEMPT PID NANOS" (a replica's middleware: an attempt passed the
-// lease's gate), "run ID PID NANOS" and "end ID PID NANOS" (a function
+// ATTEMPT PID NANOS" (a replica's middleware: the lease's gate let an
+// attempt start at NANOS, replica.AdmissionOf), "run ID PID NANOS" and "end ID PID NANOS" (a function
 // or handler began, returned).
 type sideLog struct {
 	mu sync.Mutex
@@ -172,7 +172,8 @@ func replicaChild() int {
 	}
 	dispatch := func(pool string, next worker.Worker) worker.Worker {
 		return workerFunc(func(ctx context.Context, j worker.Job) error {
-			log.printf("dispatch %s %d %d %d", j.ID, j.Attempt, os.Getpid(), time.Now().UnixNano())
+			a, _ := replica.AdmissionOf(ctx) // when the lease's gate let it start
+			log.printf("dispatch %s %d %d %d", j.ID, j.Attempt, os.Getpid(), a.At.UnixNano())
 			return next.Do(ctx, j)
 		})
 	}

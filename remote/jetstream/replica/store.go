@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -179,14 +180,15 @@ type Store struct {
 	id   string        // immutable: names this Store's appends (Baton-Id)
 	err  error         // immutable: an invalid argument of NewStore, returned by Load
 
-	mu      sync.Mutex // serializes appends (claim, commits, beats, snapshots, resignation); guards the fields below
-	stream  njs.Stream // set by the first campaign
-	term    uint64     // the term this Store leads (0: not yet)
-	leading bool       // it leads and has not stopped
-	closed  bool       // Close was called
-	ended   bool       // it led and stopped: it never leads again
-	appends uint64     // appends made (Baton-Id)
-	claimed time.Time  // when the term message that made it lead was sent
+	mu      sync.Mutex    // serializes appends (claim, commits, beats, snapshots, resignation); guards the fields below
+	stream  njs.Stream    // set by the first campaign
+	term    uint64        // the term this Store leads (0: not yet)
+	leading bool          // it leads and has not stopped
+	closed  bool          // Close was called
+	ended   bool          // it led and stopped: it never leads again
+	appends uint64        // appends made (Baton-Id)
+	claimed time.Time     // when the term message that made it lead was sent
+	led     atomic.Uint64 // term, for readers that must not wait for an append (the gate)
 
 	lmu    sync.Mutex    // guards the lease fields below
 	sentAt time.Time     // when the last acknowledged append was sent (monotonic)
@@ -370,11 +372,7 @@ func (s *Store) Close() error {
 // that began it), 0 before Load made it the leader. It stays what it was
 // once the Store stopped leading. It does not block and is safe for
 // concurrent use.
-func (s *Store) Term() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.term
-}
+func (s *Store) Term() uint64 { return s.led.Load() }
 
 // sentAtClaim returns when the term message that made this Store lead
 // was sent.
@@ -468,7 +466,8 @@ func (g gate) Do(ctx context.Context, j worker.Job) error {
 	for {
 		valid, renewed, done := g.s.lease()
 		if valid {
-			return g.next.Do(ctx, j)
+			a := Admission{Term: g.s.led.Load(), At: time.Now()}
+			return g.next.Do(context.WithValue(ctx, admissionKey{}, a), j)
 		}
 		select {
 		case <-renewed:
@@ -479,6 +478,31 @@ func (g gate) Do(ctx context.Context, j worker.Job) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// Admission is what the lease's gate (Store.Middleware) knew when it let
+// an attempt start.
+type Admission struct {
+	Term uint64    // the term of the leader that let it start
+	At   time.Time // when (this machine's clock)
+}
+
+type admissionKey struct{}
+
+// AdmissionOf returns the Admission of the attempt whose context ctx is
+// (or derives from); false outside an attempt a Store's Middleware let
+// start. It does not block and is safe for concurrent use.
+//
+// The gate starts no attempt once its lease has lapsed, but an attempt it
+// let start a moment before its process was paused starts when the
+// process resumes, after a standby may have taken over: the window
+// between the lease's check and the call. A handler whose effects must
+// never come from a deposed leader checks Term where it writes, as a
+// fencing token: a resource that has seen a higher term refuses a lower
+// one.
+func AdmissionOf(ctx context.Context) (Admission, bool) {
+	a, ok := ctx.Value(admissionKey{}).(Admission)
+	return a, ok
 }
 
 // ensureStream creates or updates the log's stream, retrying while the
@@ -693,6 +717,7 @@ func (s *Store) claim(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	s.term, s.leading, s.claimed = seq, true, sent
+	s.led.Store(seq)
 	s.view.mu.Lock()
 	s.view.applied, s.view.term, s.view.leader, s.view.resign = seq, seq, s.cfg.name, false
 	s.view.bytes += msgOverhead
