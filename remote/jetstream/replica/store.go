@@ -561,10 +561,11 @@ func (s *Store) campaign(ctx context.Context) error {
 		return err
 	}
 	for {
-		if err := s.follow(ctx); err != nil {
+		at, err := s.follow(ctx)
+		if err != nil {
 			return err
 		}
-		won, err := s.claim(ctx)
+		won, err := s.claim(ctx, at)
 		if won || err != nil {
 			return err
 		}
@@ -573,8 +574,9 @@ func (s *Store) campaign(ctx context.Context) error {
 
 // follow reads the log into the view until this Store should claim the
 // store: it has read the whole log and nobody leads (the log is empty,
-// or its last message is a resignation), or nothing came for a lease.
-func (s *Store) follow(ctx context.Context) error {
+// or its last message is a resignation), or nothing came for a lease. It
+// returns where the log ended when it decided so.
+func (s *Store) follow(ctx context.Context) (uint64, error) {
 	for {
 		applied, synced, _, _, _ := s.view.position()
 		if !synced {
@@ -584,34 +586,32 @@ func (s *Store) follow(ctx context.Context) error {
 		info, err := s.stream.Info(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return 0, ctx.Err()
 			}
 			if !sleep(ctx, 100*time.Millisecond) {
-				return ctx.Err()
+				return 0, ctx.Err()
 			}
 			continue
 		}
-		claim, err := s.read(ctx, applied, info.State.LastSeq)
+		at, claim, err := s.read(ctx, applied, info.State.LastSeq)
 		if claim || err != nil {
-			return err
+			return at, err
 		}
 	}
 }
 
 // read follows the log from after applied (the stream's last sequence
-// was last when it began) and returns true when it is time to claim, or
-// false to start again (the view lost its footing).
-func (s *Store) read(ctx context.Context, applied, last uint64) (bool, error) {
+// was last when it began) and returns true when it is time to claim,
+// with where the log ended then, or false to start again (the view lost
+// its footing).
+func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, claim bool, err error) {
 	cfg := njs.OrderedConsumerConfig{}
 	if applied > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = njs.DeliverByStartSequencePolicy, applied+1
 	}
 	oc, err := s.stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		return false, nil
+		return 0, false, ctx.Err()
 	}
 	type note struct {
 		caughtUp bool
@@ -649,10 +649,7 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (bool, error) {
 		}
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		return false, nil
+		return 0, false, ctx.Err()
 	}
 	defer func() {
 		cc.Stop()
@@ -661,49 +658,63 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (bool, error) {
 	caughtUp := applied >= last
 	silence := time.NewTimer(s.cfg.lease)
 	defer silence.Stop()
+	seen := applied // where the log ended when silence was last armed
+	rearm := func() {
+		if !silence.Stop() {
+			select {
+			case <-silence.C:
+			default:
+			}
+		}
+		silence.Reset(s.cfg.lease)
+		seen, _, _, _, _ = s.view.position()
+	}
 	for {
 		if caughtUp {
-			_, synced, _, _, resign := s.view.position()
+			at, synced, _, _, resign := s.view.position()
 			if !synced {
-				return false, nil
+				return 0, false, nil
 			}
 			if last == 0 || resign {
-				return true, nil // nobody leads
+				return at, true, nil // nobody leads
 			}
 		}
 		select {
 		case n := <-notes:
 			if n.broken {
-				return false, nil
+				return 0, false, nil
 			}
 			caughtUp = n.caughtUp
-			if !silence.Stop() {
-				select {
-				case <-silence.C:
-				default:
-				}
-			}
-			silence.Reset(s.cfg.lease)
+			rearm()
 			last = 1 // the log is not empty
 		case <-silence.C:
-			if caughtUp {
-				_, synced, _, _, _ := s.view.position()
-				return synced, nil
+			at, synced, _, _, _ := s.view.position()
+			if caughtUp && at == seen {
+				return at, synced, nil
 			}
+			// Not caught up, or something came in that the silence did
+			// not cover yet (its note is on its way): a lease more.
 			silence.Reset(s.cfg.lease)
+			seen = at
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return 0, false, ctx.Err()
 		}
 	}
 }
 
-// claim appends a term message where the view says the log ends. It
-// returns true if it landed: this Store leads, from then on.
-func (s *Store) claim(ctx context.Context) (bool, error) {
+// claim appends a term message where the log ended (at) when follow
+// decided to claim, and returns true if it landed: this Store leads,
+// from then on. If the view read more since (a message came in between
+// the decision and the follower's stop: another replica's claim, say), it
+// does not claim: the leader, if any, has just shown life.
+func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.ended {
 		return false, fmt.Errorf("replica: store %q closed", s.name)
+	}
+	if now, _, _, _, _ := s.view.position(); now != at {
+		return false, nil
 	}
 	seq, sent, err := s.appendLocked(kindTerm, nil, nil)
 	switch {
