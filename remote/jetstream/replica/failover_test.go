@@ -16,6 +16,8 @@ import (
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/remote/jetstream"
 	"github.com/batonhq/baton/remote/jetstream/replica"
+	"github.com/nats-io/nats-server/v2/server"
+	njs "github.com/nats-io/nats.go/jetstream"
 )
 
 var (
@@ -378,6 +380,97 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("Wait for the graph = %v", err)
 	}
 	final := inspect(t, rig.c.connect(t), rig.store)
+	log := readSideLog(t, rig.logPath)
+	rig.checks.check("at the end", final, log)
+	checkOrder(t, "at the end", final, log)
+	for id := range rig.checks.expected {
+		if s := final.tasks[id]; !s.status().Final() {
+			t.Errorf("%s is %v at the end; want final", id, s.status())
+		}
+	}
+}
+
+// Stop one of the three servers mid-graph (the one leading the log's
+// stream): the graph goes on, tasks submitted meanwhile finish; start it
+// again: it catches up (its copy of the log reaches the end the others
+// have), and the graph finishes. (The servers run in the test's process:
+// stopping one closes its clients' connections and its raft groups at
+// once, as a killed process's would; its files stay, as they would.)
+func TestServerLossMidGraph(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes and a cluster: not in -short")
+	}
+	rig := newFailoverRig(t, "servers")
+	rng := rand.New(rand.NewPCG(*failoverSeed, 24))
+	for round := range 3 {
+		rig.submit(roundTasks(round, rng))
+	}
+	nc := rig.c.connect(t)
+	js, _ := njs.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*long)
+	defer cancel()
+	st, err := js.Stream(ctx, "BATON_servers_LOG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.CachedInfo()
+	var down int
+	if _, err := fmt.Sscanf(info.Cluster.Leader, "s%d", &down); err != nil {
+		t.Fatalf("the log's stream leader is %q", info.Cluster.Leader)
+	}
+	if err := rig.client.WaitTasks(ctx, "r00-00"); err != nil && !errors.As(err, new(*coordinator.TasksError)) {
+		t.Fatal(err) // mid-graph: the first task is done
+	}
+	rig.c.stop(down)
+	t.Logf("stopped server s%d, the log's stream leader", down)
+	var later []string
+	for round := 3; round < 6; round++ {
+		tasks := roundTasks(round, rng)
+		rig.submit(tasks)
+		for _, task := range tasks {
+			later = append(later, task.ID)
+		}
+	}
+	if err := rig.client.WaitTasks(ctx, later...); err != nil && !errors.As(err, new(*coordinator.TasksError)) {
+		t.Fatalf("WaitTasks of what was submitted while a server was down = %v", err)
+	}
+	rig.c.start(down)
+	if !rig.c.servers[down].ReadyForConnections(long) {
+		t.Fatal("restarted server not ready")
+	}
+	if err := rig.client.Wait(ctx); err != nil {
+		t.Fatalf("Wait for the graph = %v", err)
+	}
+	// It catches up: its own copy of the log reaches the end the stream
+	// has now. JetStream gives no event for it: the test looks, every
+	// few milliseconds, up to a guard.
+	info, err = st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := info.State.LastSeq
+	var got uint64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for got < want {
+		jsz, err := rig.c.servers[down].Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+		if err == nil {
+			for _, a := range jsz.AccountDetails {
+				for _, sd := range a.Streams {
+					if sd.Name == "BATON_servers_LOG" {
+						got = sd.State.LastSeq
+					}
+				}
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the restarted server's log ends at %d; the stream's at %d", got, want)
+		}
+	}
+	t.Logf("the restarted server caught up: its log ends at %d (the stream's at %d)", got, want)
+	final := inspect(t, nc, rig.store)
 	log := readSideLog(t, rig.logPath)
 	rig.checks.check("at the end", final, log)
 	checkOrder(t, "at the end", final, log)
