@@ -163,14 +163,14 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	return r, nil
 }
 
-// instance is the jetstream.Pool instance of the store's remote pools:
+// instanceOf is the jetstream.Pool instance of a store's remote pools:
 // the same on every replica.
-func (r *Replica) instance() string {
-	if s := "replica-" + r.name; len(s) <= 64 {
+func instanceOf(store string) string {
+	if s := "replica-" + store; len(s) <= 64 {
 		return s
 	}
 	h := fnv.New64a()
-	h.Write([]byte(r.name))
+	h.Write([]byte(store))
 	return "replica-" + strconv.FormatUint(h.Sum64(), 16)
 }
 
@@ -236,7 +236,7 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		}
 	}
 	for _, rp := range r.cfg.remote {
-		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(r.instance()), jetstream.WithDetach())
+		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach())
 		p, err := jetstream.NewPool(ctx, r.nc, rp.pool, opts...)
 		if err != nil {
 			closePools()
