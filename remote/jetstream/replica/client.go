@@ -125,7 +125,9 @@ func (c *Client) find(ctx context.Context) (uint64, string, error) {
 		if term != 0 {
 			return term, leader, nil
 		}
-		term, leader, err := c.look(ctx)
+		lctx, cancel := context.WithTimeout(ctx, lookTimeout) // JetStream may not answer at all (a cluster forming)
+		term, leader, err := c.look(lctx)
+		cancel()
 		if err != nil && ctx.Err() != nil {
 			return 0, "", fmt.Errorf("%w: store %q: %w", ErrNoLeader, c.name, ctx.Err())
 		}
@@ -151,6 +153,9 @@ func (c *Client) find(ctx context.Context) (uint64, string, error) {
 		}
 	}
 }
+
+// lookTimeout bounds one reading of the log's last message.
+const lookTimeout = 2 * time.Second
 
 // look reads the term and leader the log's last message names (0: none,
 // the last leader resigned or the log is empty).
@@ -279,7 +284,9 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte) (*reply, err
 			return &r, nil
 		case <-wake:
 			// A term message: is the lead still with term?
-			now, _, err := c.look(ctx)
+			lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+			now, _, err := c.look(lctx)
+			cancel()
 			if err == nil && now != term {
 				return nil, errMoved
 			}
