@@ -815,10 +815,6 @@ func (s *Store) partSize() int {
 	return int(s.nc.MaxPayload()) - partHeadroom
 }
 
-// errLost is an append that did not land because another replica's
-// message is where it expected the log to end.
-var errLost = errors.New("replica: another replica appended first")
-
 // appendLocked appends a record of kind (body, in parts if needed; extra
 // headers on its first message) where the view says the log ends, and
 // returns the sequence of its last message and when it was first sent.
