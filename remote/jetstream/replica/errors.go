@@ -33,7 +33,8 @@ var (
 	// batch that was stored makes a second Submit fail with
 	// coordinator.ErrDuplicateID.
 	ErrLeaderLost = errors.New("replica: the leader was lost with the request in flight; it may or may not have been applied")
-	// ErrClosed is returned by a Client's calls after its Close, and by a
-	// Replica's after its Shutdown.
+	// ErrClosed is returned by a Client's calls after its Close, by a
+	// Replica's after its Shutdown, and (wrapped) by a Store's Load after
+	// its Close.
 	ErrClosed = errors.New("replica: closed")
 )

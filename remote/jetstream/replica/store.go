@@ -285,14 +285,18 @@ func validHeader(s string) bool {
 // coordinator.ErrStoreCorrupt for a log it cannot read. It blocks for the
 // log's reading: from the last snapshot, for a Store that was not
 // following it already. An error of fn ends Load and is returned; the
-// Store then still leads, until Close.
+// Store then still leads, until Close. Load after Close fails with
+// ErrClosed (wrapped); on a Store that stopped leading, with why it did.
 func (s *Store) Load(fn func(key, value []byte) error) error {
 	if s.err != nil {
 		return s.err
 	}
 	s.mu.Lock()
-	leading, ended := s.leading, s.ended
+	leading, ended, closed := s.leading, s.ended, s.closed
 	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("store %q: Load after Close: %w", s.name, ErrClosed)
+	}
 	if ended {
 		return fmt.Errorf("replica: store %q: Load after it stopped leading: %w", s.name, s.stoppedLocked())
 	}

@@ -166,6 +166,9 @@ func TestFencedStoreCommitsNothing(t *testing.T) {
 		t.Errorf("after both closed: %v; want a=1 b=2 c=3", got)
 	}
 	again.Close()
+	if err := again.Load(func(k, v []byte) error { return nil }); !errors.Is(err, replica.ErrClosed) {
+		t.Errorf("Load after Close = %v; want ErrClosed", err)
+	}
 }
 
 // A commit larger than a message is an atomic batch: it is read back
