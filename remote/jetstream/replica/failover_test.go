@@ -156,6 +156,7 @@ func (r *failoverRig) killLeader() (killed int64, took time.Duration, pid int) {
 	n := r.kids.waitNotice(func(n notice) bool { return n.Role == "leader" && n.Term > old }, "a takeover")
 	r.leader, r.term = n.Replica, n.Term
 	took = time.Duration(n.At - killed)
+	r.t.Logf("killed %s; %s leads %v later (its restore, from its claim: %v)", victim.name, n.Replica, took.Round(time.Millisecond), n.Restore.Round(time.Millisecond))
 	r.replicas[victim.name] = r.kids.start("replica", victim.name)
 	return killed, took, pid
 }
