@@ -33,6 +33,17 @@
 // The command in examples/distributed starts an embedded server, a
 // coordinator and three worker processes in one go.
 //
+// A coordinator that survives the loss of its machine: package replica
+// (github.com/batonhq/baton/remote/jetstream/replica) keeps a durable
+// scheduler's state in a replicated JetStream log, runs it on one replica
+// of a service at a time and lets a standby take over; its remote pools
+// are Pools of this package. examples/failover kills the leader mid-graph.
+//
+// Who may do what: ServePermissions lists what a worker machine of one
+// pool needs on the NATS server (it cannot pull another pool's attempts),
+// PoolPermissions what the coordinator side of a pool needs; give each
+// its own user and inbox prefix (nats.CustomInboxPrefix).
+//
 // # How an attempt travels
 //
 // Do publishes the attempt to the pool's work-queue stream (subject
