@@ -34,7 +34,7 @@ var (
 	// coordinator.ErrDuplicateID.
 	ErrLeaderLost = errors.New("replica: the leader was lost with the request in flight; it may or may not have been applied")
 	// ErrClosed is returned by a Client's calls after its Close, by a
-	// Replica's after its Shutdown, and (wrapped) by a Store's Load after
-	// its Close.
+	// Replica's after its Shutdown, and (wrapped) by a Store's Load and
+	// Commit after its Close.
 	ErrClosed = errors.New("replica: closed")
 )

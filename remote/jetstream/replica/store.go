@@ -322,7 +322,8 @@ func (s *Store) Load(fn func(key, value []byte) error) error {
 // returns an error wrapping ErrFenced, for good. An append whose answer
 // is lost (a timeout, a server lost) is retried, and found out by reading
 // the log, until WithMaxOutage; then Commit fails with what it knows. It
-// blocks for the append's replication.
+// blocks for the append's replication. After Close it fails with
+// ErrClosed (wrapped).
 func (s *Store) Commit(c *coordinator.Changes) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -345,7 +346,9 @@ func (s *Store) Commit(c *coordinator.Changes) error {
 // says so: a standby takes over at once rather than a lease later), and
 // stops its signs of life. It blocks for the resignation's append (at
 // most a lease). Closing a Store that does not lead, or twice, does
-// nothing.
+// nothing. It is safe to call concurrently with the Store's other
+// methods; Load and Commit fail with ErrClosed (wrapped) after it, and
+// its Middleware fails the attempts it is asked to start.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -365,7 +368,7 @@ func (s *Store) Close() error {
 		} else {
 			s.cfg.logger.Warn("replica: resigning", "store", s.name, "term", s.term, "error", err)
 		}
-		s.stopLocked(fmt.Errorf("replica: store %q closed", s.name))
+		s.stopLocked(fmt.Errorf("store %q: %w", s.name, ErrClosed))
 	}
 	s.mu.Unlock()
 	s.beats.Wait()
@@ -418,6 +421,9 @@ func (s *Store) stoppedLocked() error {
 	if s.doneAt != nil {
 		return s.doneAt
 	}
+	if s.closed {
+		return fmt.Errorf("store %q: %w", s.name, ErrClosed)
+	}
 	return fmt.Errorf("replica: store %q: Commit before Load", s.name)
 }
 
@@ -455,7 +461,9 @@ func (s *Store) lease() (valid bool, renewed, done <-chan struct{}) {
 // and the failure's commit is refused, which stops the scheduler. A
 // Replica installs it; with a Store used alone, give it to
 // coordinator.WithMiddleware before any other middleware (the outermost),
-// so that an attempt it holds back reaches none of them.
+// so that an attempt it holds back reaches none of them. It does not
+// block; the Worker it returns blocks while the lease does not hold, is
+// safe for concurrent use, and fails attempts once the Store is closed.
 func (s *Store) Middleware() coordinator.Middleware {
 	return func(pool string, next worker.Worker) worker.Worker { return gate{s: s, next: next} }
 }
@@ -715,7 +723,7 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.ended {
-		return false, fmt.Errorf("replica: store %q closed", s.name)
+		return false, fmt.Errorf("store %q: %w", s.name, ErrClosed)
 	}
 	if now, _, _, _, _ := s.view.position(); now != at {
 		return false, nil
@@ -945,7 +953,7 @@ func (s *Store) landed(expected uint64, id string, timeout time.Duration) (*njs.
 // It blocks until it has read the log to its end, or ctx ends. Its errors
 // are ctx's, JetStream's (no such store: njs.ErrStreamNotFound, wrapped),
 // fn's, and one wrapping coordinator.ErrStoreCorrupt for a log it cannot
-// read.
+// read. It is safe for concurrent use, and beside a leader's Store.
 func ReadRecords(ctx context.Context, nc *nats.Conn, name string, fn func(key, value []byte) error) error {
 	if err := checkArgs(nc, name); err != nil {
 		return err

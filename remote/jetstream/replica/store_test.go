@@ -169,6 +169,13 @@ func TestFencedStoreCommitsNothing(t *testing.T) {
 	if err := again.Load(func(k, v []byte) error { return nil }); !errors.Is(err, replica.ErrClosed) {
 		t.Errorf("Load after Close = %v; want ErrClosed", err)
 	}
+	never := replica.NewStore(nc, "fence")
+	never.Close()
+	for _, st := range []*replica.Store{next, never} { // closed while leading; closed before Load
+		if err := commit(st, map[string]string{"d": "4"}); !errors.Is(err, replica.ErrClosed) {
+			t.Errorf("Commit after Close = %v; want ErrClosed", err)
+		}
+	}
 }
 
 // A commit larger than a message is an atomic batch: it is read back
