@@ -26,7 +26,7 @@ var (
 	// leader died and no standby has taken over yet (a standby takes over
 	// a lease after the leader's last sign of life). Start a replica
 	// (New), or call again with a longer context.
-	ErrNoLeader = errors.New("replica: no replica leads the store")
+	ErrNoLeader = errors.New("replica: no replica leads the store (start one with replica.New, or give the call a longer context: a standby takes over a lease after the leader falls silent)")
 	// ErrLeaderLost is returned by Submit and Cancel when the leader that
 	// had the request stopped leading before it answered: the request may
 	// or may not have been applied. Look (Info) before trying again: a

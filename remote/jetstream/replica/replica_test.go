@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,4 +178,27 @@ func TestReplicaCallsReachTheLeader(t *testing.T) {
 		t.Error("no event reached the standby's subscriber")
 	}
 	t.Logf("%d events; first %+v", len(events), events[0])
+}
+
+// With no replica running, a call waits for a leader until its context
+// ends, then fails with ErrNoLeader, whose text says what to do.
+func TestNoLeaderIsClear(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	cl, err := replica.NewClient(c.connect(t), "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // the call's own deadline: the input
+	defer cancel()
+	err = cl.Submit(ctx, coordinator.Task{ID: "x", Func: "f"})
+	if !errors.Is(err, replica.ErrNoLeader) || !strings.Contains(err.Error(), "replica.New") {
+		t.Errorf("Submit with no replica = %v; want ErrNoLeader, naming replica.New", err)
+	}
+	if err := cl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Submit(context.Background(), coordinator.Task{ID: "x", Func: "f"}); !errors.Is(err, replica.ErrClosed) {
+		t.Errorf("Submit after Close = %v; want ErrClosed", err)
+	}
 }
