@@ -55,6 +55,7 @@
 //	baton.attempt.duration      Histogram      s          how long an attempt ran: AttrPool, AttrOutcome
 //	baton.attempt.queue.duration Histogram     s          from ready to started (worker.Job.Ready): AttrPool
 //	baton.worker.busy           UpDownCounter  {worker}   workers running an attempt (tasks Running): AttrPool (Observe; asynchronous)
+//	baton.pool.paused           UpDownCounter  {pool}     1 while the pool is paused (Scheduler.Pause), summed over schedulers: AttrPool (Observe; asynchronous)
 //
 // The asynchronous instruments cost an attempt one atomic add (or
 // nothing); they are read at collection. The two histograms cost each attempt two clock

@@ -150,6 +150,7 @@ type Observer struct {
 	queueWait metric.Float64Histogram       // immutable; nil WithoutDurations
 	taskCount metric.Int64ObservableUpDownCounter
 	busy      metric.Int64ObservableUpDownCounter
+	paused    metric.Int64ObservableUpDownCounter
 
 	mu     sync.Mutex
 	counts []*counts // guarded by mu: one per pool name, for the asynchronous instruments
@@ -256,6 +257,9 @@ func (o *Observer) instruments(m metric.Meter, durations bool) error {
 	mk(e)
 	o.busy, e = m.Int64ObservableUpDownCounter("baton.worker.busy", metric.WithUnit("{worker}"),
 		metric.WithDescription("Workers running an attempt (tasks Running)."))
+	mk(e)
+	o.paused, e = m.Int64ObservableUpDownCounter("baton.pool.paused", metric.WithUnit("{pool}"),
+		metric.WithDescription("1 while the pool is paused (Scheduler.Pause), summed over the schedulers observed."))
 	mk(e)
 	if err != nil {
 		return fmt.Errorf("otelbaton: creating instruments: %w", err)
@@ -456,7 +460,7 @@ func (o *Observer) Observe(s *coordinator.Scheduler) (stop func() error, err err
 	o.watchMu.Lock()
 	defer o.watchMu.Unlock()
 	if o.reg == nil {
-		reg, err := o.meter.RegisterCallback(o.collect, o.finished, o.retries, o.taskCount, o.busy)
+		reg, err := o.meter.RegisterCallback(o.collect, o.finished, o.retries, o.taskCount, o.busy, o.paused)
 		if err != nil {
 			return nil, fmt.Errorf("otelbaton: registering the scheduler's instruments: %w", err)
 		}
@@ -506,6 +510,7 @@ func (o *Observer) collect(_ context.Context, obs metric.Observer) error {
 		totals[name] = t
 	}
 	counts := map[string]coordinator.Counts{}
+	paused := map[string]int64{} // by pool: the schedulers that paused it
 	for _, w := range o.watched {
 		for name, t := range w.s.Totals() {
 			r := totals[name]
@@ -521,6 +526,9 @@ func (o *Observer) collect(_ context.Context, obs metric.Observer) error {
 			r.Pending, r.Ready, r.Running = r.Pending+c.Pending, r.Ready+c.Ready, r.Running+c.Running
 			r.Succeeded, r.Failed = r.Succeeded+c.Succeeded, r.Failed+c.Failed
 			r.Cancelled, r.Skipped = r.Cancelled+c.Cancelled, r.Skipped+c.Skipped
+			if c.Paused {
+				paused[name]++
+			}
 			counts[name] = r
 		}
 	}
@@ -537,6 +545,7 @@ func (o *Observer) collect(_ context.Context, obs metric.Observer) error {
 			obs.ObserveInt64(o.taskCount, int64(c.Of(st)), a.status[st])
 		}
 		obs.ObserveInt64(o.busy, int64(c.Running), a.pool)
+		obs.ObserveInt64(o.paused, paused[name], a.pool)
 	}
 	return nil
 }

@@ -328,6 +328,20 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// baton.pool.paused follows Pause and Resume.
+func TestPausedMetric(t *testing.T) {
+	r := newRig(t, 1)
+	check(t, metrics(t, r), map[string]float64{"baton.pool.paused{baton.pool=}": 0})
+	if err := r.s.Pause(""); err != nil {
+		t.Fatal(err)
+	}
+	check(t, metrics(t, r), map[string]float64{"baton.pool.paused{baton.pool=}": 1})
+	if err := r.s.Resume(""); err != nil {
+		t.Fatal(err)
+	}
+	check(t, metrics(t, r), map[string]float64{"baton.pool.paused{baton.pool=}": 0})
+}
+
 // One Observer on two schedulers adds their figures up, and its counters
 // keep what a scheduler counted after its watch stops: they never go down.
 func TestCountersSurviveAStoppedWatch(t *testing.T) {
