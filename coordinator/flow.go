@@ -241,10 +241,35 @@ func (s *state) reserve(p *poolState, t int32) {
 	prio := s.hot[t].prio
 	for _, li := range p.lanes {
 		if ls := &s.lanes[li]; ls.open && ls.worst >= prio {
-			s.freeTail(ls, prio-1, true)
+			s.reserveTail(ls, prio)
 			for int32(ls.end-ls.peek) > 0 && ls.l.State(ls.end-1) != lane.Free {
 				ls.end--
 			}
+		}
+	}
+}
+
+// reserveTail takes back, from the end of lane ls, the free items of
+// prio or worse. It stops at the first item the worker got to, and at a
+// task of several slots: that one was handed out (placeAlone) before the
+// task reserving, holds its workers, and goes first (taking it back would
+// only hand it out again, and again).
+func (s *state) reserveTail(ls *laneState, prio int32) {
+	for seq := ls.n; seq != ls.applied; {
+		seq--
+		st := ls.l.State(seq)
+		if st != lane.Free && st != lane.Revoked {
+			return
+		}
+		if st != lane.Free {
+			continue
+		}
+		t := ls.l.Task(seq)
+		if s.slots(t) > 1 {
+			return
+		}
+		if s.hot[t].prio >= prio && s.revokeItem(ls, seq) {
+			_ = s.revokeFollowers(ls, seq)
 		}
 	}
 }

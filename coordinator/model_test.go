@@ -25,6 +25,8 @@ type step struct {
 	free     string        // release a task that ignores its context
 	advance  time.Duration // let fake time pass
 	shutdown bool
+	pause    int    // 1: Pause(pool), 2: Resume(pool)
+	pool     string // of pause
 }
 
 func (s step) String() string {
@@ -32,8 +34,8 @@ func (s step) String() string {
 	case s.submit != nil:
 		var parts []string
 		for _, t := range s.submit {
-			parts = append(parts, fmt.Sprintf("%s%v when %v p%d pool %q %+v delay %v base %v every %v×%d",
-				t.ID, t.Deps, coordinator.Trigger(t.When), t.Priority, t.Pool, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
+			parts = append(parts, fmt.Sprintf("%s%v when %v p%d pool %q key %q slots %d %+v delay %v base %v every %v×%d",
+				t.ID, t.Deps, coordinator.Trigger(t.When), t.Priority, t.Pool, t.Key, t.Slots, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
 		}
 		return "submit " + strings.Join(parts, "; ")
 	case s.cancel != "":
@@ -42,21 +44,37 @@ func (s step) String() string {
 		return "advance " + s.advance.String()
 	case s.shutdown:
 		return "shutdown"
+	case s.pause == 1:
+		return fmt.Sprintf("pause %q", s.pool)
+	case s.pause == 2:
+		return fmt.Sprintf("resume %q", s.pool)
 	}
 	return "release " + s.free
 }
 
 // program is a random program and the scheduler it runs on.
 type program struct {
-	steps  []step
-	retain bool          // WithRetention(keep)
-	keep   time.Duration // 0 or 1s
+	steps   []step
+	retain  bool           // WithRetention(keep)
+	keep    time.Duration  // 0 or 1s
+	weights map[string]int // WithKeys(KeyPolicy{Weights}), when tasks have keys
+	limit   int            // WithKeys(KeyPolicy{Limit}), with two pools
+	rate    bool           // WithRateLimit("gpu", 2, 1), with two pools
 }
 
 func (p program) String() string {
 	var b strings.Builder
 	if p.retain {
 		fmt.Fprintf(&b, "  retention %v\n", p.keep)
+	}
+	if p.weights != nil {
+		fmt.Fprintf(&b, "  weights %v\n", p.weights)
+	}
+	if p.limit > 0 {
+		fmt.Fprintf(&b, "  key limit %d\n", p.limit)
+	}
+	if p.rate {
+		fmt.Fprintf(&b, "  rate limit of gpu: 2/s, burst 1\n")
 	}
 	for k, st := range p.steps {
 		fmt.Fprintf(&b, "  %d: %v\n", k, st)
@@ -70,13 +88,27 @@ func (p program) String() string {
 // tasks retention forgot), behaviours and priorities, cancels, releases,
 // time passing, and at most one Shutdown, after which the program goes on
 // (Submit and Cancel are refused, running tasks end).
-func genProgram(t *rapid.T, pools bool) program {
+func genProgram(t *rapid.T, twoPools bool) program {
 	var ids []string
 	p := program{retain: rapid.Bool().Draw(t, "retain")}
 	if p.retain {
 		p.keep = time.Duration(rapid.IntRange(0, 1).Draw(t, "keep")) * time.Second
 	}
 	timed := rapid.Bool().Draw(t, "timed") // delays, retry waits, recurring tasks, time passing
+	keyed := rapid.Bool().Draw(t, "keyed") // tasks with keys, taking turns
+	if keyed && rapid.Bool().Draw(t, "weighted") {
+		p.weights = map[string]int{"a": rapid.IntRange(1, 3).Draw(t, "weightA"), "": rapid.IntRange(1, 2).Draw(t, "weightNone")}
+	}
+	pools := []string{""}
+	if twoPools {
+		// Only the invariant tests (three workers a pool) run these: the
+		// model's pools have one worker, and it does not model limits.
+		pools = append(pools, "gpu")
+		if keyed {
+			p.limit = rapid.IntRange(0, 2).Draw(t, "keyLimit")
+		}
+		p.rate = rapid.IntRange(0, 3).Draw(t, "rate") == 0
+	}
 	second := func(label string, hi int) time.Duration {
 		if !timed {
 			return 0
@@ -86,7 +118,9 @@ func genProgram(t *rapid.T, pools bool) program {
 	shut := false
 	n := rapid.IntRange(1, 25).Draw(t, "steps")
 	for range n {
-		switch k := rapid.IntRange(0, 12).Draw(t, "kind"); {
+		switch k := rapid.IntRange(0, 13).Draw(t, "kind"); {
+		case k == 13:
+			p.steps = append(p.steps, step{pause: rapid.IntRange(1, 2).Draw(t, "pause"), pool: rapid.SampledFrom(pools).Draw(t, "pausePool")})
 		case k == 12 && !shut:
 			shut = true
 			p.steps = append(p.steps, step{shutdown: true})
@@ -123,7 +157,7 @@ func genProgram(t *rapid.T, pools bool) program {
 					do.BlockDeaf = true
 				}
 				pool := ""
-				if pools && rapid.IntRange(0, 3).Draw(t, "pool") == 0 {
+				if twoPools && rapid.IntRange(0, 3).Draw(t, "pool") == 0 {
 					pool = "gpu"
 				}
 				task := refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Pool: pool, Do: do,
@@ -133,6 +167,12 @@ func genProgram(t *rapid.T, pools bool) program {
 				}
 				if task.Every > 0 {
 					task.Times = rapid.IntRange(1, 3).Draw(t, "times")
+				}
+				if keyed {
+					task.Key = rapid.SampledFrom([]string{"", "a", "a", "b", "c"}).Draw(t, "key")
+				}
+				if twoPools && rapid.IntRange(0, 3).Draw(t, "multi") == 0 {
+					task.Slots = rapid.IntRange(2, 3).Draw(t, "slots")
 				}
 				batch = append(batch, task)
 			}
@@ -164,8 +204,10 @@ type calls struct {
 
 type call struct {
 	id, pool string
-	ret      bool // a return; else a call
-	ok       bool // a return of nil
+	key      string // the task's Key
+	slots    int    // the task's Slots (0: 1)
+	ret      bool   // a return; else a call
+	ok       bool   // a return of nil
 	at       time.Time
 }
 
@@ -203,14 +245,14 @@ func schedTask(mt refmodel.Task, gate <-chan struct{}, rec *calls) coordinator.T
 		}
 		return nil
 	}
-	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority, Pool: mt.Pool,
+	return coordinator.Task{ID: mt.ID, Deps: mt.Deps, Priority: mt.Priority, Pool: mt.Pool, Key: mt.Key, Slots: mt.Slots,
 		Delay: mt.Delay, Every: mt.Every, Times: mt.Times, When: coordinator.Trigger(mt.When),
 		Retry: coordinator.RetryPolicy{MaxAttempts: do.MaxAttempt, BaseDelay: mt.BaseDelay},
 		Run: func(ctx context.Context) (err error) {
-			rec.add(call{id: mt.ID, pool: mt.Pool, at: time.Now()})
+			rec.add(call{id: mt.ID, pool: mt.Pool, key: mt.Key, slots: max(mt.Slots, 1), at: time.Now()})
 			returned := false // false in the deferred record: it panicked
 			defer func() {
-				rec.add(call{id: mt.ID, pool: mt.Pool, ret: true, ok: returned && err == nil, at: time.Now()})
+				rec.add(call{id: mt.ID, pool: mt.Pool, key: mt.Key, slots: max(mt.Slots, 1), ret: true, ok: returned && err == nil, at: time.Now()})
 			}()
 			err = body(ctx)
 			returned = true
@@ -225,6 +267,12 @@ func programOptions(p program, workers, maxBatch int) []coordinator.Option {
 	}
 	if p.retain {
 		opts = append(opts, coordinator.WithRetention(p.keep))
+	}
+	if p.weights != nil || p.limit > 0 {
+		opts = append(opts, coordinator.WithKeys(coordinator.KeyPolicy{Limit: p.limit, Weights: p.weights}))
+	}
+	if p.rate {
+		opts = append(opts, coordinator.WithRateLimit("gpu", 2, 1))
 	}
 	return opts
 }
@@ -299,6 +347,7 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 			return
 		}
 		m := refmodel.New(prog.retain, prog.keep)
+		m.Weights = prog.weights
 		var mu sync.Mutex
 		started := map[string][]string{} // by pool
 		var events map[string][]string   // nil: not observed
@@ -374,6 +423,16 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 				shutdownCalled = true
 				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
 				m.Shutdown()
+			case st.pause != 0:
+				if d := pauseStep(s, st, shutdownCalled); d != "" {
+					diff = where + ": " + d
+					return
+				}
+				if st.pause == 1 {
+					m.Pause(st.pool)
+				} else {
+					m.Resume(st.pool)
+				}
 			default:
 				g.free(st.free)
 				m.Release(st.free)
@@ -410,6 +469,60 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 		}
 	})
 	return diff
+}
+
+// flowInvariants checks the calls of a program's functions against flow
+// control's rules: a pool's calls out at once take at most its 3 workers'
+// slots; a key's calls out at once are at most its limit; the rate-limited
+// pool starts at most 2·T + 1 attempts in any window of length T.
+func flowInvariants(prog program, log []call) string {
+	slots := map[string]int{}
+	keys := map[string]int{}
+	var rated []time.Time
+	for _, c := range log {
+		if c.ret {
+			slots[c.pool] -= c.slots
+			keys[c.key]--
+			continue
+		}
+		slots[c.pool] += c.slots
+		keys[c.key]++
+		if slots[c.pool] > 3 {
+			return fmt.Sprintf("%s called with %d slots of pool %q in use; the pool has 3", c.id, slots[c.pool], c.pool)
+		}
+		if prog.limit > 0 && c.key != "" && keys[c.key] > prog.limit {
+			return fmt.Sprintf("%s called with %d calls of key %q out; the limit is %d", c.id, keys[c.key], c.key, prog.limit)
+		}
+		if prog.rate && c.pool == "gpu" {
+			rated = append(rated, c.at)
+		}
+	}
+	for i := range rated {
+		for j := i; j < len(rated); j++ {
+			if n, allowed := j-i+1, 2*rated[j].Sub(rated[i]).Seconds()+1; float64(n) > allowed+1e-9 {
+				return fmt.Sprintf("pool gpu started %d attempts from %v to %v; rate 2/s, burst 1 allow %.1f", n, rated[i], rated[j], allowed)
+			}
+		}
+	}
+	return ""
+}
+
+// pauseStep pauses or resumes st.pool; after Shutdown it must refuse
+// with ErrClosed.
+func pauseStep(s *coordinator.Scheduler, st step, shut bool) string {
+	var err error
+	if st.pause == 1 {
+		err = s.Pause(st.pool)
+	} else {
+		err = s.Resume(st.pool)
+	}
+	switch {
+	case shut && !errors.Is(err, coordinator.ErrClosed):
+		return fmt.Sprintf("after Shutdown: %v; want ErrClosed", err)
+	case !shut && err != nil:
+		return err.Error()
+	}
+	return ""
 }
 
 // compare checks the scheduler against the model after a step.
@@ -531,12 +644,20 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 			case st.shutdown:
 				shut = true
 				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+			case st.pause != 0:
+				if d := pauseStep(s, st, shut); d != "" {
+					diff = d
+					return
+				}
 			default:
 				g.free(st.free)
 			}
 			synctest.Wait()
 		}
 		g.freeAll()
+		if !shut {
+			s.ResumeAll() // what a paused pool holds runs, or is cancelled
+		}
 		for id := range tasks {
 			s.Cancel(id) // ends the tasks that block until cancelled
 		}
@@ -709,6 +830,11 @@ func checkInvariantsQuiet(t *testing.T, prog program) (diff string) {
 			case st.shutdown:
 				shut = true
 				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+			case st.pause != 0:
+				if d := pauseStep(s, st, shut); d != "" {
+					diff = d
+					return
+				}
 			default:
 				g.free(st.free)
 			}
@@ -718,6 +844,9 @@ func checkInvariantsQuiet(t *testing.T, prog program) (diff string) {
 			}
 		}
 		g.freeAll()
+		if !shut {
+			s.ResumeAll() // what a paused pool holds runs, or is cancelled
+		}
 		for id := range tasks {
 			s.Cancel(id)
 		}
@@ -747,6 +876,10 @@ func checkInvariantsQuiet(t *testing.T, prog program) (diff string) {
 					return
 				}
 			}
+		}
+		if d := flowInvariants(prog, log); d != "" {
+			diff = d
+			return
 		}
 		// The last return of each ID, by position: a dependent's call comes
 		// after it (for IDs accepted once: retention may reuse an ID).

@@ -9,7 +9,9 @@
 // rate, cancellation of waiting, running and recurring tasks, tasks that
 // block until cancelled or until released, retention (final tasks are
 // forgotten once their time is up and nothing refers to them, and their IDs
-// may be submitted again) and Shutdown at any step. Task functions take no
+// may be submitted again), paused pools (Pause, Resume), keys taking turns
+// within a level (round robin, weighted by Weights; limits per key are
+// not modelled) and Shutdown at any step. Task functions take no
 // time; time moves only by Advance, and entries due at the same instant
 // become ready in the order they were scheduled.
 //
@@ -44,6 +46,8 @@ type Task struct {
 	Every     time.Duration
 	Times     int
 	When      Trigger
+	Key       string
+	Slots     int // not modelled (the model's pools have one worker): for the invariant tests
 }
 
 // Trigger mirrors coordinator.Trigger.
@@ -115,8 +119,10 @@ type Model struct {
 	StartIn []string       // the pool of each start in Started
 	Now     time.Duration
 	Closing bool
-	notes   []note // the trigger-rule cascade's worklist
-	frozen  bool   // shut down with nothing running: the scheduler's loop has stopped, and retention with it
+	Weights map[string]int  // tasks per turn of a key (KeyPolicy.Weights); 1 if not named
+	Paused  map[string]bool // pools that start nothing
+	notes   []note          // the trigger-rule cascade's worklist
+	frozen  bool            // shut down with nothing running: the scheduler's loop has stopped, and retention with it
 
 	retain  bool
 	keep    time.Duration
@@ -124,12 +130,34 @@ type Model struct {
 	seq     int
 	timers  []timer
 	tseq    int
+
+	// Keys. Once a batch with a key is accepted, every level (pool and
+	// priority) holds turns: one per key with ready tasks there, in the
+	// order they came; the turn at the front hands out the key's oldest
+	// ready task, and moves to the back after Weights of them. A turn
+	// whose key has no ready task left stays where it is until it reaches
+	// the front of its pool's first level (then it is dropped), as the
+	// scheduler's entries do: a task of its key made ready meanwhile takes
+	// it.
+	keyed bool
+	turns map[level][]*turn
+}
+
+type level struct {
+	pool string
+	prio int
+}
+
+type turn struct {
+	key  string
+	used int // tasks handed out in this turn
 }
 
 // New returns an empty model. With retain, final tasks are forgotten keep
 // after they became final, once nothing refers to them.
 func New(retain bool, keep time.Duration) *Model {
-	return &Model{ByID: map[string]int{}, running: map[string]int{}, retain: retain, keep: keep}
+	return &Model{ByID: map[string]int{}, running: map[string]int{}, retain: retain, keep: keep,
+		Paused: map[string]bool{}, turns: map[level][]*turn{}}
 }
 
 // Submit adds a batch, or returns the error Baton must return.
@@ -158,6 +186,9 @@ func (m *Model) Submit(batch []Task) error {
 	}
 	if cyclic(batch, local) {
 		return ErrCycle
+	}
+	if !m.keyed && slices.ContainsFunc(batch, func(t Task) bool { return t.Key != "" }) {
+		m.startKeys()
 	}
 	base := len(m.Tasks)
 	for i, t := range batch {
@@ -283,6 +314,116 @@ func (m *Model) ready(r *Record) {
 	r.Status = Ready
 	m.seq++
 	r.seq = m.seq
+	if m.keyed {
+		m.giveTurn(r)
+	}
+}
+
+// startKeys turns keys on: the tasks ready already are the empty key's,
+// each level gets its turn.
+func (m *Model) startKeys() {
+	m.keyed = true
+	for _, r := range m.Tasks {
+		if r.Status == Ready {
+			m.giveTurn(r)
+		}
+	}
+}
+
+// giveTurn gives r's key a turn at the back of r's level if it has none.
+func (m *Model) giveTurn(r *Record) {
+	lv := level{r.Pool, r.Priority}
+	if !slices.ContainsFunc(m.turns[lv], func(u *turn) bool { return u.key == r.Key }) {
+		m.turns[lv] = append(m.turns[lv], &turn{key: r.Key})
+	}
+}
+
+// oldest returns key's oldest ready task of level lv, or -1.
+func (m *Model) oldest(lv level, key string) int {
+	best := -1
+	for i, r := range m.Tasks {
+		if r.Status == Ready && r.Pool == lv.pool && r.Priority == lv.prio && r.Key == key && (best < 0 || r.seq < m.Tasks[best].seq) {
+			best = i
+		}
+	}
+	return best
+}
+
+// levels returns pool's levels that hold turns, best first.
+func (m *Model) levels(pool string) []level {
+	var lvs []level
+	for lv, ts := range m.turns {
+		if lv.pool == pool && len(ts) > 0 {
+			lvs = append(lvs, lv)
+		}
+	}
+	slices.SortFunc(lvs, func(a, b level) int { return a.prio - b.prio })
+	return lvs
+}
+
+// nextKeyed returns the task pool's turns hand out next, dropping the
+// turns without ready tasks met on the way, or -1.
+func (m *Model) nextKeyed(pool string) int {
+	for _, lv := range m.levels(pool) {
+		for len(m.turns[lv]) > 0 {
+			if t := m.oldest(lv, m.turns[lv][0].key); t >= 0 {
+				return t
+			}
+			m.turns[lv] = m.turns[lv][1:]
+		}
+	}
+	return -1
+}
+
+// handedOut moves the turn that handed out t on.
+func (m *Model) handedOut(t int) {
+	r := m.Tasks[t]
+	lv := level{r.Pool, r.Priority}
+	u := m.turns[lv][0]
+	u.used++
+	w := max(1, m.Weights[r.Key])
+	switch {
+	case m.oldest(lv, r.Key) < 0:
+		m.turns[lv] = m.turns[lv][1:]
+	case u.used >= w:
+		u.used = 0
+		m.turns[lv] = append(m.turns[lv][1:], u)
+	}
+}
+
+// settleTurns drops, in each pool that runs and has ready tasks, the
+// turns without ready tasks at the front of its first levels, as the
+// scheduler does after each of its decisions.
+func (m *Model) settleTurns() {
+	if !m.keyed || m.Closing {
+		return
+	}
+	pools := map[string]bool{}
+	for _, r := range m.Tasks {
+		if r.Status == Ready && !m.Paused[r.Pool] {
+			pools[r.Pool] = true
+		}
+	}
+	for pool := range pools {
+		m.nextKeyed(pool)
+	}
+}
+
+// Pause stops pool from starting anything; Resume lets it start again.
+func (m *Model) Pause(pool string) {
+	if !m.Closing {
+		m.Paused[pool] = true
+	}
+}
+
+// Resume lets a paused pool start its ready tasks again.
+func (m *Model) Resume(pool string) {
+	if m.Closing {
+		return
+	}
+	delete(m.Paused, pool)
+	m.run()
+	m.Forget()
 }
 
 func (m *Model) finish(r *Record, s Status, event string) {
@@ -485,21 +626,29 @@ func (m *Model) run() {
 	for {
 		best := -1
 		for i, r := range m.Tasks {
-			if r.Status != Ready {
+			if r.Status != Ready || m.Paused[r.Pool] {
 				continue
 			}
 			if _, busy := m.running[r.Pool]; busy {
 				continue
+			}
+			if m.keyed {
+				i = m.nextKeyed(r.Pool)
+				r = m.Tasks[i]
 			}
 			if b := m.Tasks; best < 0 || r.Priority < b[best].Priority || (r.Priority == b[best].Priority && r.seq < b[best].seq) {
 				best = i
 			}
 		}
 		if best < 0 {
+			m.settleTurns()
 			return
 		}
 		r := m.Tasks[best]
 		r.Status = Running
+		if m.keyed {
+			m.handedOut(best)
+		}
 		r.Attempts++
 		r.calls++
 		r.Events = append(r.Events, "started")
