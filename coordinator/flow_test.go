@@ -672,6 +672,36 @@ func TestSlots(t *testing.T) {
 	}
 }
 
+// Two tasks of several slots at one level, together more than the pool:
+// the first takes its workers, the second waits for them, and the second
+// reserving never takes the first back.
+func TestSlotsQueueBehindSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(3))
+		st := newStarts()
+		run := newRunning()
+		task := func(id string, slots int) coordinator.Task {
+			return coordinator.Task{ID: id, Slots: slots, Run: func(context.Context) error {
+				st.mark(id)
+				run.enter("", slots)
+				defer run.leave("", slots)
+				time.Sleep(time.Millisecond)
+				return nil
+			}}
+		}
+		if err := s.Submit(task("big3", 3), task("big2", 2), task("small", 1), task("big3b", 3)); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if want := "[big3 big2 small big3b]"; fmt.Sprint(st.in) != want {
+			t.Errorf("start order %v; want %s", st.in, want)
+		}
+		if run.most > 3 {
+			t.Errorf("%d slots in use at once; the pool has 3", run.most)
+		}
+	})
+}
+
 // Slots are checked at Submit: more than the pool has, or negative.
 func TestSlotsValidated(t *testing.T) {
 	s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithPool("gpu", 4, worker.Func{}))
