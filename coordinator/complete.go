@@ -18,6 +18,11 @@ func (s *state) report(r lane.Report, now time.Time) {
 		s.applyItem(ls, ls.applied, now)
 	}
 	s.harvest(ls, now)
+	if s.tellsStarts() && !s.watchesStarts() {
+		// Lagged listeners only (lagged.go): the worker reported anyway,
+		// so what it started is told now rather than at the next look.
+		s.peek(ls, now, true)
+	}
 	if r.Ran > 0 {
 		p.measure(r.Elapsed / time.Duration(r.Ran))
 	}

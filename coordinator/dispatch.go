@@ -353,8 +353,8 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	}
 	// Report until fuse says better: it may release work. Report at once
 	// when someone waits on the outcome: its clock (retry, next run), a
-	// successor in another pool, a subscriber, a WaitTasks call.
-	urgent := r.x != nil || h.flags&fCross != 0 || s.observe || s.watchedTask(t)
+	// successor in another pool, a prompt subscriber, a WaitTasks call.
+	urgent := r.x != nil || h.flags&fCross != 0 || s.prompt() || s.watchedTask(t)
 	if s.keyed {
 		s.keyOut(t)
 		urgent = urgent || s.keys[s.keyOf[t]].limit > 0 // its end frees a place of its key
@@ -473,7 +473,7 @@ func (s *state) hurry(t int32) {
 }
 
 // hurryAll asks for every handed-out attempt to be reported as soon as it
-// is done (a subscriber arrived: events must not lag).
+// is done (a prompt subscriber arrived: events must not lag).
 func (s *state) hurryAll() {
 	for i := range s.lanes {
 		ls := &s.lanes[i]

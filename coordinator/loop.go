@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/internal/lane"
@@ -60,6 +61,9 @@ func (s *Scheduler) run(st *state) error {
 			now = s.clk.Now()
 			armed = false
 			st.fire(now)
+		case <-s.unsubbed.C():
+			now = s.clk.Now()
+			l.drop()
 		case <-stopc:
 			now = s.clk.Now()
 			stopc = nil
@@ -179,10 +183,27 @@ func (l *loop) publish(events []Event) {
 	l.observed()
 }
 
-// observed tells the state whether events are to be recorded: somebody
-// subscribed, or the task log has a level enabled.
+// drop forgets the subscribers that have unsubscribed (one told
+// Scheduler.unsubbed): the last prompt one gone, events may lag again.
+func (l *loop) drop() {
+	l.subs = slices.DeleteFunc(l.subs, (*subscriber).isClosed)
+	l.observed()
+}
+
+// observed tells the state whether events are to be recorded (somebody
+// subscribed, or the task log has a level enabled) and how late they may
+// be told: at once if the task log or any subscriber wants them so, else
+// the smallest lag the subscribers accept (MaxLag).
 func (l *loop) observed() {
-	l.st.setObserved(len(l.subs) > 0 || (l.tl != nil && l.tl.enabled != 0))
+	on := len(l.subs) > 0 || (l.tl != nil && l.tl.enabled != 0)
+	var lag time.Duration
+	if on && (l.tl == nil || l.tl.enabled == 0) {
+		lag = l.subs[0].lag
+		for _, sub := range l.subs[1:] {
+			lag = min(lag, sub.lag)
+		}
+	}
+	l.st.setObserved(on, lag)
 }
 
 // timerCmd is what the loop tells the timer goroutine: arm for due, or

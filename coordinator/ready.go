@@ -114,8 +114,9 @@ func (s *state) ready(now time.Time) outbox {
 		s.urged = false
 		s.harvestAll(now)
 	}
+	look := s.lagDue(now)
 	s.dispatch(now)
-	for s.tellsStarts() {
+	for s.watchesStarts() || look {
 		s.caughtUp = false
 		for i := range s.lanes {
 			if ls := &s.lanes[i]; ls.open {
@@ -144,6 +145,7 @@ func (s *state) ready(now time.Time) outbox {
 	}
 	clear(s.stopReqs)
 	s.stopReqs = s.stopReqs[:0]
+	s.planLag(now)
 	due, ok := s.nextDue()
 	o := outbox{Answers: s.answers, Publish: s.pubs, Stop: s.stops, Events: s.events,
 		Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}

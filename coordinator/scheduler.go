@@ -35,6 +35,7 @@ type Scheduler struct {
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	reports  chan lane.Report        // from the workers: how far each lane got
 	wake     actor.Signal            // from the timer goroutine: something may be due
+	unsubbed actor.Signal            // from unsubscribe: a subscriber is gone
 	due      actor.Latest[timerCmd]  // to the timer goroutine: the earliest due time
 	stopc    chan struct{}           // closed by Shutdown
 	stopOnce sync.Once               // guards close(stopc)
@@ -115,6 +116,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		dcfg:     cfg.dur,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
+		unsubbed: actor.NewSignal(),
 		due:      actor.NewLatest[timerCmd](),
 		stopc:    make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -391,17 +393,26 @@ func (s *Scheduler) startSubscriber(sub *subscriber) {
 // bound). fn is never called concurrently with itself. Call unsubscribe to
 // stop: fn is not called after unsubscribe returns, except for a call
 // already under way, and queued events are dropped. unsubscribe is
-// idempotent and may be called from fn. A fn that panics is unsubscribed
-// and the panic, with its stack, is logged at Error (WithLogger); the
-// scheduler goes on. fn may call every method of the scheduler, Wait and
-// Shutdown included (see Shutdown).
+// idempotent, never blocks, and may be called from fn. A fn that panics
+// is unsubscribed and the panic, with its stack, is logged at Error
+// (WithLogger); the scheduler goes on. fn may call every method of the
+// scheduler, Wait and Shutdown included (see Shutdown).
+//
+// Events are decided as soon as they happen while any subscriber wants
+// them so, which has a price on short tasks; a subscriber that can take
+// them later says so with MaxLag, and then costs the scheduler next to
+// nothing (see MaxLag).
 //
 // Subscribe blocks until the coordinator has registered fn. Safe for
 // concurrent use. After Shutdown, fn is never called and unsubscribe does
 // nothing. Events decided during Shutdown are delivered before Shutdown
 // returns.
-func (s *Scheduler) Subscribe(fn func(Event)) (unsubscribe func()) {
+func (s *Scheduler) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := newSubscriber(fn, s.log)
+	for _, o := range opts {
+		o(sub)
+	}
+	sub.gone = s.unsubbed
 	_, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- bool) request {
 		return subscribeReq{sub: sub, reply: reply}
 	})

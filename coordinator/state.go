@@ -23,6 +23,7 @@ import (
 //	complete.go   applying what the workers report
 //	cascade.go    how an end without success reaches what waits on it
 //	timers.go     the delayed set: delays, backoffs, series' starts
+//	lagged.go     events told late, for subscribers that accept it
 //	schedule.go   series: first and next starts, what is missed
 //	cancel.go     Cancel, Shutdown, status and Info
 //	flow.go       pause, rate limits, tasks of several slots; keys.go, keys
@@ -227,10 +228,12 @@ type state struct {
 	urged    bool // hurry asked workers to report an end: look at the lanes once more (ready)
 	caughtUp bool // peek applied ends to tell a start after them: dispatch again (ready)
 
-	frozen   bool     // a scan is under way: status reads items from frontier on as unclaimed
-	frontier []uint32 // per lane, while frozen: the first item its worker had not claimed at freeze
-	observe  bool     // somebody subscribed: record events
-	events   []Event  // decided since the last ready
+	frozen   bool          // a scan is under way: status reads items from frontier on as unclaimed
+	frontier []uint32      // per lane, while frozen: the first item its worker had not claimed at freeze
+	observe  bool          // somebody subscribed: record events
+	lag      time.Duration // while observe: 0, events are told at once; else every subscriber accepts events this late (lagged.go)
+	lagAt    time.Time     // while lagged: when to look at every lane for what the workers did unreported (zero: nothing out)
+	events   []Event       // decided since the last ready
 
 	// The outbox's lists (ready.go), reused: what the loop must do.
 	answers  []answer      // callers to answer at the end of the iteration (later)
@@ -368,15 +371,28 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	return &s.events[len(s.events)-1]
 }
 
-// setObserved says whether events are recorded (somebody listens). As
-// they start being, every attempt handed out is asked to be reported as
-// soon as it ends: events must not lag.
-func (s *state) setObserved(on bool) {
-	if on && !s.observe {
+// setObserved says whether events are recorded (somebody listens), and
+// how late they may be told: lag 0, at once (prompt); otherwise up to lag
+// after they happened (lagged.go). As they start being told at once,
+// every attempt handed out is asked to be reported as soon as it ends.
+func (s *state) setObserved(on bool, lag time.Duration) {
+	if !on {
+		lag = 0
+	}
+	if on && lag == 0 && !s.prompt() {
 		s.hurryAll()
 	}
-	s.observe = on
+	if lag != s.lag {
+		s.lagAt = time.Time{} // planned again by ready, for the new lag
+	}
+	s.observe, s.lag = on, lag
 }
+
+// prompt reports whether events are told as soon as they happen: every
+// attempt is reported by its worker as soon as it ends, and every start
+// is looked for in every iteration (ready). A lagged listener (MaxLag)
+// alone is not prompt: lagged.go.
+func (s *state) prompt() bool { return s.observe && s.lag == 0 }
 
 // poolLanes returns the lanes of pool i, for New to start their workers.
 func (s *state) poolLanes(i int) []*lane.Lane {
@@ -396,8 +412,15 @@ func (s *state) settledAll() bool { return s.open == 0 }
 // tellsStarts reports whether starts are recorded as the workers claim
 // their attempts: for subscribers and the task log (events), and on a
 // durable scheduler, which commits every start whether or not anyone
-// listens (a crash during the attempt must count it).
+// listens (a crash during the attempt must count it). A start found while
+// the lanes are looked at for another reason is told then; whether they
+// are looked at in every iteration is watchesStarts'.
 func (s *state) tellsStarts() bool { return s.observe || s.dur != nil }
+
+// watchesStarts reports whether ready looks at every lane for starts in
+// every iteration: for a prompt listener, and on a durable scheduler.
+// For lagged listeners alone, only at the look lagDue plans.
+func (s *state) watchesStarts() bool { return s.prompt() || s.dur != nil }
 
 func (e *Event) setCause(s *state, cause int32) {
 	if e != nil && cause != noTask {

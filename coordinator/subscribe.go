@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/batonhq/baton/actor"
 )
@@ -16,8 +17,10 @@ import (
 // until it is unsubscribed. A callback that panics is unsubscribed; the
 // panic, with its stack, is logged at Error.
 type subscriber struct {
-	fn     func(Event)  // immutable
-	log    *slog.Logger // immutable
+	fn     func(Event)   // immutable
+	log    *slog.Logger  // immutable
+	lag    time.Duration // immutable: how late it accepts events (MaxLag; 0: at once)
+	gone   actor.Signal  // immutable: notified by unsubscribe, so that the loop drops it (zero: nobody to tell)
 	signal actor.Signal
 	goid   atomic.Uint64 // the delivery goroutine's id, once it runs
 	exited chan struct{} // closed when the delivery goroutine returns
@@ -30,6 +33,44 @@ type subscriber struct {
 
 func newSubscriber(fn func(Event), log *slog.Logger) *subscriber {
 	return &subscriber{fn: fn, log: log, signal: actor.NewSignal(), exited: make(chan struct{})}
+}
+
+// SubscribeOption configures one subscription (Subscribe).
+type SubscribeOption func(*subscriber)
+
+// MaxLag says that the subscriber accepts every event up to d after it
+// happened, on the scheduler's clock (WithClock), in exchange for a
+// scheduler that is not slowed down by being observed.
+//
+// A subscriber told events at once (without MaxLag, or with d <= 0, which
+// is the same) makes the coordinator have every attempt reported by its
+// worker as soon as it ends: a wake of the coordinator per attempt, which
+// costs several times what an empty task does and, on tasks of tens of
+// microseconds, a few percent of throughput (bench/README.md,
+// BenchmarkObserve). While every subscriber accepts a lag, the
+// coordinator asks for no report of its own: it decides the events when
+// it learns what the workers did from the reports they send anyway (a
+// worker reports every half lane of attempts, when it runs dry, and at
+// every failure), and it looks at every worker's lane every d while work
+// it handed out has not come back, so that no event waits longer than d
+// for it. The subscriber gets the same events, in the same order, as a
+// prompt subscriber would; only later, and in larger groups. With
+// several lagged subscribers, the smallest d counts for all; with a
+// prompt one (or WithLogger's task log at an enabled level), every
+// subscriber is told at once.
+//
+// What a lag changes is the times: an event's At is when the coordinator
+// learned of it, up to d after the worker claimed or ended the attempt,
+// so that durations computed from Ats are accurate to about d (the
+// EventStarted of a short attempt often comes with its end, at the same
+// At). Under a mock clock (clock.Mock), the look at the lanes is a timer
+// like the others: it fires only as the clock is moved, so events may
+// wait for the test to move it. A d of a millisecond or less gains little
+// and costs a wake per d while work is out; a d of a fraction of what the
+// caller refreshes at (a dashboard's update interval) costs nothing
+// measurable.
+func MaxLag(d time.Duration) SubscribeOption {
+	return func(sub *subscriber) { sub.lag = max(d, 0) }
 }
 
 // publish appends one loop iteration's events. It reports false once the
@@ -59,6 +100,9 @@ func (sub *subscriber) unsubscribe() {
 	sub.queue = nil
 	sub.mu.Unlock()
 	sub.signal.Notify()
+	if sub.gone != (actor.Signal{}) {
+		sub.gone.Notify() // the loop drops it now, not at the next events: it may have been the last prompt one
+	}
 }
 
 // run is the delivery goroutine. It calls fn for every event in order and

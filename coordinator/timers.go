@@ -59,7 +59,8 @@ func (s *state) fire(now time.Time) {
 }
 
 // nextDue is the earliest time the state needs to be woken: a delayed
-// entry, the end of a retention, or a planned revocation for priority.
+// entry, the end of a retention, a planned revocation for priority, or a
+// lagged subscriber's look at the lanes (lagged.go).
 func (s *state) nextDue() (time.Time, bool) {
 	due, ok := s.wheel.NextDue()
 	consider := func(at time.Time) {
@@ -69,6 +70,9 @@ func (s *state) nextDue() (time.Time, bool) {
 	}
 	if s.expHead < len(s.expiry) {
 		consider(addSat(s.expiry[s.expHead].at, s.keep))
+	}
+	if !s.lagAt.IsZero() {
+		consider(s.lagAt)
 	}
 	for i := range s.pools {
 		if at := s.pools[i].revokeAt; !at.IsZero() {
