@@ -169,7 +169,7 @@ func New(s *coordinator.Scheduler, opts ...Option) *Dashboard {
 	cfg.refresh = max(2*time.Second, cfg.interval)
 	d := &Dashboard{s: s, cfg: cfg, rec: newRecorder(cfg.recent, cfg.failed), closed: make(chan struct{})}
 	if cfg.always {
-		d.unsub = s.Subscribe(d.rec.record)
+		d.unsub = d.subscribe()
 	}
 	d.h = d.routes()
 	return d
@@ -203,6 +203,14 @@ func (d *Dashboard) Close() {
 	})
 }
 
+// subscribe subscribes the recorder to the scheduler's events, lagged by
+// half an update interval (coordinator.MaxLag): a page shows nothing more
+// often than that, and a lagged subscriber costs the scheduler next to
+// nothing, where a prompt one has every attempt reported at once.
+func (d *Dashboard) subscribe() (unsubscribe func()) {
+	return d.s.Subscribe(d.rec.record, coordinator.MaxLag(d.cfg.interval/2))
+}
+
 // watch counts a live page open and subscribes if nobody did; it blocks
 // for a round trip to the coordinator then. The function it returns
 // counts the page gone and ends the subscription with the last one
@@ -215,7 +223,7 @@ func (d *Dashboard) watch() (unwatch func()) {
 	d.watchers++
 	if d.unsub == nil && !d.isClosed {
 		d.rec.forgetRunning()
-		d.unsub = d.s.Subscribe(d.rec.record)
+		d.unsub = d.subscribe()
 	}
 	return func() {
 		d.subMu.Lock()

@@ -60,10 +60,14 @@
 // how long they took (WithHistory bounds this), and attempts started,
 // ended and failed per ten seconds over the last fifteen minutes, by the
 // events' own times. Its callback does a few map and array writes per
-// event. A subscriber has a price beyond that callback: the coordinator
-// then has every attempt reported as soon as it ends, about half a
-// microsecond of its time per attempt (docs/dashboard.md gives the
-// figures), hence no subscription while nobody looks. The live stream
+// event. It subscribes with coordinator.MaxLag, half the update interval:
+// the coordinator need not have every attempt reported as soon as it ends
+// (what a prompt subscriber costs it, about half a microsecond per
+// attempt), and tells the events when it learns of them anyway, at most
+// that lag late (docs/dashboard.md gives the figures). Events still cost
+// the coordinator their making, hence no subscription while nobody looks.
+// Times the pages show from events (how long an attempt has run) are
+// accurate to about that lag. The live stream
 // coalesces: however many events come, an open page gets at most one
 // update per interval (WithUpdateInterval, 250ms), and one at least every
 // 2s, since a submission sends no event. The overview an update carries
