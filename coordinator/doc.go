@@ -112,7 +112,10 @@
 //     attempt before it on the same worker runs long), and never before the
 //     events of the dependencies it waited for, nor before the ends of the
 //     attempts its worker ran before it: the events never show more
-//     attempts of a pool running than it has workers.
+//     attempts of a pool running than it has workers. While every
+//     subscriber accepts a lag (MaxLag), starts and ends are learnt from
+//     the reports the workers send anyway and from a look at every lane
+//     each lag: at most the lag after the claim or the end.
 //
 // Workers report a failure, and any attempt of a task with retries, a
 // delay, a series or a timeout, as soon as it ends, so that retry waits and

@@ -399,9 +399,10 @@ func (s *Scheduler) startSubscriber(sub *subscriber) {
 // scheduler, Wait and Shutdown included (see Shutdown).
 //
 // Events are decided as soon as they happen while any subscriber wants
-// them so, which has a price on short tasks; a subscriber that can take
-// them later says so with MaxLag, and then costs the scheduler next to
-// nothing (see MaxLag).
+// them so, which has a price on short tasks: every attempt is reported by
+// its worker as soon as it ends. A subscriber that can take them later
+// says so with MaxLag, and then costs the scheduler only the making of
+// the events (see MaxLag).
 //
 // Subscribe blocks until the coordinator has registered fn. Safe for
 // concurrent use. After Shutdown, fn is never called and unsubscribe does

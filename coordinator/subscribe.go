@@ -40,24 +40,29 @@ type SubscribeOption func(*subscriber)
 
 // MaxLag says that the subscriber accepts every event up to d after it
 // happened, on the scheduler's clock (WithClock), in exchange for a
-// scheduler that is not slowed down by being observed.
+// scheduler that does not have every attempt reported one by one for it.
 //
 // A subscriber told events at once (without MaxLag, or with d <= 0, which
 // is the same) makes the coordinator have every attempt reported by its
 // worker as soon as it ends: a wake of the coordinator per attempt, which
-// costs several times what an empty task does and, on tasks of tens of
-// microseconds, a few percent of throughput (bench/README.md,
-// BenchmarkObserve). While every subscriber accepts a lag, the
-// coordinator asks for no report of its own: it decides the events when
-// it learns what the workers did from the reports they send anyway (a
-// worker reports every half lane of attempts, when it runs dry, and at
-// every failure), and it looks at every worker's lane every d while work
-// it handed out has not come back, so that no event waits longer than d
-// for it. The subscriber gets the same events, in the same order, as a
-// prompt subscriber would; only later, and in larger groups. With
-// several lagged subscribers, the smallest d counts for all; with a
-// prompt one (or WithLogger's task log at an enabled level), every
-// subscriber is told at once.
+// on tasks of tens of microseconds costs several percent of throughput,
+// about three times what a lagged subscriber costs (bench/README.md,
+// BenchmarkObserve). Either way the events themselves are made, which on
+// empty tasks costs more than the tasks.
+//
+// While every subscriber accepts a lag, the coordinator asks for no
+// report of its own: it decides the events when it learns what the
+// workers did from the reports they send anyway (a worker reports every
+// half lane of attempts, when it runs dry, and at every failure), and it
+// looks at every worker's lane every d while work it handed out has not
+// come back, so that no event waits longer than d for it. The subscriber
+// gets the events of each task that a prompt subscriber would, in the
+// same order, and across tasks they keep the same rules (an end is told
+// before the start it made room for, a start after the successes it
+// waited for); only later, and in larger groups. With several lagged
+// subscribers, the smallest d counts for all; with a prompt one (or
+// WithLogger's task log at an enabled level), every subscriber is told
+// at once, until it goes.
 //
 // What a lag changes is the times: an event's At is when the coordinator
 // learned of it, up to d after the worker claimed or ended the attempt,
