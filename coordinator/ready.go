@@ -156,6 +156,10 @@ func (s *state) ready(now time.Time) outbox {
 	return o
 }
 
+// maxEventCap bounds the first allocation of an iteration's events: a
+// burst does not make every later iteration allocate as much.
+const maxEventCap = 1 << 14
+
 // commitFailure is what a failed commit makes of the store's error: the
 // error every later answer gets.
 func commitFailure(err error) error { return fmt.Errorf("%w: %w", ErrStoreFailed, err) }
@@ -172,6 +176,9 @@ func (s *state) advance(commitErr error) error {
 	clear(s.pubs)
 	clear(s.stops)
 	s.answers, s.pubs, s.stops = s.answers[:0], s.pubs[:0], s.stops[:0]
+	if len(s.events) > 0 {
+		s.eventCap = min(len(s.events), maxEventCap)
+	}
 	s.events = nil
 	if s.dur == nil {
 		return nil

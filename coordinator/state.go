@@ -234,6 +234,7 @@ type state struct {
 	lag      time.Duration // while observe: 0, events are told at once; else every subscriber accepts events this late (lagged.go)
 	lagAt    time.Time     // while lagged: when to look at every lane for what the workers did unreported (zero: nothing out)
 	events   []Event       // decided since the last ready
+	eventCap int           // how many the last iteration that decided any decided: the next one's first allocation (emit)
 
 	// The outbox's lists (ready.go), reused: what the loop must do.
 	answers  []answer      // callers to answer at the end of the iteration (later)
@@ -364,6 +365,12 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	}
 	if !s.observe {
 		return nil
+	}
+	if s.events == nil {
+		// The slice goes to the subscribers with the outbox: a new one per
+		// iteration, sized as the last one was rather than grown by
+		// doubling (a lagged subscriber's iterations decide thousands).
+		s.events = make([]Event, 0, max(s.eventCap, 16))
 	}
 	r := &s.tasks[t]
 	s.events = append(s.events, Event{Kind: kind, TaskID: s.key(t), Pool: s.pools[s.hot[t].pool].name,
