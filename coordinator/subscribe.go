@@ -24,6 +24,7 @@ type subscriber struct {
 	signal actor.Signal
 	goid   atomic.Uint64 // the delivery goroutine's id, once it runs
 	exited chan struct{} // closed when the delivery goroutine returns
+	out    atomic.Bool   // set with closed, under mu: read before each event without the lock (isClosed)
 
 	mu     sync.Mutex
 	queue  [][]Event // guarded by mu: chunks published, not yet delivered
@@ -102,6 +103,7 @@ func (sub *subscriber) end() {
 func (sub *subscriber) unsubscribe() {
 	sub.mu.Lock()
 	sub.closed = true
+	sub.out.Store(true)
 	sub.queue = nil
 	sub.mu.Unlock()
 	sub.signal.Notify()
@@ -161,11 +163,9 @@ func (sub *subscriber) call(e Event) (ok bool) {
 	return true
 }
 
-func (sub *subscriber) isClosed() bool {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	return sub.closed
-}
+// isClosed reports whether the subscriber has unsubscribed. It takes no
+// lock: the delivery goroutine asks before every event.
+func (sub *subscriber) isClosed() bool { return sub.out.Load() }
 
 // goid returns the calling goroutine's id, read from its stack header
 // ("goroutine 123 [running]:"). Only Shutdown and the subscribers use it,
