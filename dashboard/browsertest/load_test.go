@@ -22,7 +22,7 @@ var (
 	loadWork   = flag.Duration("browsertest.work", 0, "busy work per task in TestLoad (0: empty tasks, the worst case)")
 	loadRounds = flag.Int("browsertest.rounds", 3, "rounds of TestLoad; each runs every setup once, in turn")
 	loadEvery  = flag.Duration("browsertest.interval", 0, "the dashboard's update interval in TestLoad (0: its default)")
-	loadModes  = flag.String("browsertest.modes", "none,noop-sub,subscribed,browser", "the setups TestLoad compares, none first")
+	loadModes  = flag.String("browsertest.modes", "none,noop-sub,noop-lag,subscribed,browser", "the setups TestLoad compares, none first")
 )
 
 // spin keeps a core busy for d (an empty task when d is 0).
@@ -41,7 +41,7 @@ func spin(d time.Duration) func(context.Context) error {
 // -browsertest.load tasks (flat, on the default pool of GOMAXPROCS
 // workers): the time from Submit to Wait without a dashboard, with one
 // subscribed but no page open (and, for comparison, a Subscribe whose
-// callback does nothing), and with the overview open in Chromium and
+// callback does nothing, prompt and lagged as the dashboard's is), and with the overview open in Chromium and
 // live; and, in the browser, how long each live update took to apply
 // (layout included). It logs the figures and asserts none of them: the
 // machine is shared. Run it a few times, not in CI:
@@ -60,7 +60,7 @@ func TestLoad(t *testing.T) {
 		lag     []time.Duration
 		cpu     []time.Duration // Chromium's processor time during the run
 	}
-	results := map[string]*result{"none": {}, "noop-sub": {}, "subscribed": {}, "browser": {}}
+	results := map[string]*result{"none": {}, "noop-sub": {}, "noop-lag": {}, "subscribed": {}, "browser": {}}
 	order := strings.Split(*loadModes, ",")
 	for round := range *loadRounds {
 		for _, mode := range order {
@@ -74,6 +74,10 @@ func TestLoad(t *testing.T) {
 				// The scheduler's own cost of events for a subscriber that
 				// does nothing with them.
 				s.Subscribe(func(coordinator.Event) {})
+			}
+			if mode == "noop-lag" {
+				// The same, lagged as the dashboard's subscription is.
+				s.Subscribe(func(coordinator.Event) {}, coordinator.MaxLag(125*time.Millisecond))
 			}
 			if mode == "subscribed" || mode == "browser" {
 				var opts []dashboard.Option
