@@ -62,9 +62,8 @@
 // events' own times. Its callback does a few map and array writes per
 // event. It subscribes with coordinator.MaxLag, half the update interval:
 // the coordinator need not have every attempt reported as soon as it ends
-// (what a prompt subscriber costs it, about half a microsecond per
-// attempt), and tells the events when it learns of them anyway, at most
-// that lag late (docs/dashboard.md gives the figures). Events still cost
+// (what a prompt subscriber costs it, a wake per attempt), and tells the
+// events when it learns of them anyway, at most that lag late (docs/dashboard.md gives the figures). Events still cost
 // the coordinator their making, hence no subscription while nobody looks.
 // Times the pages show from events (how long an attempt has run) are
 // accurate to about that lag. The live stream
