@@ -212,6 +212,9 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 	if h.status == dispatched && st != Running {
 		ti.Attempts-- // handed out, not started
 	}
+	if s.keyed {
+		ti.Key = s.keys[s.keyOf[t]].name
+	}
 	if x := r.x; x != nil {
 		if st != Succeeded && st != Skipped {
 			ti.Err = x.err

@@ -718,3 +718,44 @@ func TestSlotsValidated(t *testing.T) {
 		t.Errorf("Submit(4 slots of 4) = %v", err)
 	}
 }
+
+// Info and Snapshot tell a task's key: "" before any task had one and for
+// a task without one, its own afterwards, whatever its status.
+func TestInfoKey(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(2))
+	if err := s.Submit(coordinator.Task{ID: "plain", Run: ok}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.Info("plain"); info.Key != "" {
+		t.Errorf("Info(plain).Key = %q before keys; want \"\"", info.Key)
+	}
+	hold := make(chan struct{})
+	if err := s.Submit(
+		coordinator.Task{ID: "a", Key: "acme", Run: ok},
+		coordinator.Task{ID: "b", Key: "globex", Deps: []string{"gate"}, Run: ok},
+		coordinator.Task{ID: "gate", Run: func(context.Context) error { <-hold; return nil }},
+	); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitTasks(ctx, "plain", "a"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"plain": "", "a": "acme", "b": "globex", "gate": ""}
+	for id, key := range want {
+		if info, _ := s.Info(id); info.Key != key {
+			t.Errorf("Info(%s).Key = %q; want %q", id, info.Key, key)
+		}
+	}
+	snap, err := s.Snapshot(ctx, coordinator.SnapshotFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range snap.Tasks {
+		if st.Key != want[st.ID] {
+			t.Errorf("Snapshot: %s's Key = %q; want %q", st.ID, st.Key, want[st.ID])
+		}
+	}
+	close(hold)
+}

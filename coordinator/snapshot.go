@@ -53,6 +53,7 @@ type SnapshotTask struct {
 	ID       string
 	Status   Status
 	Pool     string // "" for the default pool
+	Key      string // its flow-control key (Task.Key); "" for none
 	Priority int
 	When     Trigger // its trigger rule (Task.When)
 	Attempts int     // attempts made in the current (or last) run
@@ -156,7 +157,7 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	snap.Edges = make([]Edge, 0, edges)
 	for i, t := range order {
 		ti, _ := s.infoOf(t)
-		snap.Tasks[i] = SnapshotTask{ID: ti.ID, Status: ti.Status, Pool: ti.Pool, Priority: ti.Priority,
+		snap.Tasks[i] = SnapshotTask{ID: ti.ID, Status: ti.Status, Pool: ti.Pool, Key: ti.Key, Priority: ti.Priority,
 			When: ti.When, Attempts: ti.Attempts, Runs: ti.Runs, Cause: ti.Cause}
 		r := &s.tasks[t]
 		for _, d := range s.edges(r, r.deps) {

@@ -291,6 +291,7 @@ type TaskInfo struct {
 	ID       string
 	Status   Status
 	Pool     string
+	Key      string // its flow-control key (Task.Key); "" for none
 	Priority int
 	When     Trigger // its trigger rule (Task.When)
 	Attempts int     // attempts made in the current (or last) run
