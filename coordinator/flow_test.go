@@ -354,6 +354,14 @@ func TestSetRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithRateLimit("", 1, 1))
 		st := newStarts()
+		rateIs := func(pool string, perSecond float64, burst int) {
+			t.Helper()
+			if r, b := s.RateLimit(pool); r != perSecond || b != burst {
+				t.Errorf("RateLimit(%q) = %v, %d; want %v, %d", pool, r, b, perSecond, burst)
+			}
+		}
+		rateIs("", 1, 1)
+		rateIs("nope", 0, 0)
 		var tasks []coordinator.Task
 		for i := range 40 {
 			id := fmt.Sprint(i)
@@ -370,6 +378,7 @@ func TestSetRateLimit(t *testing.T) {
 		if err := s.SetRateLimit("", 10, 1); err != nil {
 			t.Fatal(err)
 		}
+		rateIs("", 10, 1)
 		time.Sleep(time.Second) // the token of 5s, then one each 100ms from it
 		synctest.Wait()
 		if n := st.count(); n < 14 || n > 16 {
@@ -378,6 +387,7 @@ func TestSetRateLimit(t *testing.T) {
 		if err := s.SetRateLimit("", 0, 0); err != nil {
 			t.Fatal(err)
 		}
+		rateIs("", 0, 0)
 		settle(t, s)
 		if n := st.count(); n != 40 {
 			t.Fatalf("%d starts once the limit is gone; want all 40", n)

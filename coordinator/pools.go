@@ -71,6 +71,19 @@ func (s *Scheduler) SetRateLimit(pool string, perSecond float64, burst int) erro
 	})
 }
 
+// RateLimit reports pool's rate limit as the coordinator last applied it
+// (WithRateLimit, SetRateLimit): perSecond 0 and burst 0 for none, and
+// for a pool New was not given. It does not block. Safe for concurrent
+// use; after Shutdown it reports the last limit.
+func (s *Scheduler) RateLimit(pool string) (perSecond float64, burst int) {
+	if i, ok := s.poolIndex[pool]; ok {
+		if rc := s.rates[i].Load(); rc != nil {
+			return rc.perSecond, rc.burst
+		}
+	}
+	return 0, 0
+}
+
 func (s *Scheduler) setPaused(pool string, on bool) error {
 	i, ok := s.poolIndex[pool]
 	if !ok {
@@ -140,6 +153,11 @@ func (r rateReq) apply(l *loop, now time.Time) {
 		l.st.takeBackUnclaimed(p) // what was handed out must pass the bucket too
 	default:
 		p.rate.set(r.perSecond, r.burst, now)
+	}
+	if r.perSecond == 0 {
+		l.s.rates[r.pool].Store(nil)
+	} else {
+		l.s.rates[r.pool].Store(&rateConfig{r.perSecond, r.burst})
 	}
 	r.reply <- nil
 }

@@ -41,16 +41,17 @@ type Scheduler struct {
 	stopOnce sync.Once               // guards close(stopc)
 	waitSeq  atomic.Uint64           // numbers Wait calls
 
-	g         *errgroup.Group // the coordinator, the timer and the workers
-	detached  lane.Detached   // attempts running on their own goroutine (timeouts)
-	loopDone  chan struct{}   // closed when the loop has exited and final is set
-	final     *state          // written by the loop before loopDone closes; read-only after
-	done      chan struct{}   // closed when the group has exited and no detached attempt runs
-	subsMu    sync.Mutex      // guards subs
-	subs      []*subscriber   // guarded by subsMu: subscribers whose goroutines may still run
-	inside    sync.Map        // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
-	paused    []atomic.Bool   // by pool index: paused, as the loop last decided (Paused)
-	poolIndex map[string]int  // immutable: pool name -> index in the state's pools
+	g         *errgroup.Group              // the coordinator, the timer and the workers
+	detached  lane.Detached                // attempts running on their own goroutine (timeouts)
+	loopDone  chan struct{}                // closed when the loop has exited and final is set
+	final     *state                       // written by the loop before loopDone closes; read-only after
+	done      chan struct{}                // closed when the group has exited and no detached attempt runs
+	subsMu    sync.Mutex                   // guards subs
+	subs      []*subscriber                // guarded by subsMu: subscribers whose goroutines may still run
+	inside    sync.Map                     // goroutine id -> struct{}: the goroutines that run attempts now (fromTask)
+	paused    []atomic.Bool                // by pool index: paused, as the loop last decided (Paused)
+	rates     []atomic.Pointer[rateConfig] // by pool index: the rate limit, as the loop last applied it (RateLimit); nil for none
+	poolIndex map[string]int               // immutable: pool name -> index in the state's pools
 }
 
 // ErrFromTask: Wait or Shutdown was called from inside a task (its
@@ -150,6 +151,10 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.poolIndex = make(map[string]int, len(all))
 	for i, p := range all {
 		s.poolIndex[p.name] = i
+	}
+	s.rates = make([]atomic.Pointer[rateConfig], len(all))
+	for name, rc := range cfg.rates {
+		s.rates[s.poolIndex[name]].Store(&rc)
 	}
 	if cfg.keys != nil {
 		st.policy = *cfg.keys
