@@ -149,7 +149,7 @@ func TestRoutes(t *testing.T) {
 		{"/task?id=block", 200, []string{"Cancel task", `action="/task/cancel"`}},
 		{"/graph", 200, []string{"9 tasks, 4 dependencies", "dagre.min.js", "graph.js"}},
 		{"/graph?id=build&depth=1", 200, []string{"at most 1 dependencies away from build", "2 tasks, 1 dependencies"}},
-		{"/pools", 200, []string{"<h1>Pools</h1>", `data-pool="gpu"`, `data-pool=""`}},
+		{"/pools", 200, []string{"<h1>Pools</h1>", `data-pool="gpu"`, `data-pool=""`, `<a href="/tasks?pool=gpu">gpu</a>`, `<a href="/tasks?pool=">default</a>`}},
 		{"/overview.json", 200, []string{`"failed":1`, `"name":"gpu"`}},
 		{"/tasks.json", 200, []string{`"total":9`}},
 		{"/task.json?id=flaky", 200, []string{`"status":"succeeded"`, `"failed, retried"`, "connection reset"}},
@@ -256,7 +256,7 @@ func TestTasksFilters(t *testing.T) {
 	}
 	// The HTML table links each row, marks the sorted column and pages.
 	_, body := sc.get(t, "/tasks?sort=-id&size=2&page=2")
-	for _, want := range []string{`aria-sort="descending"`, `rel="prev"`, `rel="next"`, "Page 2 of 5", `href="/task?id=gpu%2frender"`} {
+	for _, want := range []string{`aria-sort="descending"`, `rel="prev"`, `rel="next"`, "Page 2 of 5", `href="/task?id=gpu%2frender"`, `href="/tasks?size=2&amp;sort=-id"`, `href="/tasks?size=2&amp;sort=id"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("tasks page lacks %q", want)
 		}

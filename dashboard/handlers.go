@@ -236,8 +236,8 @@ type tasksData struct {
 	Page     *taskPage
 	Pools    []string
 	Statuses []string
-	Prev     string // the previous page's query ("" on the first page)
-	Next     string
+	Prev     template.URL // the previous page's query ("" on the first page)
+	Next     template.URL
 	Columns  []column
 	Sizes    []int
 	Took     time.Duration
@@ -246,7 +246,8 @@ type tasksData struct {
 // column is a header of the tasks table: a link that sorts by it (again:
 // the other way), and aria-sort's value when the table is sorted by it.
 type column struct {
-	Name, Link, Sort string
+	Name, Sort string
+	Link       template.URL // a query the handler encoded: html/template must not escape its = and &
 }
 
 // HasStatus reports whether the filter takes the status named name.
@@ -325,15 +326,15 @@ func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
 		data.Statuses = append(data.Statuses, n.name)
 	}
 	if tq.Page > 1 {
-		data.Prev = tq.values(tq.Page - 1).Encode()
+		data.Prev = template.URL(tq.values(tq.Page - 1).Encode())
 	}
 	if tq.Page < page.Pages {
-		data.Next = tq.values(tq.Page + 1).Encode()
+		data.Next = template.URL(tq.values(tq.Page + 1).Encode())
 	}
 	for _, k := range sortKeys {
 		q := tq
 		q.Sort, q.Desc = k, tq.Sort == k && !tq.Desc
-		c := column{Name: k, Link: q.values(1).Encode()}
+		c := column{Name: k, Link: template.URL(q.values(1).Encode())}
 		if tq.Sort == k {
 			c.Sort = "ascending"
 			if tq.Desc {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"html/template"
 	"slices"
 	"strings"
 	"time"
@@ -69,17 +70,17 @@ type totalsView struct {
 // Pause and resume (issue 19) add a Paused field here, set from the
 // scheduler, and a form per row of the pools page (see pools.html).
 type poolView struct {
-	Name           string     `json:"name"`
-	Label          string     `json:"label"` // "default" for the default pool
-	Size           int        `json:"size"`
-	Counts         countsView `json:"counts"`
-	Totals         totalsView `json:"totals"`
-	Waiting        int        `json:"waiting"`        // ready, not yet running
-	Busy           int        `json:"busy"`           // percent of the pool's workers running an attempt
-	StartedPerMin  float64    `json:"startedPerMin"`  // attempts started per minute, over the last minute
-	FinishedPerMin float64    `json:"finishedPerMin"` // attempts ended per minute (success or failure)
-	FailedPerMin   float64    `json:"failedPerMin"`   // attempts failed per minute (retried or not)
-	TasksQuery     string     `json:"tasksQuery"`     // the tasks page's query for this pool
+	Name           string       `json:"name"`
+	Label          string       `json:"label"` // "default" for the default pool
+	Size           int          `json:"size"`
+	Counts         countsView   `json:"counts"`
+	Totals         totalsView   `json:"totals"`
+	Waiting        int          `json:"waiting"`        // ready, not yet running
+	Busy           int          `json:"busy"`           // percent of the pool's workers running an attempt
+	StartedPerMin  float64      `json:"startedPerMin"`  // attempts started per minute, over the last minute
+	FinishedPerMin float64      `json:"finishedPerMin"` // attempts ended per minute (success or failure)
+	FailedPerMin   float64      `json:"failedPerMin"`   // attempts failed per minute (retried or not)
+	TasksQuery     template.URL `json:"tasksQuery"`     // the tasks page's query for this pool (encoded: not to escape again)
 }
 
 type runningView struct {
@@ -169,7 +170,7 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 		p := poolView{
 			Name: name, Label: poolLabel(name), Size: sizes[name], Counts: c, Waiting: c.Ready,
 			Totals:     totalsView{t.Succeeded, t.Failed, t.Cancelled, t.Skipped, t.Retries},
-			TasksQuery: taskQuery{Pool: name}.values(1).Encode(),
+			TasksQuery: template.URL(taskQuery{Pool: name}.values(1).Encode()),
 		}
 		if p.Size > 0 {
 			p.Busy = min(100, 100*c.Running/p.Size)
