@@ -28,12 +28,12 @@ const guard = 10 * time.Second
 // but "block", which runs until it is cancelled, and "waiter", which waits
 // for it.
 //
-//	fetch -> build                (succeeded)
+//	fetch -> build                (succeeded; key acme)
 //	flaky                         (succeeded at its second attempt)
 //	lint -> docs                  (failed: "style: tabs"; docs skipped)
 //	lint -> cleanup (AllDone)     (succeeded)
 //	block -> waiter               (running; pending)
-//	gpu/render                    (pool gpu, succeeded, with a result)
+//	gpu/render                    (pool gpu, succeeded, with a result; key globex)
 type scene struct {
 	s *coordinator.Scheduler
 	d *dashboard.Dashboard
@@ -56,8 +56,8 @@ func newScene(t *testing.T, opts ...dashboard.Option) *scene {
 	var tries atomic.Int32
 	ok := func(context.Context) error { return nil }
 	err = s.Submit(
-		coordinator.Task{ID: "fetch", Run: ok},
-		coordinator.Task{ID: "build", Run: ok, Deps: []string{"fetch"}},
+		coordinator.Task{ID: "fetch", Key: "acme", Run: ok},
+		coordinator.Task{ID: "build", Key: "acme", Run: ok, Deps: []string{"fetch"}},
 		coordinator.Task{ID: "flaky", Retry: coordinator.RetryPolicy{MaxAttempts: 2}, Run: func(context.Context) error {
 			if tries.Add(1) == 1 {
 				return errors.New("connection reset")
@@ -73,7 +73,7 @@ func newScene(t *testing.T, opts ...dashboard.Option) *scene {
 			return ctx.Err()
 		}},
 		coordinator.Task{ID: "waiter", Run: ok, Deps: []string{"block"}},
-		coordinator.Task{ID: "gpu/render", Pool: "gpu", Run: func(ctx context.Context) error {
+		coordinator.Task{ID: "gpu/render", Pool: "gpu", Key: "globex", Run: func(ctx context.Context) error {
 			return coordinator.SetResult(ctx, "frame-0001.png")
 		}},
 	)
@@ -194,8 +194,8 @@ func TestSecurityHeaders(t *testing.T) {
 
 type tasksJSON struct {
 	Rows []struct {
-		ID, Status, Pool, When, Err, Cause string
-		Attempts                           int
+		ID, Status, Pool, Key, When, Err, Cause string
+		Attempts                                int
 	}
 	Total int
 	Exact bool
@@ -239,6 +239,12 @@ func TestTasksFilters(t *testing.T) {
 		{"size=4&page=3", "gpu/render", 9},
 		{"size=4&page=9", "", 9},
 		{"status=succeeded&pool=&sort=-id&id=f", "flaky fetch", 2},
+		{"key=acme", "fetch build", 2},
+		{"key=globex&pool=gpu", "gpu/render", 1},
+		{"key=globex&pool=", "", 0},
+		{"key=ACME", "", 0},
+		{"key=acme&id=b", "build", 1},
+		{"sort=-key&size=3", "gpu/render fetch build", 9},
 	}
 	for _, c := range cases {
 		p := getJSON[tasksJSON](t, sc, "/tasks.json?"+c.query)
@@ -249,6 +255,9 @@ func TestTasksFilters(t *testing.T) {
 	p := getJSON[tasksJSON](t, sc, "/tasks.json?status=failed")
 	if r := p.Rows[0]; r.Err != "style: tabs" || r.When != "AllSucceeded" || r.Attempts != 1 {
 		t.Errorf("failed row = %+v; want lint's error, rule and attempts", r)
+	}
+	if p := getJSON[tasksJSON](t, sc, "/tasks.json?id=gpu"); p.Rows[0].Key != "globex" {
+		t.Errorf("gpu/render row = %+v; want key globex", p.Rows[0])
 	}
 	p = getJSON[tasksJSON](t, sc, "/tasks.json?status=skipped")
 	if r := p.Rows[0]; r.Cause != "lint" {

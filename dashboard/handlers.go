@@ -44,8 +44,9 @@ var pages = func() map[string]*template.Template {
 			}
 			return t.UTC().Format("15:04:05.000")
 		},
-		"poolLabel": poolLabel,
-		"asset":     func(name string) string { return "static/" + name + "?v=" + assetVersion[name] },
+		"poolLabel":  poolLabel,
+		"poolAction": func(base, from string, p poolView) poolAction { return poolAction{base, from, p} },
+		"asset":      func(name string) string { return "static/" + name + "?v=" + assetVersion[name] },
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "web/templates/layout.html", "web/templates/partials.html"))
 	out := map[string]*template.Template{}
@@ -75,6 +76,12 @@ var assetVersion = func() map[string]string {
 	return out
 }()
 
+// poolAction is what a pool's pause or resume form needs.
+type poolAction struct {
+	Base, From string
+	Pool       poolView
+}
+
 // pageData is what every page's template gets.
 type pageData struct {
 	Title    string
@@ -95,6 +102,14 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET /task", d.serveTask)
 	mux.HandleFunc("GET /task.json", d.serveTask)
 	mux.HandleFunc("POST /task/cancel", d.serveCancel)
+	mux.HandleFunc("POST /pools/pause", d.servePause)
+	mux.HandleFunc("POST /pools/resume", d.servePause)
+	for _, action := range []string{"/task/cancel", "/pools/pause", "/pools/resume"} {
+		mux.HandleFunc(action, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", http.MethodPost)
+			d.fail(w, r, http.StatusMethodNotAllowed, "dashboard: "+r.Method+" "+action+": an action is a POST (a form's button)")
+		})
+	}
 	mux.HandleFunc("GET /graph", d.serveGraph)
 	mux.HandleFunc("GET /graph.json", d.serveGraph)
 	mux.HandleFunc("GET /pools", d.servePools)
@@ -223,11 +238,82 @@ func (d *Dashboard) render(w http.ResponseWriter, code int, name string, p pageD
 }
 
 func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
-	d.render(w, http.StatusOK, "overview", pageData{Title: "Overview", Stream: "events", Data: d.overview()})
+	d.render(w, http.StatusOK, "overview", pageData{Title: "Overview", Stream: "events", Flash: poolFlash(r), Data: d.overview()})
 }
 
 func (d *Dashboard) servePools(w http.ResponseWriter, r *http.Request) {
-	d.render(w, http.StatusOK, "pools", pageData{Title: "Pools", Stream: "events", Data: d.overview()})
+	d.render(w, http.StatusOK, "pools", pageData{Title: "Pools", Stream: "events", Flash: poolFlash(r), Data: d.overview()})
+}
+
+// poolFlash is the notice of a pause or resume the browser was sent back
+// after (?done=pause&pool=NAME), or "".
+func poolFlash(r *http.Request) string {
+	q := r.URL.Query()
+	name := poolLabel(q.Get("pool"))
+	switch q.Get("done") {
+	case "pause":
+		return "Pool " + name + " paused: it starts nothing until resumed; attempts already running go on."
+	case "resume":
+		return "Pool " + name + " resumed."
+	}
+	return ""
+}
+
+// servePause pauses (POST pools/pause) or resumes (POST pools/resume) the
+// pool named by the form's pool ("" is the default pool): 303 back to the
+// page named by the form's from (overview or pools, the default), or 200
+// with JSON to a JSON request. Pausing a paused pool, or resuming one
+// that runs, does nothing and succeeds. 403 when read-only, 400 without
+// one pool, 404 for an unknown pool, 409 once the scheduler is shut
+// down, each changing nothing.
+func (d *Dashboard) servePause(w http.ResponseWriter, r *http.Request) {
+	if d.cfg.readOnly {
+		d.fail(w, r, http.StatusForbidden, ErrReadOnly.Error())
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		d.fail(w, r, http.StatusBadRequest, "dashboard: bad form: "+err.Error())
+		return
+	}
+	pools := r.PostForm["pool"]
+	if len(pools) != 1 {
+		d.fail(w, r, http.StatusBadRequest, "dashboard: which pool? the form needs one pool (empty for the default pool)")
+		return
+	}
+	name := pools[0]
+	pause := strings.HasSuffix(r.URL.Path, "/pause")
+	var err error
+	if pause {
+		err = d.s.Pause(name)
+	} else {
+		err = d.s.Resume(name)
+	}
+	d.forgetOverview()
+	switch {
+	case errors.Is(err, coordinator.ErrUnknownPool):
+		d.fail(w, r, http.StatusNotFound, fmt.Sprintf("dashboard: unknown pool %q", cut(name, 200)))
+		return
+	case errors.Is(err, coordinator.ErrClosed):
+		d.fail(w, r, http.StatusConflict, "dashboard: the scheduler is shut down: its pools start nothing more")
+		return
+	case err != nil:
+		d.fail(w, r, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"pool": name, "paused": d.s.Paused(name)})
+		return
+	}
+	back := "pools"
+	if r.PostForm.Get("from") == "overview" {
+		back = ""
+	}
+	done := "resume"
+	if pause {
+		done = "pause"
+	}
+	http.Redirect(w, r, d.cfg.prefix+"/"+back+"?"+url.Values{"done": {done}, "pool": {name}}.Encode(), http.StatusSeeOther)
 }
 
 // tasksData is the tasks page.
@@ -297,6 +383,7 @@ func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
 			ID       string `json:"id"`
 			Status   string `json:"status"`
 			Pool     string `json:"pool"`
+			Key      string `json:"key,omitempty"`
 			Priority int    `json:"priority"`
 			When     string `json:"when"`
 			Attempts int    `json:"attempts"`
@@ -312,7 +399,7 @@ func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
 			Pages int   `json:"pages"`
 		}{Rows: []row{}, Total: page.Total, Exact: page.Exact, Page: tq.Page, Pages: page.Pages}
 		for _, t := range page.Rows {
-			out.Rows = append(out.Rows, row{t.ID, t.Status.String(), t.Pool, t.Priority, t.When.String(), t.Attempts, t.Runs, t.Cause, t.Err})
+			out.Rows = append(out.Rows, row{t.ID, t.Status.String(), t.Pool, t.Key, t.Priority, t.When.String(), t.Attempts, t.Runs, t.Cause, t.Err})
 		}
 		writeJSON(w, http.StatusOK, out)
 		return

@@ -37,7 +37,7 @@ func parseStatus(s string) (coordinator.Status, bool) {
 const anyPool = "*"
 
 // sortKeys are the columns the tasks table sorts by.
-var sortKeys = []string{"id", "status", "pool", "priority", "attempts", "runs"}
+var sortKeys = []string{"id", "status", "pool", "key", "priority", "attempts", "runs"}
 
 const (
 	defaultPageSize = 50
@@ -51,6 +51,7 @@ type taskQuery struct {
 	Statuses []coordinator.Status // none: every status
 	Pool     string               // anyPool: every pool
 	Prefix   string               // of the ID
+	Key      string               // the flow-control key (Task.Key), exactly; "" for any
 	ErrText  string               // in the error's text, case-insensitive
 	Sort     string               // a sortKeys column, or "" for the scheduler's order
 	Desc     bool
@@ -93,6 +94,7 @@ func parseTaskQuery(q url.Values, pools map[string]int) (taskQuery, error) {
 		tq.Pool = vs[0]
 	}
 	tq.Prefix = q.Get("id")
+	tq.Key = q.Get("key")
 	tq.ErrText = q.Get("error")
 	if s := q.Get("sort"); s != "" {
 		key := strings.TrimPrefix(s, "-")
@@ -129,6 +131,9 @@ func (tq taskQuery) values(page int) url.Values {
 	}
 	if tq.Prefix != "" {
 		v.Set("id", tq.Prefix)
+	}
+	if tq.Key != "" {
+		v.Set("key", tq.Key)
 	}
 	if tq.ErrText != "" {
 		v.Set("error", tq.ErrText)
@@ -182,14 +187,14 @@ func mayHaveError(t *coordinator.SnapshotTask) bool {
 	return false
 }
 
-// queryTasks runs tq against s. Without a pool, ID, error or sort, it
+// queryTasks runs tq against s. Without a pool, ID, key, error or sort, it
 // asks the scheduler for the page alone (Snapshot with a Limit, Counts
 // for the total); otherwise it takes every task of the chosen statuses
 // and filters, sorts and pages them here, so that the coordinator's
 // share stays one Snapshot.
 func queryTasks(ctx context.Context, s *coordinator.Scheduler, tq taskQuery) (*taskPage, error) {
 	offset := (tq.Page - 1) * tq.Size
-	cheap := tq.Pool == anyPool && tq.Prefix == "" && tq.ErrText == "" && tq.Sort == ""
+	cheap := tq.Pool == anyPool && tq.Prefix == "" && tq.Key == "" && tq.ErrText == "" && tq.Sort == ""
 	f := coordinator.SnapshotFilter{Statuses: tq.Statuses}
 	if cheap {
 		f.Limit = offset + tq.Size
@@ -210,7 +215,7 @@ func queryTasks(ctx context.Context, s *coordinator.Scheduler, tq taskQuery) (*t
 		page.Total = max(page.Total, len(rows)) // counts come a moment later
 	} else {
 		rows = slices.DeleteFunc(rows, func(t coordinator.SnapshotTask) bool {
-			return (tq.Pool != anyPool && t.Pool != tq.Pool) || !strings.HasPrefix(t.ID, tq.Prefix)
+			return (tq.Pool != anyPool && t.Pool != tq.Pool) || (tq.Key != "" && t.Key != tq.Key) || !strings.HasPrefix(t.ID, tq.Prefix)
 		})
 		if tq.ErrText != "" {
 			needle := strings.ToLower(tq.ErrText)
@@ -260,6 +265,8 @@ func compareBy(key string, desc bool) func(a, b coordinator.SnapshotTask) int {
 			return cmp.Compare(a.Status, b.Status)
 		case "pool":
 			return cmp.Compare(a.Pool, b.Pool)
+		case "key":
+			return cmp.Compare(a.Key, b.Key)
 		case "priority":
 			return cmp.Compare(a.Priority, b.Priority)
 		case "attempts":

@@ -183,6 +183,9 @@ func (r *recorder) record(e coordinator.Event) {
 		}
 	case coordinator.EventSkipped:
 		b.Skipped++
+	case coordinator.EventPaused, coordinator.EventResumed:
+		// Nothing to count: the scheduler tells whether a pool is paused
+		// (CountsByPool); the event only wakes the live pages.
 	}
 	if !r.dirty {
 		r.dirty = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -64,15 +65,17 @@ type totalsView struct {
 	Retries   uint64 `json:"retries"`
 }
 
-// poolView is one pool: its size, its tasks now, its totals since the
-// scheduler started and its rates over the last minute.
-//
-// Pause and resume (issue 19) add a Paused field here, set from the
-// scheduler, and a form per row of the pools page (see pools.html).
+// poolView is one pool: its size, whether it is paused and its rate
+// limit, its tasks now, its totals since the scheduler started and its
+// rates over the last minute.
 type poolView struct {
 	Name           string       `json:"name"`
 	Label          string       `json:"label"` // "default" for the default pool
 	Size           int          `json:"size"`
+	Paused         bool         `json:"paused"`    // Scheduler.Pause: it starts nothing until resumed
+	RateLimit      float64      `json:"rateLimit"` // starts a second at most (Scheduler.RateLimit); 0 for none
+	RateBurst      int          `json:"rateBurst"`
+	LimitText      string       `json:"limitText"` // the rate limit in words: "none", "2/s, bursts of 5"
 	Counts         countsView   `json:"counts"`
 	Totals         totalsView   `json:"totals"`
 	Waiting        int          `json:"waiting"`        // ready, not yet running
@@ -124,6 +127,7 @@ type overviewView struct {
 	RateText      string        `json:"rateText"`    // what the chart shows, in words
 	RunningText   string        `json:"runningText"` // how many run, how many are shown
 	Failures      []failureView `json:"failures"`    // the newest first
+	Paused        []string      `json:"paused"`      // the paused pools' labels, in name order
 	Events        uint64        `json:"events"`      // events seen since the dashboard was made
 }
 
@@ -158,28 +162,44 @@ func (d *Dashboard) overview() *overviewView {
 	return d.ov
 }
 
+// forgetOverview drops the overview built last, so that the next page
+// shows what an action just changed, even with no live page open (then
+// the dashboard hears no event of it).
+func (d *Dashboard) forgetOverview() {
+	d.ovMu.Lock()
+	d.ov = nil
+	d.ovMu.Unlock()
+}
+
 func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 	byPool := d.s.CountsByPool()
 	totals := d.s.Totals()
 	sizes := d.s.PoolSizes()
-	v := &overviewView{At: now, Pools: []poolView{}, Running: []runningView{}, Rate: []rateView{}, Failures: []failureView{}}
+	v := &overviewView{At: now, Pools: []poolView{}, Running: []runningView{}, Rate: []rateView{}, Failures: []failureView{}, Paused: []string{}}
 	v.Events, _ = d.rec.seen()
 	for name := range sizes {
 		c := countsOf(byPool[name])
 		t := totals[name]
 		p := poolView{
-			Name: name, Label: poolLabel(name), Size: sizes[name], Counts: c, Waiting: c.Ready,
+			Name: name, Label: poolLabel(name), Size: sizes[name], Paused: byPool[name].Paused, Counts: c, Waiting: c.Ready,
 			Totals:     totalsView{t.Succeeded, t.Failed, t.Cancelled, t.Skipped, t.Retries},
 			TasksQuery: template.URL(taskQuery{Pool: name}.values(1).Encode()),
 		}
 		if p.Size > 0 {
 			p.Busy = min(100, 100*c.Running/p.Size)
 		}
+		p.RateLimit, p.RateBurst = d.s.RateLimit(name)
+		p.LimitText = limitText(p.RateLimit, p.RateBurst)
 		p.StartedPerMin, p.FinishedPerMin, p.FailedPerMin = d.perMinute(name, now)
 		v.Counts.add(c)
 		v.Pools = append(v.Pools, p)
 	}
 	slices.SortFunc(v.Pools, func(a, b poolView) int { return cmp.Compare(a.Name, b.Name) })
+	for _, p := range v.Pools {
+		if p.Paused {
+			v.Paused = append(v.Paused, p.Label)
+		}
+	}
 	running, seen := d.rec.runningNow(runningShown)
 	v.RunningSeen = seen
 	v.RunningUnseen = max(0, v.Counts.Running-seen)
@@ -218,6 +238,18 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 			Outcome: a.Outcome.String(), Err: cut(a.Err, 300), At: a.End})
 	}
 	return v
+}
+
+// limitText is a rate limit in words.
+func limitText(perSecond float64, burst int) string {
+	if perSecond <= 0 {
+		return "none"
+	}
+	r := strconv.FormatFloat(perSecond, 'g', 4, 64) + "/s"
+	if burst > 1 {
+		r += fmt.Sprintf(", bursts of %d", burst)
+	}
+	return r
 }
 
 // perMinute returns a pool's attempts started, ended and failed per

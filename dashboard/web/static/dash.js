@@ -61,15 +61,36 @@
     });
     var pools = document.getElementById("pools");
     if (pools && changed("pools", v.pools)) {
+      var table = document.getElementById("pools-table");
+      var actions = table && table.dataset.actions === "on";
+      var from = table ? table.dataset.from : "pools";
+      var active = document.activeElement, focusPool = null;
+      if (active && pools.contains(active)) focusPool = active.closest("tr").dataset.pool;
       replaceRows(pools, (v.pools || []).map(function (p) {
         var tr = el("tr", { "data-pool": p.name });
+        if (p.paused) tr.className = "paused";
         var th = el("th", { scope: "row" });
         th.appendChild(el("a", { href: base + "tasks?" + p.tasksQuery }, p.label));
         tr.appendChild(th);
-        [p.size, p.busy + "%", p.counts.running, p.waiting, p.counts.pending, rate(p.startedPerMin), rate(p.finishedPerMin),
+        cell(tr, String(p.size));
+        cell(tr, "").appendChild(p.paused ? el("span", { class: "badge paused-badge" }, "paused") : el("span", { class: "badge" }, "running"));
+        cell(tr, p.limitText);
+        [p.busy + "%", p.counts.running, p.waiting, p.counts.pending, rate(p.startedPerMin), rate(p.finishedPerMin),
           rate(p.failedPerMin), p.totals.succeeded, p.totals.failed, p.totals.retries].forEach(function (x) { cell(tr, String(x)); });
+        if (actions) cell(tr, "").appendChild(poolForm(p, from));
         return tr;
       }));
+      if (focusPool !== null) { // keep the keyboard where it was
+        pools.querySelectorAll("tr").forEach(function (tr) {
+          var b = tr.querySelector("button");
+          if (tr.dataset.pool === focusPool && b) b.focus();
+        });
+      }
+    }
+    var pausedNote = document.getElementById("paused-pools");
+    if (pausedNote && changed("paused", v.paused)) {
+      pausedNote.hidden = !(v.paused && v.paused.length);
+      document.getElementById("paused-list").textContent = (v.paused || []).join(", ");
     }
     var running = document.getElementById("running");
     if (running && changed("running", v.running)) {
@@ -108,6 +129,33 @@
     }
     document.dispatchEvent(new CustomEvent("baton:overview", { detail: v }));
   }
+  // A pool's pause or resume form, as the template makes it.
+  function poolForm(p, from) {
+    var verb = p.paused ? "Resume" : "Pause";
+    var f = el("form", { method: "post", action: base + "pools/" + verb.toLowerCase(), class: "pool-action" });
+    f.appendChild(el("input", { type: "hidden", name: "pool", value: p.name }));
+    f.appendChild(el("input", { type: "hidden", name: "from", value: from }));
+    f.appendChild(el("button", { type: "submit", "aria-label": verb + " pool " + p.label }, verb));
+    return f;
+  }
+  // Pause and resume without leaving the page: the row changes with the
+  // stream. Without the stream (or fetch) the form posts as it is.
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    if (!form.classList || !form.classList.contains("pool-action") || !stream || !window.fetch) return;
+    ev.preventDefault();
+    var button = form.querySelector("button");
+    button.disabled = true;
+    var label = button.getAttribute("aria-label");
+    fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)), headers: { Accept: "application/json" } })
+      .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, j: j }; }); })
+      .then(function (res) {
+        if (res.ok) { notice((res.j.paused ? "Paused" : "Resumed") + " pool " + poolLabel(res.j.pool) + "."); }
+        else { notice(res.j.error || label + " failed."); button.disabled = false; }
+      })
+      .catch(function (e) { notice(label + " failed: " + e); button.disabled = false; });
+  });
+
   // "Running for" ticks between updates.
   setInterval(function () {
     if (!receivedAt) return;
