@@ -418,11 +418,67 @@ func TestBrowser(t *testing.T) {
 		if err := until(ctx, `document.getElementById("live").textContent === "live"`); err != nil {
 			t.Fatal(err)
 		}
-		got := text(t, ctx, `#pools tr[data-pool="gpu"]`)
-		if !strings.HasPrefix(got, "gpu\t2\t100%") && !strings.HasPrefix(got, "gpu 2 100%") {
-			t.Errorf("gpu row = %q; want 2 workers, 100%% busy", got)
+		cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#pools tr[data-pool="gpu"] > *')].map(c => c.textContent.trim())`))
+		if err != nil || len(cells) < 5 || cells[0] != "gpu" || cells[1] != "2" || cells[2] != "running" || cells[3] != "none" || cells[4] != "100%" {
+			t.Errorf("gpu row = %q (%v); want gpu, 2 workers, running, no rate limit, 100%% busy", cells, err)
+		}
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](everyControlLabelled))
+		if err != nil || !ok {
+			t.Errorf("a form control of the pools page has no label (%v)", err)
 		}
 		screenshot(t, ctx, "pools")
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		const row = `#pools tr[data-pool="gpu"]`
+		err := chromedp.Do(ctx, chromedp.Navigate(dm.base+"pools"), chromedp.WaitVisible(chromedp.CSS(row+" button")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := until(ctx, `document.getElementById("live").textContent === "live"`); err != nil {
+			t.Fatal(err)
+		}
+		// With the script: the button posts in the background and the row
+		// changes with the live stream, the page stays.
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row+` button[aria-label="Pause pool gpu"]`))); err != nil {
+			t.Fatal(err)
+		}
+		if err := until(ctx, `(r => !!(r && r.querySelector(".paused-badge") && r.querySelector('button[aria-label="Resume pool gpu"]')))(document.querySelector('`+row+`'))`); err != nil {
+			t.Fatalf("the gpu row did not show paused live: %v (%q)", err, text(t, ctx, row))
+		}
+		if after, _ := chromedp.Run(ctx, chromedp.Location()); after != loc {
+			t.Errorf("the page navigated (%s to %s); want a live change", loc, after)
+		}
+		if !dm.s.Paused("gpu") || dm.s.Paused("") {
+			t.Errorf("Paused(gpu), Paused(default) = %v, %v; want true, false", dm.s.Paused("gpu"), dm.s.Paused(""))
+		}
+		if got := text(t, ctx, "#notice"); got != "Paused pool gpu." {
+			t.Errorf("notice = %q", got)
+		}
+		screenshot(t, ctx, "pools-paused")
+		// The overview names the paused pools.
+		if err := chromedp.Do(ctx, chromedp.Navigate(dm.base)); err != nil {
+			t.Fatal(err)
+		}
+		if err := until(ctx, `!document.getElementById("paused-pools").hidden && document.getElementById("paused-list").textContent === "gpu"`); err != nil {
+			t.Errorf("the overview does not name the paused pool: %v", err)
+		}
+		screenshot(t, ctx, "overview-paused")
+		// Without the script's help (form.submit() sends no submit event):
+		// a plain form post, and back to the overview with a notice.
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('`+row+` form').submit(), true`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := until(ctx, `location.search.includes("done=resume") && document.querySelector(".flash") && document.querySelector(".flash").textContent.includes("Pool gpu resumed")`); err != nil {
+			t.Fatalf("the plain form post did not come back resumed: %v", err)
+		}
+		if err := until(ctx, `document.getElementById("paused-pools").hidden && !!document.querySelector('`+row+` button[aria-label="Pause pool gpu"]')`); err != nil {
+			t.Errorf("the overview still shows gpu paused: %v", err)
+		}
+		if dm.s.Paused("gpu") {
+			t.Error("gpu is still paused")
+		}
 	})
 
 	t.Run("light theme", func(t *testing.T) {
