@@ -9,7 +9,10 @@
 // test that retries, a package step, a deploy on a slow pool of one
 // worker, a cleanup that runs whatever happened (AllDone), an alert that
 // runs only on a failure (AnyFailed) and, now and then, a step that fails
-// for good or a delayed report. A heartbeat recurs every five seconds.
+// for good or a delayed report; each wave notifies three customers
+// through a rate-limited pool (2 a second), one key (Task.Key) per
+// customer. A heartbeat recurs every five seconds. The pools page pauses
+// and resumes a pool.
 // Finished tasks are forgotten after ten minutes (WithRetention).
 package main
 
@@ -57,6 +60,8 @@ func run(ctx context.Context, ln net.Listener, out io.Writer, readOnly bool) err
 		coordinator.WithClock(clk),
 		coordinator.WithWorkers(4),
 		coordinator.WithPool("slow", 1, worker.Func{}),
+		coordinator.WithPool("notify", 2, worker.Func{}),
+		coordinator.WithRateLimit("notify", 2, 2), // a third-party API: 2 calls a second
 		coordinator.WithRetention(10*time.Minute),
 	)
 	if err != nil {
@@ -159,6 +164,10 @@ func (w *workload) wave(n int) []coordinator.Task {
 		coordinator.Task{ID: id("cleanup"), Deps: []string{id("deploy")}, When: coordinator.AllDone, Run: w.work(50*time.Millisecond, 100*time.Millisecond, 0)},
 		coordinator.Task{ID: id("alert"), Deps: []string{id("test"), id("deploy")}, When: coordinator.AnyFailed, Run: w.work(10*time.Millisecond, 20*time.Millisecond, 0)},
 	)
+	for _, customer := range []string{"acme", "globex", "initech"} {
+		tasks = append(tasks, coordinator.Task{ID: id("notify-" + customer), Deps: []string{id("package")}, Pool: "notify", Key: customer,
+			Run: w.work(50*time.Millisecond, 150*time.Millisecond, 0)})
+	}
 	if n%3 == 0 {
 		tasks = append(tasks, coordinator.Task{ID: id("lint"), Deps: []string{id("fetch")}, Run: func(context.Context) error {
 			return errors.New("lint: 3 problems in handlers.go")
