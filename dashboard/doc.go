@@ -11,11 +11,11 @@
 //
 // The pages, under the prefix:
 //
-//   - / (Overview): tasks by status, the pools, attempts ended and failed
+//   - / (Overview): tasks by status, the paused pools, the pools, attempts ended and failed
 //     over the last ten minutes, the tasks running now and for how long,
 //     the latest failures. It updates live.
-//   - /tasks: every task, filtered on the server by status, pool, ID
-//     prefix and error text, sorted by a column and paged. Each row links
+//   - /tasks: every task, filtered on the server by status, pool, key
+//     (Task.Key), ID prefix and error text, sorted by a column and paged. Each row links
 //     to its task.
 //   - /task?id=ID: a task's status, trigger rule, attempts with their
 //     outcomes, durations and errors, its result, its dependencies and
@@ -24,17 +24,21 @@
 //     task, both ways (or, without id, the first tasks of a status and
 //     pool filter), laid out left to right by dagre, coloured by status,
 //     zoomed and panned; a click opens a task. It updates live.
-//   - /pools: each pool's workers, how busy they are, what waits, and
-//     attempts started, ended and failed per minute.
+//   - /pools: each pool's workers, whether it is paused, its rate limit,
+//     how busy its workers are, what waits, and attempts started, ended
+//     and failed per minute; a Pause or Resume button per pool. It
+//     updates live.
 //
 // Beside them: /overview.json, /tasks.json, /task.json, /graph.json
 // (the same data as JSON, the same query parameters), /events (the live
-// stream) and POST /task/cancel (form field id).
+// stream), POST /task/cancel (form field id) and POST /pools/pause and
+// /pools/resume (form field pool, empty for the default pool).
 //
 // The caller's duties:
 //
 //  1. Put the dashboard behind your own authentication: it has no users
-//     of its own, and whoever reaches it can cancel tasks, unless it is
+//     of its own, and whoever reaches it can cancel tasks and pause
+//     pools, unless it is
 //     WithReadOnly. It wraps like any handler (see the example in
 //     examples/dashboard, HTTP basic auth in ten lines).
 //  2. Give it the scheduler's clock with WithClock if the scheduler has
@@ -87,10 +91,13 @@
 //
 // # Actions and safety
 //
-// Cancel is a POST; the dashboard refuses one that a browser marks as
-// coming from another site (http.CrossOriginProtection), answers 403
-// (ErrReadOnly) when read-only, 404 for an unknown task and 409 for a
-// task already final or being cancelled, each changing nothing. Bad query
+// Cancel, pause and resume are POSTs (any other method: 405); the
+// dashboard refuses one that a browser marks as coming from another site
+// (http.CrossOriginProtection), answers 403 (ErrReadOnly) when read-only,
+// 400 for a form without its one task or pool, 404 for an unknown task
+// or pool and 409 for a task already final or being cancelled, or a
+// pause once the scheduler is shut down, each changing nothing. Pausing
+// a paused pool, or resuming a running one, does nothing and succeeds. Bad query
 // parameters (an unknown status, pool or sort column, a page that is not
 // a number) are a 400 that names the parameter.
 package dashboard
