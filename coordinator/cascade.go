@@ -200,6 +200,10 @@ func (s *state) decide(c, t int32, settled bool, now time.Time) {
 	case NoneFailed:
 		if class == endBenign {
 			if hc.unmet--; hc.unmet == 0 {
+				if s.minOne(c) && !s.anySucceeded(c) {
+					s.skip(c, noTask, now) // NoneFailedMinOneSuccess, and none succeeded: its own rule skips it
+					return
+				}
 				s.eligible(c, now)
 			}
 			return

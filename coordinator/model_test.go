@@ -163,7 +163,7 @@ func genProgram(t *rapid.T, twoPools bool) program {
 				task := refmodel.Task{ID: id, Deps: deps, Priority: rapid.IntRange(0, 2).Draw(t, "prio"), Pool: pool, Do: do,
 					Delay: second("delay", 3), BaseDelay: second("base", 2), Every: second("every", 2)}
 				if len(deps) > 0 && rapid.IntRange(0, 2).Draw(t, "ruled") == 0 {
-					task.When = refmodel.Trigger(rapid.IntRange(1, 3).Draw(t, "when"))
+					task.When = refmodel.Trigger(rapid.IntRange(1, 4).Draw(t, "when"))
 				}
 				if task.Every > 0 {
 					task.Times = rapid.IntRange(1, 3).Draw(t, "times")
@@ -711,10 +711,10 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 					switch {
 					case acc.when == coordinator.AllSucceeded && !succeeded[d]:
 						diff = fmt.Sprintf("%s started before its dependency %s succeeded", id, d)
-					case (acc.when == coordinator.AllDone || acc.when == coordinator.NoneFailed) && !ended[d]:
+					case (acc.when == coordinator.AllDone || acc.when >= coordinator.NoneFailed) && !ended[d]:
 						diff = fmt.Sprintf("%s (%v) started before its dependency %s ended", id, acc.when, d)
-					case acc.when == coordinator.NoneFailed && (k == coordinator.EventFailed || k == coordinator.EventCancelled):
-						diff = fmt.Sprintf("%s (NoneFailed) started although %s ended %v", id, d, k)
+					case acc.when >= coordinator.NoneFailed && (k == coordinator.EventFailed || k == coordinator.EventCancelled):
+						diff = fmt.Sprintf("%s (%v) started although %s ended %v", id, acc.when, d, k)
 					}
 					if diff != "" {
 						return
@@ -722,6 +722,10 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 				}
 				if acc.when == coordinator.AnyFailed && !anyFailed {
 					diff = fmt.Sprintf("%s (AnyFailed) started with no dependency failed", id)
+					return
+				}
+				if acc.when == coordinator.NoneFailedMinOneSuccess && !slices.ContainsFunc(acc.deps, func(d string) bool { return succeeded[d] }) {
+					diff = fmt.Sprintf("%s (NoneFailedMinOneSuccess) started with no dependency succeeded", id)
 					return
 				}
 				if e.At.Before(acc.notBefore) {
@@ -974,8 +978,8 @@ func checkInvariantsQuiet(t *testing.T, prog program) (diff string) {
 				case k == "?":
 				case acc.when == coordinator.AllSucceeded && k != "ok":
 					diff = fmt.Sprintf("%s ran though its dependency %s ended %s", id, d, k)
-				case acc.when == coordinator.NoneFailed && (k == "failed" || k == "cancelled"):
-					diff = fmt.Sprintf("%s (NoneFailed) ran though its dependency %s ended %s", id, d, k)
+				case acc.when >= coordinator.NoneFailed && (k == "failed" || k == "cancelled"):
+					diff = fmt.Sprintf("%s (%v) ran though its dependency %s ended %s", id, acc.when, d, k)
 				}
 				if diff != "" {
 					return
@@ -983,6 +987,10 @@ func checkInvariantsQuiet(t *testing.T, prog program) (diff string) {
 			}
 			if acc.when == coordinator.AnyFailed && !anyFailed && !slices.ContainsFunc(acc.deps, func(d string) bool { return class(d) == "?" }) {
 				diff = fmt.Sprintf("%s (AnyFailed) ran with no dependency failed", id)
+				return
+			}
+			if acc.when == coordinator.NoneFailedMinOneSuccess && !slices.ContainsFunc(acc.deps, func(d string) bool { k := class(d); return k == "ok" || k == "?" }) {
+				diff = fmt.Sprintf("%s (NoneFailedMinOneSuccess) ran with no dependency succeeded", id)
 				return
 			}
 		}

@@ -459,6 +459,9 @@ func (s *state) ruleVerdict(t int32) (verdict, int32) {
 		if worst < endBenign {
 			return ruleSkips, cause
 		}
+		if !waiting && s.minOne(t) && !s.anySucceeded(t) {
+			return ruleSkips, noTask
+		}
 	}
 	if waiting {
 		return ruleWaits, noTask

@@ -79,6 +79,34 @@ const (
 
 func (h *hot) rule() Trigger { return Trigger(h.flags&fRule) >> fRuleShift }
 
+// when is t's trigger rule as the user gave it: the rule bits say
+// NoneFailed for NoneFailedMinOneSuccess too, whose extra says minOne.
+func (s *state) when(t int32) Trigger {
+	w := s.hot[t].rule()
+	if w == NoneFailed && s.minOne(t) {
+		return NoneFailedMinOneSuccess
+	}
+	return w
+}
+
+// minOne reports whether t, under NoneFailed, also needs a dependency
+// that succeeded (NoneFailedMinOneSuccess).
+func (s *state) minOne(t int32) bool {
+	x := s.tasks[t].x
+	return x != nil && x.minOne
+}
+
+// anySucceeded reports whether a dependency of t succeeded.
+func (s *state) anySucceeded(t int32) bool {
+	r := &s.tasks[t]
+	for _, d := range s.edges(r, r.deps) {
+		if s.hot[d].status == Succeeded {
+			return true
+		}
+	}
+	return false
+}
+
 // rec is the coordinator's record of one task; what workers read lives in
 // its lane.Spec, and what is read for every successor of every
 // finished task lives in hot. Fields most tasks never use live in *extra.
@@ -124,6 +152,7 @@ type extra struct {
 	followOf  time.Time
 	followOK  bool
 	inWheel   bool
+	minOne    bool  // NoneFailedMinOneSuccess: the rule bits say NoneFailed
 	err       error // the last failed attempt's error, or the cancel cause
 	result    any
 	hasResult bool

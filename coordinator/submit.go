@@ -304,7 +304,7 @@ func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
 	pool := s.byName[t.Pool]
 	s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
 	s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, int32(t.Priority))
-	hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(t.When) << fRuleShift}
+	hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(min(t.When, NoneFailed)) << fRuleShift}
 	if t.Key != "" && !s.keyed {
 		s.startKeys() // the batch's keys are numbered once its records are stored
 	}
@@ -318,7 +318,8 @@ func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
 	}
 	if needsExtra(t) || b.values != nil {
 		hr.flags |= fExtra
-		r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values, missed: t.Missed}
+		r.x = &extra{retry: t.Retry, every: t.Every, times: t.Times, values: b.values, missed: t.Missed,
+			minOne: t.When == NoneFailedMinOneSuccess}
 		if b.scheds != nil {
 			r.x.sched = b.scheds[i]
 		}
@@ -455,7 +456,8 @@ func (s *state) newArena(edges []int32, live int32) int32 {
 
 func needsExtra(t *Task) bool {
 	p := t.Retry
-	return t.Delay > 0 || t.Every > 0 || t.Cron != "" || t.Schedule != nil || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0 || t.Slots > 1
+	return t.Delay > 0 || t.Every > 0 || t.Cron != "" || t.Schedule != nil || p.MaxAttempts > 1 || p.BaseDelay > 0 || p.MaxDelay > 0 || p.Jitter > 0 ||
+		t.Slots > 1 || t.When == NoneFailedMinOneSuccess
 }
 
 // addSat returns t+d, saturating instead of overflowing (the workers'

@@ -103,18 +103,19 @@ type Task struct {
 // ended its class may still get worse (skipped at once because one
 // dependency was cancelled, it is seen as failed if another one fails
 // later). AllSucceeded and AllDone do not tell the classes apart and react
-// at once; AnyFailed and NoneFailed wait until a Skipped dependency's
+// at once; AnyFailed and the NoneFailed rules wait until a Skipped dependency's
 // class is final: it is failed (nothing is worse), or every dependency
 // upstream of it has ended. A NoneFailed task behind a task skipped by a
 // rule thus waits for that task's other dependencies too.
 //
-// TaskInfo.Cause of a task a rule skipped: under AllSucceeded and
-// NoneFailed, the root cause: an upstream task of the worst end, the first
+// TaskInfo.Cause of a task a rule skipped: under AllSucceeded and the
+// NoneFailed rules, the root cause: an upstream task of the worst end, the first
 // to reach the task among equals (one that failed or was cancelled, or
-// whose own rule was not met); under AnyFailed, skipped because no
-// dependency failed, "": nothing upstream went wrong, the task's own rule
-// was not met (so is a series whose schedule had no start left once it
-// could start). EventSkipped.Cause names the cause known when the task was
+// whose own rule was not met, or a branch that did not choose the path);
+// under AnyFailed, skipped because no dependency failed, and under
+// NoneFailedMinOneSuccess, skipped because none succeeded, "": nothing
+// upstream went wrong, the task's own rule was not met (so is a series
+// whose schedule had no start left once it could start). EventSkipped.Cause names the cause known when the task was
 // skipped; a worse end that came later is in TaskInfo.Cause.
 // Upstream(ctx) tells a task how each of its dependencies ended.
 //
@@ -137,6 +138,12 @@ const (
 	// failed or was cancelled (succeeded, or skipped by a rule upstream);
 	// it is skipped as soon as one fails or is cancelled.
 	NoneFailed
+	// NoneFailedMinOneSuccess is NoneFailed that also needs one dependency
+	// to have succeeded, Airflow's none_failed_min_one_success: the join
+	// after a branch (Choose), which runs after whichever path was chosen
+	// and is skipped, by its own rule (Cause ""), when no path ran. It
+	// needs at least one dependency.
+	NoneFailedMinOneSuccess
 )
 
 // String returns the rule's name, as written in Go.
@@ -150,6 +157,8 @@ func (t Trigger) String() string {
 		return "AnyFailed"
 	case NoneFailed:
 		return "NoneFailed"
+	case NoneFailedMinOneSuccess:
+		return "NoneFailedMinOneSuccess"
 	}
 	return fmt.Sprintf("Trigger(%d)", int(t))
 }

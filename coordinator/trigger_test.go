@@ -61,11 +61,14 @@ func expect(rule coordinator.Trigger, ends []depEnd, roots []string) (runs bool,
 			}
 		}
 		return false, []string{""}
-	case coordinator.NoneFailed:
+	case coordinator.NoneFailed, coordinator.NoneFailedMinOneSuccess:
 		for i, e := range ends {
 			if failed(e) || cancelled(e) {
 				bad = append(bad, roots[i])
 			}
+		}
+		if rule == coordinator.NoneFailedMinOneSuccess && len(bad) == 0 && !slices.Contains(ends, endOK) {
+			return false, []string{""} // none succeeded: its own rule
 		}
 	default:
 		for i, e := range ends {
@@ -81,7 +84,8 @@ func expect(rule coordinator.Trigger, ends []depEnd, roots []string) (runs bool,
 // with the dependencies ended before the task is submitted and ending
 // while it waits; and the task's own dependent follows from its end.
 func TestTriggerRulesTable(t *testing.T) {
-	rules := []coordinator.Trigger{coordinator.AllSucceeded, coordinator.AllDone, coordinator.AnyFailed, coordinator.NoneFailed}
+	rules := []coordinator.Trigger{coordinator.AllSucceeded, coordinator.AllDone, coordinator.AnyFailed, coordinator.NoneFailed,
+		coordinator.NoneFailedMinOneSuccess}
 	var combos [][]depEnd
 	for _, a := range allEnds {
 		combos = append(combos, []depEnd{a})
@@ -261,6 +265,7 @@ func TestTriggerBadInput(t *testing.T) {
 		{coordinator.Task{ID: "x", Run: ok, When: 7}, "unknown When 7"},
 		{coordinator.Task{ID: "x", Run: ok, When: -1}, "unknown When -1"},
 		{coordinator.Task{ID: "x", Run: ok, When: coordinator.AnyFailed}, "without dependencies"},
+		{coordinator.Task{ID: "x", Run: ok, When: coordinator.NoneFailedMinOneSuccess}, "without dependencies"},
 	} {
 		err := s.Submit(tc.task)
 		var te *coordinator.TaskError
@@ -286,7 +291,8 @@ func TestTriggerBadInput(t *testing.T) {
 // NoneFailed D ran after a skip by a rule and was skipped after a cancel.
 func TestSkipOutcomeIsAFunctionOfTheEnds(t *testing.T) {
 	ends := []depEnd{endOK, endFail, endCancel, endSkipB}
-	rules := []coordinator.Trigger{coordinator.AllSucceeded, coordinator.AllDone, coordinator.AnyFailed, coordinator.NoneFailed}
+	rules := []coordinator.Trigger{coordinator.AllSucceeded, coordinator.AllDone, coordinator.AnyFailed, coordinator.NoneFailed,
+		coordinator.NoneFailedMinOneSuccess}
 	for _, e1 := range ends {
 		for _, e2 := range ends {
 			for _, r1 := range rules {

@@ -40,10 +40,10 @@ func validateTask(t *Task, handles bool, pools map[string]worker.Worker, sizes m
 		return nil, bad("Retry.Jitter %v outside [0, 1]", p.Jitter)
 	case t.Priority < math.MinInt32 || t.Priority > math.MaxInt32:
 		return nil, bad("Priority %d outside [%d, %d]", t.Priority, math.MinInt32, math.MaxInt32)
-	case t.When < AllSucceeded || t.When > NoneFailed:
+	case t.When < AllSucceeded || t.When > NoneFailedMinOneSuccess:
 		return nil, bad("unknown When %d", int(t.When))
-	case t.When == AnyFailed && len(t.Deps) == 0 && !handles:
-		return nil, bad("When AnyFailed without dependencies: it could never run")
+	case (t.When == AnyFailed || t.When == NoneFailedMinOneSuccess) && len(t.Deps) == 0 && !handles:
+		return nil, bad("When %v without dependencies: it could never run", t.When)
 	case t.Missed < MissedDefault || t.Missed > SkipMissed:
 		return nil, bad("unknown Missed %d", int(t.Missed))
 	}

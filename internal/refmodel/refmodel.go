@@ -58,6 +58,7 @@ const (
 	AllDone
 	AnyFailed
 	NoneFailed
+	NoneFailedMinOneSuccess
 )
 
 // Status mirrors coordinator.Status.
@@ -553,7 +554,7 @@ func (m *Model) onSettled(c, t int) {
 		m.maybeSettle(c)
 		return
 	}
-	if (rc.When == AnyFailed || rc.When == NoneFailed) && rt.Status == Skipped && m.class(rt) != 0 {
+	if rc.When >= AnyFailed && rt.Status == Skipped && m.class(rt) != 0 {
 		m.decide(c, t)
 	}
 }
@@ -585,10 +586,14 @@ func (m *Model) decide(c, t int) {
 		} else if rc.unmet--; rc.unmet == 0 {
 			m.skip(c, "")
 		}
-	case NoneFailed:
+	case NoneFailed, NoneFailedMinOneSuccess:
 		if class < 2 {
 			m.skip(c, m.root(m.Tasks[t]))
 		} else if rc.unmet--; rc.unmet == 0 {
+			if rc.When == NoneFailedMinOneSuccess && !slices.ContainsFunc(rc.deps, func(d int) bool { return m.Tasks[d].Status == Succeeded }) {
+				m.skip(c, "") // none succeeded: its own rule
+				return
+			}
 			m.eligible(c)
 		}
 	}
