@@ -127,6 +127,19 @@ func (c *Context) Attempt() (task int32, owner any, ok bool) {
 	return c.task.Load(), c.lane.env.Owner, true
 }
 
+// Item reports the lane and slot of the attempt c belongs to (the lane's
+// ID and the slot its item occupies), marking c touched; ok is false for
+// a context of no lane. The coordinator checks it against its own record
+// of the attempt, with the Context itself: a touched Context is never
+// reused, so it names one attempt.
+func (c *Context) Item() (laneID int, slot uint32, ok bool) {
+	c.touch()
+	if c.lane == nil {
+		return 0, 0, false
+	}
+	return c.lane.ID, c.slot, true
+}
+
 // Cancel ends c with context.Canceled and cause. It reports false, and
 // changes nothing, if c had already ended.
 func (c *Context) Cancel(cause error) bool { return c.end(ctxCanceled, cause) }
@@ -305,10 +318,32 @@ func (c *Context) SetResult(v any) bool {
 	return true
 }
 
-// Finish closes the attempt to SetResult. Called by the worker once a
-// function that looked at its context (SetResult needs to) has returned or
-// was abandoned.
-func (c *Context) Finish() { c.over.Store(true) }
+// Finish closes the attempt to SetResult and Keep. Called by the worker
+// once a function that looked at its context (SetResult needs to) has
+// returned or was abandoned: once it returns, no SetResult or Keep of the
+// attempt is under way or to come.
+func (c *Context) Finish() {
+	c.resultMu.Lock()
+	c.over.Store(true)
+	c.resultMu.Unlock()
+}
+
+// Keep runs f, which records something of the attempt's outcome where the
+// task's dependents will read it, unless the attempt is over (its
+// function returned, or it was abandoned at its timeout): then it reports
+// false and f does not run. A function abandoned at its timeout goes on
+// running; Keep makes its late writes impossible once the worker has
+// moved on. It marks c touched.
+func (c *Context) Keep(f func()) bool {
+	c.touch()
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	if c.over.Load() {
+		return false
+	}
+	f()
+	return true
+}
 
 // Result returns what SetResult recorded. Called by the coordinator once
 // the attempt is reported.
