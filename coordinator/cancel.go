@@ -9,7 +9,7 @@ import (
 
 // cancel implements Scheduler.Cancel.
 func (s *state) cancel(id string, now time.Time) bool {
-	t, ok := s.find(id)
+	t, ok := s.findLive(id)
 	if !ok {
 		return false
 	}
@@ -17,6 +17,7 @@ func (s *state) cancel(id string, now time.Time) bool {
 	if ok {
 		s.cancelAsked(t)
 	}
+	s.joinAll(now)
 	return ok
 }
 
@@ -35,6 +36,18 @@ func (s *state) cancelTask(t int32, cause error, now time.Time) bool {
 	case Pending, Ready:
 		s.unqueue(t)
 		s.cancelled(t, now)
+		return true
+	case joining:
+		// Its function has returned: its family is cancelled, and it ends
+		// Cancelled once every task of it is final.
+		if h.flags&fCancelReq != 0 {
+			return false
+		}
+		h.flags |= fCancelReq
+		s.cancelFamily(t, cause, now)
+		if s.fam[t].open == 0 {
+			s.joins = append(s.joins, t)
+		}
 		return true
 	case dispatched:
 		ls, seq := s.locate(r.link)
@@ -106,10 +119,11 @@ func (s *state) shutdown(now time.Time) {
 	}
 	for t := range s.tasks {
 		switch s.hot[t].status {
-		case Pending, Ready, dispatched:
+		case Pending, Ready, dispatched, joining:
 			s.cancelTask(int32(t), ErrClosed, now)
 		}
 	}
+	s.joinAll(now)
 }
 
 // settled reports whether the scheduler may stop: closing, and every
@@ -132,6 +146,9 @@ func (s *state) status(t int32) Status {
 	r := &s.tasks[t]
 	h := &s.hot[t]
 	if h.status != dispatched {
+		if h.status == joining {
+			return Pending // its function returned; it waits for the tasks it spawned
+		}
 		return h.status
 	}
 	ls, seq := s.locate(r.link)
@@ -194,7 +211,7 @@ func (s *state) runningIDs() []string {
 
 // info implements Scheduler.Info.
 func (s *state) info(id string) (TaskInfo, bool) {
-	t, ok := s.find(id)
+	t, ok := s.findLive(id)
 	if !ok {
 		return TaskInfo{}, false
 	}
@@ -215,6 +232,9 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 	if s.keyed {
 		ti.Key = s.keys[s.keyOf[t]].name
 	}
+	if st == Skipped && s.notChosenCause(r.link) {
+		ti.Err = ErrNotChosen
+	}
 	if x := r.x; x != nil {
 		if st != Succeeded && st != Skipped {
 			ti.Err = x.err
@@ -225,6 +245,16 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 	}
 	if st == Skipped && r.link != noTask {
 		ti.Cause = s.key(r.link)
+	}
+	if s.fam != nil {
+		f := &s.fam[t]
+		if f.parent != noTask {
+			ti.Parent = s.key(f.parent)
+		}
+		if r.x != nil {
+			ti.Children = len(r.x.children)
+		}
+		ti.Joining = h.status == joining
 	}
 	return ti, true
 }

@@ -105,6 +105,9 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 				dirty := st != lane.Sealed || r.x != nil
 				s.ended(ls, seq, t, st, now)
 				ls.l.Done(seq, dirty)
+				if len(s.joins) > 0 {
+					s.joinAll(now) // a child's end may complete its spawner's join
+				}
 				return
 			default:
 				panic("coordinator: reported item still running")
@@ -118,6 +121,12 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Time) {
 	r := &s.tasks[t]
 	h := &s.hot[t]
+	var p *pending // what the attempt spawned or chose: applied only if it succeeds
+	if len(s.pend) > 0 {
+		if p = s.pend[t]; p != nil {
+			delete(s.pend, t)
+		}
+	}
 	if h.flags&fStarted == 0 {
 		h.flags |= fStarted
 		s.emit(EventStarted, t, now)
@@ -134,14 +143,27 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 			r.x.result, r.x.hasResult = nil, false
 		}
 		if h.flags&fCancelReq != 0 { // a recurring task whose series was cut by Cancel or Shutdown
+			if p != nil {
+				s.dropPending(p)
+			}
 			r.runs++
 			s.cancelled(t, now)
 			return
 		}
+		if p != nil {
+			s.commitPending(t, p, now)
+			return
+		}
 		s.succeeded(t, now)
 	case h.flags&fCancelReq != 0:
+		if p != nil {
+			s.dropPending(p)
+		}
 		s.cancelled(t, now)
 	default:
+		if p != nil {
+			s.dropPending(p)
+		}
 		out := ls.l.Outcome(seq)
 		s.failed(t, out.Err, out.Retry, now)
 	}
@@ -185,6 +207,10 @@ func (s *state) seriesEnds(t int32, now time.Time) {
 // become eligible. A successor handed out behind t's item is no longer
 // bound to it: from now on it may be taken back like any ready task.
 func (s *state) release(t int32, now time.Time) {
+	if s.hot[t].flags&fExtra != 0 && s.tasks[t].x.branched {
+		s.releaseChosen(t, now) // branch.go
+		return
+	}
 	for c := range s.successors(t) {
 		s.released(c, now)
 	}
@@ -262,6 +288,11 @@ func (s *state) finish(t int32, st Status, now time.Time) {
 	s.hot[t].status = st
 	s.pools[s.hot[t].pool].totals.count(st)
 	s.open--
+	if s.fam != nil {
+		if p := s.fam[t].parent; p != noTask {
+			s.childEnded(p)
+		}
+	}
 	if s.watchedTask(t) {
 		s.watched(t)
 	}
@@ -280,7 +311,11 @@ func (s *state) skipped(t, cause int32, now time.Time) {
 	if s.retain && cause != noTask {
 		s.held[cause].refs++
 	}
-	s.emit(EventSkipped, t, now).setCause(s, cause)
+	e := s.emit(EventSkipped, t, now)
+	e.setCause(s, cause)
+	if e != nil && s.notChosenCause(cause) {
+		e.Err = ErrNotChosen
+	}
 }
 
 // endClass is how a trigger rule sees a dependency that did not succeed,

@@ -130,10 +130,10 @@ func (s *state) census(byPool bool, want Status, limit int, now time.Time) censu
 	for t := range s.hot {
 		h := &s.hot[t]
 		st := h.status
-		if st == dropped {
+		if st == dropped || st == reserved {
 			continue
 		}
-		if st == dispatched {
+		if st >= dispatched {
 			st = s.status(int32(t))
 		}
 		c.all.add(st)

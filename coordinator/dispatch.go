@@ -403,6 +403,9 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 	if r.x != nil && r.x.recurring() {
 		return 0, true // its success may start another run instead of releasing successors
 	}
+	if len(s.pend) > 0 && s.pend[t] != nil {
+		return 0, true // it spawned or chose (spawn.go): its success releases nothing by itself
+	}
 	spread := p.idle > 0 && (ls.open || p.idle > 1) // another worker of the pool is idle
 	cand := s.work[:0]
 	left := false

@@ -107,6 +107,7 @@ func (s *state) later(a answer) { s.answers = append(s.answers, a) }
 // returns what the loop must do (outbox). The loop must call advance
 // before it touches the state again.
 func (s *state) ready(now time.Time) outbox {
+	s.joinAll(now)
 	s.settle(now)
 	if s.urged {
 		// hurry set a flag its worker may have read too early (it reads
@@ -116,18 +117,29 @@ func (s *state) ready(now time.Time) outbox {
 	}
 	look := s.lagDue(now)
 	s.dispatch(now)
-	for s.watchesStarts() || look {
-		s.caughtUp = false
-		for i := range s.lanes {
-			if ls := &s.lanes[i]; ls.open {
-				s.peek(ls, now, true)
+	for {
+		for s.watchesStarts() || look {
+			s.caughtUp = false
+			for i := range s.lanes {
+				if ls := &s.lanes[i]; ls.open {
+					s.peek(ls, now, true)
+				}
 			}
+			if !s.caughtUp {
+				break
+			}
+			// peek applied ends to tell starts in order: what they released
+			// is dispatched now, not at the next message, which may not come.
+			s.joinAll(now)
+			s.settle(now)
+			s.dispatch(now)
 		}
-		if !s.caughtUp {
+		if len(s.joins) == 0 {
 			break
 		}
-		// peek applied ends to tell starts in order: what they released
-		// is dispatched now, not at the next message, which may not come.
+		// A spawner's join completed by an end applied while dispatching
+		// (a series' end, a harvest): what it releases goes out now.
+		s.joinAll(now)
 		s.settle(now)
 		s.dispatch(now)
 	}

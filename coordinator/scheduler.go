@@ -21,16 +21,17 @@ import (
 // Scheduler runs a graph of tasks. Create it with New and end it with
 // Shutdown. All methods are safe for concurrent use.
 type Scheduler struct {
-	clk     clock.Clock              // immutable
-	workers map[string]worker.Worker // immutable: pool name -> worker, for validation
-	sizes   map[string]int           // immutable: pool name -> its number of workers (PoolSizes)
-	hook    func(time.Time)          // immutable; only for testing
-	taskLog bool                     // immutable: write task-life logs to log
-	log     *slog.Logger             // immutable
-	dcfg    *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
-	store   Store                    // immutable: WithStore's (nil: not durable); the loop alone commits to it
-	closed  atomic.Bool              // Shutdown has begun
-	failed  atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
+	clk       clock.Clock              // immutable
+	workers   map[string]worker.Worker // immutable: pool name -> worker, for validation
+	sizes     map[string]int           // immutable: pool name -> its number of workers (PoolSizes)
+	lanePools []string                 // immutable: lane ID -> its pool's name (Spawn's children inherit it)
+	hook      func(time.Time)          // immutable; only for testing
+	taskLog   bool                     // immutable: write task-life logs to log
+	log       *slog.Logger             // immutable
+	dcfg      *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
+	store     Store                    // immutable: WithStore's (nil: not durable); the loop alone commits to it
+	closed    atomic.Bool              // Shutdown has begun
+	failed    atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	reports  chan lane.Report        // from the workers: how far each lane got
@@ -142,6 +143,9 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	s.reports = make(chan lane.Report, 2*total)
 	st := newState(s.clk.Now(), pools, sizes, cfg.rng)
+	for _, ls := range st.lanes {
+		s.lanePools = append(s.lanePools, pools[ls.pool].name)
+	}
 	st.retain, st.keep = cfg.retain, cfg.keep
 	st.stamps = len(cfg.middleware) > 0
 	for name, rc := range cfg.rates { // newConfig checked the names
@@ -258,29 +262,8 @@ func (s *Scheduler) submit(ctx context.Context, b *submission) error {
 	if s.closed.Load() {
 		return s.closedErr()
 	}
-	b.copyPayloads()
-	if err := s.prepare(b); err != nil {
+	if err := s.check(b, ""); err != nil {
 		return err
-	}
-	now := s.clk.Now()
-	for i := range b.tasks {
-		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, s.workers, s.sizes)
-		if err != nil {
-			return err
-		}
-		if sched == nil {
-			continue
-		}
-		if b.tasks[i].Schedule != nil {
-			sched = safeSchedule{sched}
-		}
-		if sched.Next(now.Add(b.tasks[i].Delay)).IsZero() {
-			return &TaskError{ID: b.tasks[i].ID, Err: ErrInvalidTask, Detail: "its schedule has no start after submission"}
-		}
-		if b.scheds == nil {
-			b.scheds = make([]Schedule, len(b.tasks))
-		}
-		b.scheds[i] = sched
 	}
 	if len(b.tasks) == 0 {
 		if b.watch != nil {
@@ -308,6 +291,43 @@ func (s *Scheduler) submit(ctx context.Context, b *submission) error {
 		return err
 	}
 	return s.closedErr()
+}
+
+// check does what can be done of a batch's checks on the caller's
+// goroutine (a pool's Validator is user code): it copies the payloads,
+// binds named functions and checks durability (prepare), validates each
+// task in the pool it will run in (its own, or inherit if it names none
+// and inherit is not "": a spawned child) and parses its schedule.
+func (s *Scheduler) check(b *submission, inherit string) error {
+	b.copyPayloads()
+	if err := s.prepare(b); err != nil {
+		return err
+	}
+	now := s.clk.Now()
+	for i := range b.tasks {
+		pool := b.tasks[i].Pool
+		if pool == "" {
+			pool = inherit
+		}
+		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, pool, s.workers, s.sizes)
+		if err != nil {
+			return err
+		}
+		if sched == nil {
+			continue
+		}
+		if b.tasks[i].Schedule != nil {
+			sched = safeSchedule{sched}
+		}
+		if sched.Next(now.Add(b.tasks[i].Delay)).IsZero() {
+			return &TaskError{ID: b.tasks[i].ID, Err: ErrInvalidTask, Detail: "its schedule has no start after submission"}
+		}
+		if b.scheds == nil {
+			b.scheds = make([]Schedule, len(b.tasks))
+		}
+		b.scheds[i] = sched
+	}
+	return nil
 }
 
 // closedErr is what a call refused after Shutdown returns: ErrClosed,

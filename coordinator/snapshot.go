@@ -125,7 +125,7 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	in := newBitset(len(s.hot))
 	var order []int32
 	consider := func(t int32) bool {
-		if s.hot[t].status == dropped || (len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.status(t))) {
+		if st := s.hot[t].status; st == dropped || st == reserved || (len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.status(t))) {
 			return true
 		}
 		if f.Limit > 0 && len(order) == f.Limit {
@@ -174,7 +174,7 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 func (s *state) around(f *SnapshotFilter) (bitset, error) {
 	var roots []int32
 	for _, id := range f.Roots {
-		t, ok := s.find(id)
+		t, ok := s.findLive(id)
 		if !ok || s.hot[t].status == dropped {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTask, id)
 		}
@@ -220,7 +220,7 @@ func (s *state) walk(roots []int32, depth int, picked bitset, next func(t int32,
 	}
 	var found []int32
 	visit := func(t int32) {
-		if !seen.has(t) && s.hot[t].status != dropped {
+		if st := s.hot[t].status; !seen.has(t) && st != dropped && st != reserved {
 			seen.set(t)
 			picked.set(t)
 			found = append(found, t)

@@ -62,6 +62,12 @@ const (
 	dispatched Status = 16 + iota
 	// dropped: forgotten by retention; the record awaits reuse.
 	dropped
+	// reserved: spawned by an attempt still running (spawn.go); in the ID
+	// table, invisible otherwise, until the attempt ends.
+	reserved
+	// joining: its function returned nil and the tasks it spawned are not
+	// all final (spawn.go); Pending to the outside.
+	joining
 )
 
 // rec flags.
@@ -152,8 +158,11 @@ type extra struct {
 	followOf  time.Time
 	followOK  bool
 	inWheel   bool
-	minOne    bool  // NoneFailedMinOneSuccess: the rule bits say NoneFailed
-	err       error // the last failed attempt's error, or the cancel cause
+	branched  bool     // its last run's successful attempt called Choose: only chosen successors run (branch.go)
+	chosen    []string // the successors it chose, if branched
+	children  []int32  // the tasks its attempts spawned, in the order they joined the graph (spawn.go)
+	minOne    bool     // NoneFailedMinOneSuccess: the rule bits say NoneFailed
+	err       error    // the last failed attempt's error, or the cancel cause
 	result    any
 	hasResult bool
 	more      []int32         // dependents submitted in later batches
@@ -252,6 +261,13 @@ type state struct {
 	watchers // WaitTasks calls and Batches (waittasks.go)
 	keyTable // Task.Key: limits and turns (keys.go)
 
+	// Spawning (spawn.go). fam is nil until the first Spawn; then it is
+	// parallel to tasks.
+	fam      []famRec
+	pend     map[int32]*pending // by task: what its running attempt spawned or chose
+	joins    []int32            // spawners whose children may all be final: joinAll completes them
+	joinBusy bool               // joinAll is under way
+
 	dur *durable // WithStore: what to write at the end of the iteration (nil: not durable)
 
 	urged    bool // hurry asked workers to report an end: look at the lanes once more (ready)
@@ -335,6 +351,16 @@ func (s *state) find(id string) (int32, bool) {
 	return s.ids.Find(id, s.ids.Hash(id), s.key)
 }
 
+// findLive resolves an ID for a caller: a task reserved by a running
+// attempt's Spawn is not in the graph yet.
+func (s *state) findLive(id string) (int32, bool) {
+	t, ok := s.find(id)
+	if ok && s.hot[t].status == reserved {
+		return 0, false
+	}
+	return t, ok
+}
+
 func (s *state) extra(t int32) *extra {
 	r := &s.tasks[t]
 	if r.x == nil {
@@ -404,7 +430,11 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	r := &s.tasks[t]
 	s.events = append(s.events, Event{Kind: kind, TaskID: s.key(t), Pool: s.pools[s.hot[t].pool].name,
 		Attempt: int(r.attempts), Run: int(r.runs) + 1, At: now})
-	return &s.events[len(s.events)-1]
+	e := &s.events[len(s.events)-1]
+	if s.fam != nil && s.fam[t].parent != noTask {
+		e.Parent = s.key(s.fam[t].parent)
+	}
+	return e
 }
 
 // setObserved says whether events are recorded (somebody listens), and

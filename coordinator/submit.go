@@ -69,6 +69,10 @@ func (s *state) submit(b *submission, now time.Time) error {
 		sb.undo()
 		return err
 	}
+	if err := sb.checkReserved(); err != nil {
+		sb.undo()
+		return err
+	}
 	if err := sb.checkCycle(); err != nil {
 		sb.undo()
 		return err
@@ -103,13 +107,15 @@ type batchBuild struct {
 	forward bool     // a dependency on a later place in the batch: a cycle is possible
 	nd      int32    // len(deps): the successor lists follow them in the arena
 	sstart  []int32  // task i's successors in the batch are arena[nd+sstart[i]:nd+sstart[i+1]]
+	spawner int32    // Spawn: the task whose attempt spawns the batch (noTask: Submit)
+	held    bool     // retention holds its dependencies already (a reserved batch): wireEarlier does not count them again
 }
 
 // newBatchBuild gives the batch its records, freed ones first, and their
 // specs.
 func (s *state) newBatchBuild(b *submission) *batchBuild {
 	n := len(b.tasks)
-	sb := &batchBuild{s: s, b: b, reused: min(s.recFree.n, n), base: int32(len(s.tasks)), idx: make([]int32, n)}
+	sb := &batchBuild{s: s, b: b, reused: min(s.recFree.n, n), base: int32(len(s.tasks)), idx: make([]int32, n), spawner: noTask}
 	s.recFree.lowest(sb.idx[:sb.reused])
 	for i := sb.reused; i < n; i++ {
 		sb.idx[i] = sb.base + int32(i-sb.reused)
@@ -150,8 +156,11 @@ func (sb *batchBuild) claimIDs() error {
 		j, fresh := s.ids.Insert(id, sb.hashes[i], sb.idx[i], s.key)
 		if !fresh {
 			detail := "submitted before"
-			if slices.Contains(sb.idx[:i], j) {
+			switch {
+			case slices.Contains(sb.idx[:i], j):
 				detail = "twice in the batch"
+			case s.hot[j].status == reserved:
+				detail = "spawned by an attempt still running"
 			}
 			return &TaskError{ID: id, Err: ErrDuplicateID, Detail: detail}
 		}
@@ -295,16 +304,25 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 			s.keyOf[idx[i]] = s.keyNumber(tasks[i].Key)
 		}
 	}
+	s.growFam(idx)
 	s.open += n
 }
 
 // record builds task i's record, its hot part and its spec.
 func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
 	s, b, t := sb.s, sb.b, &sb.b.tasks[i]
-	pool := s.byName[t.Pool]
-	s.pools[pool].minPrio = min(s.pools[pool].minPrio, int32(t.Priority))
-	s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, int32(t.Priority))
-	hr := hot{pool: uint16(pool), prio: int32(t.Priority), flags: uint8(min(t.When, NoneFailed)) << fRuleShift}
+	pool, prio := s.byName[t.Pool], int32(t.Priority)
+	if sb.spawner != noTask { // a child: its spawner's pool and priority unless set
+		if t.Pool == "" {
+			pool = int(s.hot[sb.spawner].pool)
+		}
+		if prio == 0 {
+			prio = s.hot[sb.spawner].prio
+		}
+	}
+	s.pools[pool].minPrio = min(s.pools[pool].minPrio, prio)
+	s.pools[pool].maxPrio = max(s.pools[pool].maxPrio, prio)
+	hr := hot{pool: uint16(pool), prio: prio, flags: uint8(min(t.When, NoneFailed)) << fRuleShift}
 	if t.Key != "" && !s.keyed {
 		s.startKeys() // the batch's keys are numbered once its records are stored
 	}
@@ -351,7 +369,7 @@ func (sb *batchBuild) wireEarlier() (ended [][2]int32) {
 	for i, t := range sb.idx {
 		for k := sb.dstart[i]; k < sb.dstart[i+1]; k++ {
 			j := sb.deps[k]
-			if s.retain {
+			if s.retain && !sb.held {
 				s.held[j].kids++
 			}
 			if sb.places[k] >= 0 { // in the batch: pending, its succ list holds t
@@ -365,7 +383,7 @@ func (sb *batchBuild) wireEarlier() (ended [][2]int32) {
 				continue
 			}
 			switch st := s.hot[j].status; {
-			case st == Succeeded && s.hot[t].flags&fRule == 0:
+			case st == Succeeded && s.hot[t].flags&fRule == 0 && !s.isBranch(j):
 			case st.Final():
 				s.hot[t].unmet++
 				ended = append(ended, [2]int32{t, j})
@@ -402,9 +420,17 @@ func (s *state) settleBatch(idx []int32, ended [][2]int32, now time.Time) {
 			s.eligible(t, now)
 		}
 	}
+	var unchosen [][2]int32
 	for _, e := range ended {
 		t, j := e[0], e[1]
 		if s.hot[j].status == Succeeded {
+			if s.isBranch(j) && !s.chose(j, t) {
+				// A branch that ended before t came: t is not on its path.
+				// Skipped once the other ends are applied, so that its
+				// count of dependencies to hear from is exact (notChosen).
+				unchosen = append(unchosen, e)
+				continue
+			}
 			s.released(t, now)
 			continue
 		}
@@ -414,6 +440,9 @@ func (s *state) settleBatch(idx []int32, ended [][2]int32, now time.Time) {
 			s.onSettled(t, j, now)
 			s.cascade(now)
 		}
+	}
+	for _, e := range unchosen {
+		s.notChosen(e[0], e[1], now)
 	}
 }
 

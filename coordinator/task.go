@@ -225,6 +225,7 @@ func (p RetryPolicy) attempts() int {
 //	Running ──error, none left──▶ Failed
 //	Pending, Ready ──Cancel──▶ Cancelled; Running ──Cancel──▶ Cancelled when Run returns
 //	Pending ──a dependency Failed, was Cancelled or Skipped──▶ Skipped
+//	Running ──ok, having spawned tasks──▶ Pending (joining) ──they are all final──▶ as its Running ──ok──▶ would, or Failed
 //
 // Ready covers a task queued for its pool and one handed to a worker that
 // has not claimed it yet (see the package doc, Dispatch); Running means a
@@ -234,7 +235,7 @@ func (p RetryPolicy) attempts() int {
 type Status uint8
 
 const (
-	Pending   Status = iota // waiting for dependencies, a delay, a backoff or its next run
+	Pending   Status = iota // waiting for dependencies, a delay, a backoff, its next run, or the tasks it spawned
 	Ready                   // queued for a worker of its pool
 	Running                 // a worker claimed its attempt: its function runs
 	Succeeded               // final: every run succeeded
@@ -270,9 +271,11 @@ const (
 	EventRecurred                   // run Event.Run of a recurring task succeeded; more runs follow
 	EventPaused                     // Pause: pool Event.Pool starts nothing until resumed (TaskID is empty)
 	EventResumed                    // Resume: pool Event.Pool starts work again (TaskID is empty)
+	EventJoining                    // its attempt succeeded having spawned tasks (Spawn): it waits for them, Pending, holding no worker
+	EventSpawned                    // a task spawned by an attempt of Event.Parent joined the graph, that attempt having succeeded: it is Pending
 )
 
-var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred", "paused", "resumed"}
+var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred", "paused", "resumed", "joining", "spawned"}
 
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) {
@@ -292,6 +295,7 @@ type Event struct {
 	Err     error         // for EventRetrying and EventFailed: the attempt's error; for EventCancelled: ErrCancelled or ErrClosed
 	Wait    time.Duration // for EventRetrying: the backoff chosen, jitter included
 	Cause   string        // for EventSkipped: the upstream task to blame, as known then (see Trigger)
+	Parent  string        // the task whose attempt spawned this one (Spawn); "" for a task submitted
 	At      time.Time     // the coordinator's clock when it decided
 }
 
@@ -308,6 +312,9 @@ type TaskInfo struct {
 	Err      error   // the last attempt's error, if it failed; for Cancelled: ErrCancelled or ErrClosed
 	Cause    string  // for Skipped: the upstream task to blame, of the worst end (see Trigger); "" when its own rule was not met
 	Result   any     // what the last successful attempt recorded with SetResult
+	Parent   string  // the task whose attempt spawned it (Spawn); "" for a task submitted
+	Children int     // the tasks its attempts spawned that joined the graph
+	Joining  bool    // its function returned nil and the tasks it spawned are not all final: it is Pending until they are (Spawn)
 }
 
 // Errors returned by Submit, wrapped in a *TaskError naming the task

@@ -17,9 +17,13 @@ import (
 //	Error  "task failed"      task, pool, attempt, run, error
 //	Info   "task cancelled"   task, pool, cause (error text: ErrCancelled or ErrClosed)
 //	Info   "task skipped"     task, pool, cause (the upstream task to blame; "" if its own rule was not met)
+//	Debug  "task joining"     task, pool, attempt, run (its attempt succeeded having spawned tasks; it waits for them)
+//	Debug  "task spawned"     task, pool, parent (it joined the graph: its spawner's attempt succeeded)
 //
 // pool is left out for the default pool. attempt is the attempt the event
 // concerns (for "task failed", the number of attempts the run made).
+// Every line of a task spawned by another (Spawn) carries parent, the
+// spawner's ID.
 const (
 	LogKeyTask    = "task"    // the task's ID (string)
 	LogKeyPool    = "pool"    // the task's pool (string), absent for the default pool; a pool line's pool, always
@@ -28,6 +32,7 @@ const (
 	LogKeyError   = "error"   // the attempt's error (error)
 	LogKeyWait    = "wait"    // the backoff before the next attempt (time.Duration)
 	LogKeyCause   = "cause"   // why the task was cancelled or skipped (string)
+	LogKeyParent  = "parent"  // the task that spawned it (string); absent for a task submitted
 )
 
 // The messages of the task-life log lines.
@@ -41,6 +46,8 @@ const (
 	LogMsgSkipped   = "task skipped"
 	LogMsgPaused    = "pool paused"  // Pause (attribute: pool)
 	LogMsgResumed   = "pool resumed" // Resume (attribute: pool)
+	LogMsgJoining   = "task joining"
+	LogMsgSpawned   = "task spawned"
 )
 
 // taskLog writes the task-life log lines of a scheduler given a logger
@@ -102,6 +109,8 @@ var eventMsg = [...]string{
 	EventRecurred:  LogMsgRunDone,
 	EventPaused:    LogMsgPaused,
 	EventResumed:   LogMsgResumed,
+	EventJoining:   LogMsgJoining,
+	EventSpawned:   LogMsgSpawned,
 }
 
 // write logs one event, on the subscriber's goroutine.
@@ -121,7 +130,11 @@ func (tl *taskLog) write(e Event) {
 	if e.Pool != "" {
 		r.AddAttrs(slog.String(LogKeyPool, e.Pool))
 	}
+	if e.Parent != "" {
+		r.AddAttrs(slog.String(LogKeyParent, e.Parent))
+	}
 	switch e.Kind {
+	case EventSpawned:
 	case EventCancelled:
 		cause := ""
 		if e.Err != nil {

@@ -12,9 +12,9 @@ import (
 // validateTask checks what can be checked without the scheduler's state.
 // It runs on the caller's goroutine, so a pool's Validator (user code)
 // never runs on the coordinator's. handles says whether the task has
-// dependencies by Graph handle. It returns the task's parsed Cron, or its
-// Schedule.
-func validateTask(t *Task, handles bool, pools map[string]worker.Worker, sizes map[string]int) (Schedule, error) {
+// dependencies by Graph handle; pool is the pool it runs in (its own,
+// or its spawner's). It returns the task's parsed Cron, or its Schedule.
+func validateTask(t *Task, handles bool, pool string, pools map[string]worker.Worker, sizes map[string]int) (Schedule, error) {
 	bad := func(format string, args ...any) error {
 		return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -56,12 +56,12 @@ func validateTask(t *Task, handles bool, pools map[string]worker.Worker, sizes m
 			return nil, bad("empty dependency ID")
 		}
 	}
-	w, ok := pools[t.Pool]
+	w, ok := pools[pool]
 	if !ok {
-		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(t.Pool)}
+		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(pool)}
 	}
-	if t.Slots < 0 || t.Slots > sizes[t.Pool] {
-		return nil, bad("Slots %d: its pool %s has %d workers", t.Slots, quoteID(t.Pool), sizes[t.Pool])
+	if t.Slots < 0 || t.Slots > sizes[pool] {
+		return nil, bad("Slots %d: its pool %s has %d workers", t.Slots, quoteID(pool), sizes[pool])
 	}
 	if _, plain := w.(worker.Func); plain && t.Run == nil {
 		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, worker.ErrNilRun),

@@ -168,7 +168,7 @@ func (ws *watchers) release(r int32) int32 {
 func (s *state) resolve(ids []string) ([]int32, error) {
 	tasks := make([]int32, 0, len(ids))
 	for _, name := range ids {
-		t, ok := s.find(name)
+		t, ok := s.findLive(name)
 		if !ok {
 			return nil, &TaskError{ID: name, Err: ErrUnknownTask}
 		}
