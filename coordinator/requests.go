@@ -122,7 +122,14 @@ type depsReq struct {
 	task  int32
 	dep   string
 	all   bool
+	errs  bool // how each dependency ended, as an error (Map's reducer)
 	reply chan<- depsReply
 }
 
-func (r depsReq) apply(l *loop, now time.Time) { r.reply <- l.st.deps(r.task, r.dep, r.all) }
+func (r depsReq) apply(l *loop, now time.Time) {
+	if r.errs {
+		r.reply <- l.st.depErrs(r.task)
+		return
+	}
+	r.reply <- l.st.deps(r.task, r.dep, r.all)
+}

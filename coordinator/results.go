@@ -162,6 +162,7 @@ func (s *Scheduler) ask(req func(chan<- depsReply) request, local func(*state) d
 type depsReply struct {
 	result any
 	infos  []TaskInfo
+	errs   []error
 	err    error
 }
 
