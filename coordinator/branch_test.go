@@ -1,0 +1,163 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/batonhq/baton/coordinator"
+)
+
+// chooser is a task body that chooses ids.
+func chooser(ids ...string) func(context.Context) error {
+	return func(ctx context.Context) error { return coordinator.Choose(ctx, ids...) }
+}
+
+// Branch (Choose's doc): the dependents not chosen end Skipped with the
+// branch as Cause and ErrNotChosen as Err, also those submitted later;
+// what is downstream follows its rule, and NoneFailedMinOneSuccess is the
+// join after a branch.
+func TestBranchSkipsNotChosen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		rec := record(s)
+		err := s.Submit(
+			coordinator.Task{ID: "b", Run: chooser("yes")},
+			coordinator.Task{ID: "yes", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "no", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "no2", Deps: []string{"no"}, Run: ok},
+			coordinator.Task{ID: "join", Deps: []string{"yes", "no2"}, When: coordinator.NoneFailedMinOneSuccess, Run: ok},
+			coordinator.Task{ID: "strict", Deps: []string{"yes", "no2"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if err := s.Submit(coordinator.Task{ID: "late", Deps: []string{"b"}, Run: ok}); err != nil {
+			t.Fatalf("Submit(late) = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"b", "yes", "join"} {
+			if st := status(t, s, id); st != coordinator.Succeeded {
+				t.Fatalf("status(%s) = %v; want succeeded", id, st)
+			}
+		}
+		for _, id := range []string{"no", "late"} {
+			info, _ := s.Info(id)
+			if info.Status != coordinator.Skipped || info.Cause != "b" || !errors.Is(info.Err, coordinator.ErrNotChosen) {
+				t.Fatalf("Info(%s) = %+v; want skipped, cause b, ErrNotChosen", id, info)
+			}
+			ev := rec.of(id)
+			if len(ev) != 1 || ev[0].Kind != coordinator.EventSkipped || ev[0].Cause != "b" || !errors.Is(ev[0].Err, coordinator.ErrNotChosen) {
+				t.Fatalf("events of %s %+v; want one skip, cause b, ErrNotChosen", id, ev)
+			}
+		}
+		if info, _ := s.Info("no2"); info.Status != coordinator.Skipped || info.Cause != "b" {
+			t.Fatalf("Info(no2) = %+v; want skipped, cause b (downstream of a path not chosen)", info)
+		}
+		if info, _ := s.Info("strict"); info.Status != coordinator.Skipped {
+			t.Fatalf("Info(strict) = %+v; want skipped: AllSucceeded is not a join after a branch", info)
+		}
+	})
+}
+
+// Choosing none skips every dependent; a NoneFailedMinOneSuccess join of
+// only skipped paths is skipped too, a NoneFailed one runs.
+func TestBranchChooseNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		err := s.Submit(
+			coordinator.Task{ID: "b", Run: chooser()},
+			coordinator.Task{ID: "x", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "y", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "minone", Deps: []string{"x", "y"}, When: coordinator.NoneFailedMinOneSuccess, Run: ok},
+			coordinator.Task{ID: "nonefailed", Deps: []string{"x", "y"}, When: coordinator.NoneFailed, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		want := map[string]coordinator.Status{"b": coordinator.Succeeded, "x": coordinator.Skipped, "y": coordinator.Skipped,
+			"minone": coordinator.Skipped, "nonefailed": coordinator.Succeeded}
+		for id, st := range want {
+			if got := status(t, s, id); got != st {
+				t.Fatalf("status(%s) = %v; want %v", id, got, st)
+			}
+		}
+	})
+}
+
+// Choose refuses a task that is not a direct dependent and changes
+// nothing; an attempt that fails chooses nothing, its retry chooses again.
+func TestBranchErrorsAndRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		var attempts atomic.Int32
+		var refused error
+		err := s.Submit(
+			coordinator.Task{ID: "stranger", Run: ok},
+			coordinator.Task{ID: "b", Retry: coordinator.RetryPolicy{MaxAttempts: 2}, Run: func(ctx context.Context) error {
+				if attempts.Add(1) == 1 {
+					refused = coordinator.Choose(ctx, "a", "stranger")
+					if err := coordinator.Choose(ctx, "a"); err != nil {
+						return err
+					}
+					return errors.New("first attempt fails")
+				}
+				return coordinator.Choose(ctx, "c")
+			}},
+			coordinator.Task{ID: "a", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "c", Deps: []string{"b"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if !errors.Is(refused, coordinator.ErrNotDependent) {
+			t.Fatalf("Choose(a, stranger) = %v; want ErrNotDependent", refused)
+		}
+		if st := status(t, s, "c"); st != coordinator.Succeeded {
+			t.Fatalf("status(c) = %v; want succeeded (chosen by the retry)", st)
+		}
+		if info, _ := s.Info("a"); info.Status != coordinator.Skipped || !errors.Is(info.Err, coordinator.ErrNotChosen) {
+			t.Fatalf("Info(a) = %+v; want not chosen: the failed attempt's choice does not count", info)
+		}
+		if err := coordinator.Choose(context.Background(), "a"); !errors.Is(err, coordinator.ErrNoAttempt) {
+			t.Fatalf("Choose outside an attempt = %v; want ErrNoAttempt", err)
+		}
+	})
+}
+
+// A spawner that chooses applies its choice when its join succeeds; its
+// children may branch too.
+func TestBranchInFamily(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		err := s.Submit(
+			coordinator.Task{ID: "p", Run: func(ctx context.Context) error {
+				if err := coordinator.Choose(ctx, "left"); err != nil {
+					return err
+				}
+				return coordinator.Spawn(ctx,
+					coordinator.Task{ID: "p/b", Run: chooser("p/x")},
+					coordinator.Task{ID: "p/x", Deps: []string{"p/b"}, Run: ok},
+					coordinator.Task{ID: "p/y", Deps: []string{"p/b"}, Run: ok})
+			}},
+			coordinator.Task{ID: "left", Deps: []string{"p"}, Run: ok},
+			coordinator.Task{ID: "right", Deps: []string{"p"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		want := map[string]coordinator.Status{"p": coordinator.Succeeded, "p/x": coordinator.Succeeded, "p/y": coordinator.Skipped,
+			"left": coordinator.Succeeded, "right": coordinator.Skipped}
+		for id, st := range want {
+			if got := status(t, s, id); got != st {
+				t.Fatalf("status(%s) = %v; want %v (a child not chosen is a benign end of the join)", id, got, st)
+			}
+		}
+	})
+}

@@ -1,0 +1,497 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/worker"
+)
+
+// spawner is a task body that spawns kids and returns Spawn's error.
+func spawner(kids ...coordinator.Task) func(context.Context) error {
+	return func(ctx context.Context) error { return coordinator.Spawn(ctx, kids...) }
+}
+
+// Spawn (Spawn's doc, "The join"): the spawner's dependents wait for its
+// children; meanwhile it is Pending and Joining, and WaitTasks on it waits
+// for them; its events and its children's say who spawned whom.
+func TestSpawnJoinWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		rec := record(s)
+		g := newGate()
+		err := s.Submit(
+			coordinator.Task{ID: "p", Priority: 5, Run: spawner(
+				coordinator.Task{ID: "c1", Run: g.run},
+				coordinator.Task{ID: "c2", Deps: []string{"c1"}, Run: ok})},
+			coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		if info, _ := s.Info("p"); info.Status != coordinator.Pending || !info.Joining || info.Children != 2 || info.Parent != "" {
+			t.Fatalf("Info(p) while c1 runs = %+v; want pending, joining, 2 children", info)
+		}
+		if info, _ := s.Info("c1"); info.Status != coordinator.Running || info.Parent != "p" || info.Priority != 5 {
+			t.Fatalf("Info(c1) = %+v; want running, parent p, priority 5 (inherited)", info)
+		}
+		if st := status(t, s, "after"); st != coordinator.Pending {
+			t.Fatalf("status(after) = %v while p's children run; want pending", st)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- s.WaitTasks(context.Background(), "p") }()
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			t.Fatalf("WaitTasks(p) = %v while its child runs; want it to wait", err)
+		default:
+		}
+		g.release()
+		settle(t, s)
+		if err := <-waited; err != nil {
+			t.Fatalf("WaitTasks(p) = %v; want nil", err)
+		}
+		want := []string{"p started", "p joining", "c1 spawned", "c2 spawned", "c1 started", "c1 succeeded",
+			"c2 started", "c2 succeeded", "p succeeded", "after started", "after succeeded"}
+		if got := rec.lines(); !slices.Equal(got, want) {
+			t.Fatalf("events %v; want %v", got, want)
+		}
+		for _, e := range rec.all() {
+			wantParent := ""
+			if strings.HasPrefix(e.TaskID, "c") {
+				wantParent = "p"
+			}
+			if e.Parent != wantParent {
+				t.Fatalf("event %v %v: Parent %q; want %q", e.TaskID, e.Kind, e.Parent, wantParent)
+			}
+		}
+		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || info.Joining || info.Attempts != 1 {
+			t.Fatalf("Info(p) = %+v; want succeeded after 1 attempt", info)
+		}
+	})
+}
+
+// nested returns a task id that spawns one child id+"/1" that spawns ...,
+// depth levels down to a leaf running leaf.
+func nested(id string, depth int, leaf func(context.Context) error) coordinator.Task {
+	if depth == 0 {
+		return coordinator.Task{ID: id, Run: leaf}
+	}
+	return coordinator.Task{ID: id, Run: spawner(nested(id+"/1", depth-1, leaf), coordinator.Task{ID: id + "/ok", Run: ok})}
+}
+
+// Three levels of spawning: each spawner ends once its family below it is
+// final; a leaf's failure fails every spawner above it with a JoinError
+// that errors.Is sees through.
+func TestSpawnNestedThreeLevels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		rec := record(s)
+		leafErr := errors.New("leaf broke")
+		err := s.Submit(
+			nested("good", 3, ok),
+			coordinator.Task{ID: "good-after", Deps: []string{"good"}, Run: ok},
+			nested("bad", 3, func(context.Context) error { return leafErr }),
+			coordinator.Task{ID: "bad-after", Deps: []string{"bad"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"good", "good/1", "good/1/1", "good/1/1/1", "good-after"} {
+			if st := status(t, s, id); st != coordinator.Succeeded {
+				t.Fatalf("status(%s) = %v; want succeeded", id, st)
+			}
+		}
+		order := rec.lines(coordinator.EventSucceeded)
+		pos := func(id string) int { return slices.Index(order, id+" succeeded") }
+		if !(pos("good/1/1/1") < pos("good/1/1") && pos("good/1/1") < pos("good/1") && pos("good/1") < pos("good")) {
+			t.Fatalf("successes %v; want each spawner after its family", order)
+		}
+		if info, _ := s.Info("good/1/1/1"); info.Parent != "good/1/1" {
+			t.Fatalf("Info(good/1/1/1).Parent = %q; want good/1/1", info.Parent)
+		}
+		for _, id := range []string{"bad", "bad/1", "bad/1/1"} {
+			info, _ := s.Info(id)
+			var je *coordinator.JoinError
+			if info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrChildFailed) ||
+				!errors.Is(info.Err, leafErr) || !errors.As(info.Err, &je) || je.Task != id ||
+				len(je.Children) != 1 || je.Children[0].ID != id+"/1" {
+				t.Fatalf("Info(%s) = %+v; want failed with a JoinError naming %s/1 and wrapping the leaf's error", id, info, id)
+			}
+			if info.Attempts != 1 {
+				t.Fatalf("Info(%s).Attempts = %d; want 1: a failed join is not retried", id, info.Attempts)
+			}
+		}
+		for _, id := range []string{"bad/ok", "bad/1/ok", "bad/1/1/ok"} {
+			if st := status(t, s, id); st != coordinator.Succeeded {
+				t.Fatalf("status(%s) = %v; want succeeded (a sibling's failure does not touch it)", id, st)
+			}
+		}
+		if info, _ := s.Info("bad-after"); info.Status != coordinator.Skipped || info.Cause != "bad" {
+			t.Fatalf("Info(bad-after) = %+v; want skipped because of bad", info)
+		}
+	})
+}
+
+// Children retry and time out as any task; the join sees their last end.
+func TestSpawnChildrenRetryAndTimeOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		var tries atomic.Int32
+		err := s.Submit(
+			coordinator.Task{ID: "p", Run: spawner(coordinator.Task{ID: "flaky",
+				Retry: coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second},
+				Run: func(context.Context) error {
+					if tries.Add(1) < 3 {
+						return errors.New("not yet")
+					}
+					return nil
+				}})},
+			coordinator.Task{ID: "q", Run: spawner(coordinator.Task{ID: "slow", Timeout: time.Second,
+				Run: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }})},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("flaky"); info.Status != coordinator.Succeeded || info.Attempts != 3 {
+			t.Fatalf("Info(flaky) = %+v; want succeeded on attempt 3", info)
+		}
+		if st := status(t, s, "p"); st != coordinator.Succeeded {
+			t.Fatalf("status(p) = %v; want succeeded: its child succeeded on a retry", st)
+		}
+		info, _ := s.Info("q")
+		if info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrChildFailed) || !errors.Is(info.Err, worker.ErrTimeout) {
+			t.Fatalf("Info(q) = %+v; want failed, its child timed out", info)
+		}
+	})
+}
+
+// Cancel reaches a spawner's family: a joining spawner's children are
+// cancelled and it ends Cancelled; a cancelled child fails its spawner's
+// join; a spawner cancelled before it returns spawns nothing.
+func TestSpawnCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(4))
+		block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+		spawned := make(chan struct{})
+		err := s.Submit(
+			coordinator.Task{ID: "p", Run: spawner(
+				coordinator.Task{ID: "p/run", Run: block},
+				coordinator.Task{ID: "p/wait", Deps: []string{"p/run"}, Run: ok},
+				coordinator.Task{ID: "p/sub", Run: spawner(coordinator.Task{ID: "p/sub/run", Run: block})})},
+			coordinator.Task{ID: "p-after", Deps: []string{"p"}, Run: ok},
+			coordinator.Task{ID: "q", Run: spawner(coordinator.Task{ID: "q/run", Run: block})},
+			coordinator.Task{ID: "r", Run: func(ctx context.Context) error {
+				if err := coordinator.Spawn(ctx, coordinator.Task{ID: "r/never", Run: ok}); err != nil {
+					return err
+				}
+				close(spawned)
+				<-ctx.Done()
+				return nil // returns nil, but it was cancelled
+			}},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		<-spawned
+		synctest.Wait()
+		if !s.Cancel("p") || !s.Cancel("q/run") || !s.Cancel("r") {
+			t.Fatal("Cancel = false; want true")
+		}
+		settle(t, s)
+		for _, id := range []string{"p", "p/run", "p/wait", "p/sub", "p/sub/run", "q/run", "r"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Cancelled || !errors.Is(info.Err, coordinator.ErrCancelled) {
+				t.Fatalf("Info(%s) = %+v; want cancelled with ErrCancelled", id, info)
+			}
+		}
+		if info, _ := s.Info("p-after"); info.Status != coordinator.Skipped || info.Cause != "p" {
+			t.Fatalf("Info(p-after) = %+v; want skipped because of p", info)
+		}
+		if info, _ := s.Info("q"); info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrCancelled) {
+			t.Fatalf("Info(q) = %+v; want failed, its child was cancelled", info)
+		}
+		if _, found := s.Info("r/never"); found {
+			t.Fatal("Info(r/never) found; want unknown: its spawner's attempt was cancelled")
+		}
+		if s.Cancel("p") {
+			t.Fatal("Cancel(p) again = true; want false")
+		}
+	})
+}
+
+// A spawner that fails (an error, a panic) after spawning spawns nothing:
+// its children vanish, their IDs free; its retry spawns afresh.
+func TestSpawnThenFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		rec := record(s)
+		var runs, attempts atomic.Int32
+		count := func(context.Context) error { runs.Add(1); return nil }
+		err := s.Submit(
+			coordinator.Task{ID: "p", Retry: coordinator.RetryPolicy{MaxAttempts: 2},
+				Run: func(ctx context.Context) error {
+					if err := coordinator.Spawn(ctx, coordinator.Task{ID: "p/c", Run: count}); err != nil {
+						return err
+					}
+					if attempts.Add(1) == 1 {
+						panic("after spawning")
+					}
+					return nil
+				}},
+			coordinator.Task{ID: "q", Run: func(ctx context.Context) error {
+				if err := coordinator.Spawn(ctx, coordinator.Task{ID: "q/c", Run: count}); err != nil {
+					return err
+				}
+				return errors.New("changed my mind")
+			}},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if got := runs.Load(); got != 1 {
+			t.Fatalf("children ran %d times; want 1 (p/c of p's second attempt)", got)
+		}
+		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || info.Attempts != 2 || info.Children != 1 {
+			t.Fatalf("Info(p) = %+v; want succeeded on attempt 2 with 1 child", info)
+		}
+		if got := rec.lines(coordinator.EventSpawned); !slices.Equal(got, []string{"p/c spawned"}) {
+			t.Fatalf("spawned events %v; want p/c once", got)
+		}
+		if _, found := s.Info("q/c"); found {
+			t.Fatal("Info(q/c) found; want unknown: q failed")
+		}
+		if err := s.Submit(coordinator.Task{ID: "q/c", Run: ok}); err != nil {
+			t.Fatalf("Submit(q/c) = %v; want nil: the ID is free", err)
+		}
+		settle(t, s)
+	})
+}
+
+// A batch is refused whole, with Submit's errors, and the spawner can go
+// on: nothing of a refused batch is in the graph, and its IDs are free.
+func TestSpawnRefusedWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		errs := map[string]error{}
+		err := s.Submit(
+			coordinator.Task{ID: "other", Run: ok},
+			coordinator.Task{ID: "p", Run: func(ctx context.Context) error {
+				try := func(name string, kids ...coordinator.Task) {
+					errs[name] = coordinator.Spawn(ctx, kids...)
+				}
+				good := coordinator.Task{ID: "x", Run: ok}
+				try("duplicate", good, coordinator.Task{ID: "other", Run: ok})
+				try("twice", good, good)
+				try("unknown dep", good, coordinator.Task{ID: "y", Deps: []string{"nope"}, Run: ok})
+				try("unknown pool", good, coordinator.Task{ID: "y", Pool: "nope", Run: ok})
+				try("no run", good, coordinator.Task{ID: "y"})
+				try("on spawner", good, coordinator.Task{ID: "y", Deps: []string{"p"}, Run: ok})
+				try("on dependent", good, coordinator.Task{ID: "y", Deps: []string{"after"}, Run: ok})
+				try("cycle", coordinator.Task{ID: "x", Deps: []string{"y"}, Run: ok}, coordinator.Task{ID: "y", Deps: []string{"x"}, Run: ok})
+				try("good", good)
+				return nil
+			}},
+			coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		want := map[string]error{
+			"duplicate":    coordinator.ErrDuplicateID,
+			"twice":        coordinator.ErrDuplicateID,
+			"unknown dep":  coordinator.ErrUnknownDependency,
+			"unknown pool": coordinator.ErrUnknownPool,
+			"no run":       coordinator.ErrInvalidTask,
+		}
+		for name, sentinel := range want {
+			var te *coordinator.TaskError
+			if !errors.Is(errs[name], sentinel) || !errors.As(errs[name], &te) {
+				t.Errorf("Spawn(%s) = %v; want a *TaskError wrapping %v", name, errs[name], sentinel)
+			}
+		}
+		for _, name := range []string{"on spawner", "on dependent", "cycle"} {
+			var ce *coordinator.CycleError
+			if !errors.As(errs[name], &ce) {
+				t.Errorf("Spawn(%s) = %v; want a *CycleError", name, errs[name])
+			}
+		}
+		if errs["good"] != nil {
+			t.Fatalf("Spawn(good) after the refusals = %v; want nil: the refused batches left nothing", errs["good"])
+		}
+		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded || info.Children != 1 {
+			t.Fatalf("Info(p) = %+v; want succeeded with 1 child", info)
+		}
+		if _, found := s.Info("y"); found {
+			t.Fatal("Info(y) found; want unknown")
+		}
+		if err := coordinator.Spawn(context.Background(), coordinator.Task{ID: "z", Run: ok}); !errors.Is(err, coordinator.ErrNoAttempt) {
+			t.Fatalf("Spawn outside an attempt = %v; want ErrNoAttempt", err)
+		}
+	})
+}
+
+// Shutdown at each step of a spawn: before the Spawn call, between the
+// Spawn and the spawner's return, and during the join.
+func TestSpawnShutdown(t *testing.T) {
+	block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	cases := []struct {
+		name  string
+		run   func(ready chan<- struct{}) func(context.Context) error
+		check func(t *testing.T, s *coordinator.Scheduler, spawnErr error)
+	}{
+		{"before Spawn", func(ready chan<- struct{}) func(context.Context) error {
+			return func(ctx context.Context) error {
+				close(ready)
+				<-ctx.Done()
+				return coordinator.Spawn(ctx, coordinator.Task{ID: "c", Run: ok})
+			}
+		}, func(t *testing.T, s *coordinator.Scheduler, spawnErr error) {
+			if !errors.Is(spawnErr, coordinator.ErrClosed) {
+				t.Fatalf("Spawn after Shutdown = %v; want ErrClosed", spawnErr)
+			}
+		}},
+		{"before return", func(ready chan<- struct{}) func(context.Context) error {
+			return func(ctx context.Context) error {
+				if err := coordinator.Spawn(ctx, coordinator.Task{ID: "c", Run: ok}); err != nil {
+					return err
+				}
+				close(ready)
+				<-ctx.Done()
+				return nil
+			}
+		}, nil},
+		{"joining", func(ready chan<- struct{}) func(context.Context) error {
+			return func(ctx context.Context) error {
+				defer close(ready)
+				return coordinator.Spawn(ctx, coordinator.Task{ID: "c", Run: block})
+			}
+		}, func(t *testing.T, s *coordinator.Scheduler, _ error) {
+			if info, _ := s.Info("c"); info.Status != coordinator.Cancelled || !errors.Is(info.Err, coordinator.ErrClosed) {
+				t.Fatalf("Info(c) = %+v; want cancelled by Shutdown", info)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := coordinator.New(coordinator.WithWorkers(2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ready := make(chan struct{})
+				var spawnErr error
+				body := tc.run(ready)
+				err = s.Submit(
+					coordinator.Task{ID: "p", Run: func(ctx context.Context) error { spawnErr = body(ctx); return spawnErr }},
+					coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok},
+				)
+				if err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				<-ready
+				synctest.Wait()
+				if err := s.Shutdown(context.Background()); err != nil {
+					t.Fatalf("Shutdown = %v", err)
+				}
+				for _, id := range []string{"p", "after"} {
+					if info, _ := s.Info(id); info.Status != coordinator.Cancelled || !errors.Is(info.Err, coordinator.ErrClosed) {
+						t.Fatalf("Info(%s) = %+v; want cancelled by Shutdown", id, info)
+					}
+				}
+				if tc.check != nil {
+					tc.check(t, s, spawnErr)
+				} else if _, found := s.Info("c"); found {
+					t.Fatal("Info(c) found; want unknown: the spawner's attempt was stopped")
+				}
+			})
+		})
+	}
+}
+
+type ctxKey struct{}
+
+// Children run in their spawner's pool, at its priority, with its context
+// values, unless they set their own.
+func TestSpawnInherits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithPool("io", 1, worker.Func{}))
+		seen := map[string]any{}
+		look := func(id string) func(context.Context) error {
+			return func(ctx context.Context) error { seen[id] = ctx.Value(ctxKey{}); return nil }
+		}
+		ctx := context.WithValue(context.Background(), ctxKey{}, "submitted")
+		err := s.SubmitContext(ctx,
+			coordinator.Task{ID: "p", Pool: "io", Priority: 3, Run: spawner(
+				coordinator.Task{ID: "same", Run: look("same")},
+				coordinator.Task{ID: "own", Pool: "io", Priority: 9, Run: look("own")})},
+			coordinator.Task{ID: "q", Pool: "io", Run: func(ctx context.Context) error {
+				return coordinator.Spawn(context.WithValue(ctx, ctxKey{}, "derived"), coordinator.Task{ID: "derived", Run: look("derived")})
+			}},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("same"); info.Pool != "io" || info.Priority != 3 || seen["same"] != "submitted" {
+			t.Fatalf("Info(same) = %+v, value %v; want pool io, priority 3, the spawner's values", info, seen["same"])
+		}
+		if info, _ := s.Info("own"); info.Pool != "io" || info.Priority != 9 {
+			t.Fatalf("Info(own) = %+v; want its own priority", info)
+		}
+		if seen["derived"] != "derived" {
+			t.Fatalf("child of a derived context saw %v; want the derived value", seen["derived"])
+		}
+	})
+}
+
+// The task-life log names each spawned task's parent.
+func TestSpawnLogsParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug,
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithLogger(logger))
+		if err := s.Submit(coordinator.Task{ID: "p", Run: spawner(coordinator.Task{ID: "c", Run: ok})}); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		var got []string
+		for _, l := range buf.lines() {
+			if strings.Contains(l, "task=c") || strings.Contains(l, "joining") {
+				got = append(got, l)
+			}
+		}
+		want := []string{
+			`level=DEBUG msg="task joining" task=p attempt=1 run=1`,
+			`level=DEBUG msg="task spawned" task=c parent=p`,
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Fatalf("log lines %q; want %q among them", got, w)
+			}
+		}
+		for _, l := range got {
+			if strings.Contains(l, "task=c") && !strings.Contains(l, "parent=p") {
+				t.Fatalf("log line %q of a child without parent=p", l)
+			}
+		}
+	})
+}
