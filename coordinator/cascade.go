@@ -170,9 +170,11 @@ func (s *state) maybeWorse(c, t int32) {
 	if s.retain {
 		if old := r.link; old != noTask {
 			s.held[old].refs--
+			s.famHold(c, old, -1)
 			s.maybeDrop(old)
 		}
 		s.held[root].refs++
+		s.famHold(c, root, 1)
 	}
 	r.link = root
 	s.touched(c)

@@ -310,6 +310,7 @@ func (s *state) skipped(t, cause int32, now time.Time) {
 	s.finish(t, Skipped, now)
 	if s.retain && cause != noTask {
 		s.held[cause].refs++
+		s.famHold(t, cause, 1)
 	}
 	e := s.emit(EventSkipped, t, now)
 	e.setCause(s, cause)

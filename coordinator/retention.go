@@ -59,14 +59,90 @@ func (s *state) expire(now time.Time) {
 // maybeDrop drops t if its time is up and nothing holds it, and then
 // whatever only t held, through a worklist.
 func (s *state) maybeDrop(t int32) {
-	if h := s.held[t]; !h.dropDue || h.preds != 0 || h.kids != 0 || h.refs != 0 {
+	if !s.free(t) {
 		return
 	}
 	work := []int32{t}
 	for len(work) > 0 {
 		t := work[len(work)-1]
 		work = work[:len(work)-1]
-		work = s.drop(t, work)
+		switch {
+		case s.hot[t].status == dropped: // a member of a family dropped whole meanwhile
+		case s.fam != nil && s.fam[t].root != noTask:
+			work = s.famFree(t, work)
+		default:
+			work = s.drop(t, work)
+		}
+	}
+}
+
+// free reports whether t's time is up and nothing holds it but members of
+// its own family (spawn.go), which go with it.
+func (s *state) free(t int32) bool {
+	h := &s.held[t]
+	if !h.dropDue || h.preds != 0 {
+		return false
+	}
+	if h.kids == 0 && h.refs == 0 {
+		return true
+	}
+	return s.fam != nil && s.fam[t].root != noTask && h.kids+h.refs == s.fam[t].famIn
+}
+
+// famFree counts t, a member of a family that is free, towards its
+// family's drop: a family is forgotten only whole, once every member is
+// free. Then each member is checked again (a member counted may have been
+// held since, by a task submitted later: it is counted again when it is
+// free again) and the family dropped; the tasks only it held are appended
+// to work.
+func (s *state) famFree(t int32, work []int32) []int32 {
+	f := &s.fam[t]
+	root := f.root
+	if !f.ok {
+		f.ok = true
+		s.fam[root].ready++
+	}
+	if s.fam[root].ready < s.fam[root].size {
+		return work
+	}
+	members := s.members(root)
+	whole := true
+	for _, m := range members {
+		if !s.free(m) {
+			s.fam[m].ok = false
+			s.fam[root].ready--
+			whole = false
+		}
+	}
+	if !whole {
+		return work
+	}
+	for _, m := range members {
+		work = s.drop(m, work)
+	}
+	return work
+}
+
+// members lists root's family: root, and the children of every member,
+// through a worklist.
+func (s *state) members(root int32) []int32 {
+	out := []int32{root}
+	for i := 0; i < len(out); i++ {
+		if x := s.tasks[out[i]].x; x != nil {
+			out = append(out, x.children...)
+		}
+	}
+	return out
+}
+
+// famHold adds delta to what holder, retained, holds of held as its
+// dependent or as a Skipped task naming it its cause, when both are
+// members of one family: such holds do not keep the family (famFree).
+func (s *state) famHold(holder, held int32, delta int32) {
+	if s.fam != nil && held != noTask {
+		if r := s.fam[held].root; r != noTask && r == s.fam[holder].root {
+			s.fam[held].famIn += delta
+		}
 	}
 }
 
@@ -80,7 +156,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		if j == noTask {
 			return
 		}
-		if h := s.held[j]; h.dropDue && h.preds == 0 && h.kids == 0 && h.refs == 0 {
+		if s.free(j) {
 			work = append(work, j)
 		}
 	}
@@ -103,6 +179,9 @@ func (s *state) drop(t int32, work []int32) []int32 {
 	s.hot[t] = hot{status: dropped}
 	*s.spec(t) = lane.Spec{}
 	s.held[t] = holds{}
+	if s.fam != nil {
+		s.fam[t] = noFam
+	}
 	s.recFree.add(t)
 	return work
 }

@@ -507,6 +507,14 @@ func (s *state) activate(t int32, sb *batchBuild, now time.Time) {
 	x := s.tasks[t].x
 	x.children = append(x.children, sb.idx...)
 	s.fam[t].open += int32(len(sb.idx))
+	if s.retain {
+		for _, c := range sb.idx {
+			r := &s.tasks[c]
+			for _, d := range s.edges(r, r.deps) {
+				s.famHold(c, d, 1)
+			}
+		}
+	}
 	ended := sb.wireEarlier()
 	s.submitted(sb.b)
 	for _, c := range sb.idx {

@@ -495,3 +495,55 @@ func TestSpawnLogsParent(t *testing.T) {
 		}
 	})
 }
+
+// Retention forgets a family only whole: a child that ended long ago is
+// kept while its siblings run, and a family held by a task outside it is
+// kept until that task goes; then every member goes at once.
+func TestSpawnRetentionWholeFamily(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithRetention(time.Minute), coordinator.WithWorkers(4))
+		family := []string{"p", "p/quick", "p/slow", "p/sub", "p/sub/leaf", "p/after-quick"}
+		err := s.Submit(coordinator.Task{ID: "p", Run: spawner(
+			coordinator.Task{ID: "p/quick", Run: ok},
+			coordinator.Task{ID: "p/after-quick", Deps: []string{"p/quick"}, Run: func(ctx context.Context) error {
+				time.Sleep(time.Hour)
+				return errors.New("late failure") // a member skipped because of a member is held inside the family
+			}},
+			coordinator.Task{ID: "p/slow", Run: func(context.Context) error { time.Sleep(2 * time.Hour); return nil }},
+			coordinator.Task{ID: "p/sub", Run: spawner(coordinator.Task{ID: "p/sub/leaf", Run: ok})})},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		time.Sleep(time.Hour + time.Minute + time.Second)
+		synctest.Wait()
+		for _, id := range family {
+			if _, found := s.Info(id); !found {
+				t.Fatalf("Info(%s) at 1h01m: unknown; want known, p/slow still runs", id)
+			}
+		}
+		settle(t, s) // p/slow ends at 2h
+		if err := s.Submit(coordinator.Task{ID: "outside", Deps: []string{"p"}, When: coordinator.AllDone, Run: ok, Delay: time.Hour}); err != nil {
+			t.Fatalf("Submit(outside) = %v", err)
+		}
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		for _, id := range family {
+			if _, found := s.Info(id); !found {
+				t.Fatalf("Info(%s) held by a task outside: unknown; want known", id)
+			}
+		}
+		settle(t, s)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, id := range append(family, "outside") {
+			if info, found := s.Info(id); found {
+				t.Fatalf("Info(%s) = %+v after everything's retention; want unknown", id, info)
+			}
+		}
+		if err := s.Submit(coordinator.Task{ID: "p/quick", Run: ok}); err != nil {
+			t.Fatalf("Submit(p/quick) after the family went = %v; want nil", err)
+		}
+		settle(t, s)
+	})
+}
