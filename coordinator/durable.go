@@ -296,7 +296,15 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 		if x != nil && x.inWheel {
 			st.Due = x.due
 		}
+	case joining:
+		status, st.Joining = Pending, true
 	case Cancelled:
+		if s.fam != nil && s.fam[t].cut && s.closing {
+			// A join Shutdown cut: its attempt succeeded and its children
+			// are stored; a restart resumes the join.
+			status, st.Joining = Pending, true
+			break
+		}
 		if x != nil && x.err == ErrClosed && s.closing {
 			// Shutdown's doing: a durable scheduler resumes the task after
 			// a restart. One the user cancelled stays cancelled; one whose
@@ -349,6 +357,16 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	if h.status == Skipped && r.link != noTask {
 		st.Cause = s.key(r.link)
 	}
+	if x != nil && x.branched {
+		st.Branched, st.Chosen = true, x.chosen
+	}
+	if s.fam != nil {
+		f := &s.fam[t]
+		st.JoinFrom = f.first
+		if f.adopt != noTask {
+			st.Adopt = s.key(f.adopt)
+		}
+	}
 	return st, true
 }
 
@@ -367,6 +385,9 @@ func (s *state) defOf(t int32, task *Task) record.Def {
 	}
 	if r.x != nil {
 		d.NotBefore = r.x.notBefore
+	}
+	if s.fam != nil && s.fam[t].parent != noTask {
+		d.Parent = s.key(s.fam[t].parent)
 	}
 	return d
 }

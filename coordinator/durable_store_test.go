@@ -346,7 +346,7 @@ func TestTimeoutErrorSurvivesARestart(t *testing.T) {
 // A store of an older format (version 1) opens without a write, and says
 // the current version from its next commit on: an older Baton then
 // refuses it (ErrStoreVersion) rather than misreading a timeout's record
-// or missing a pause.
+// or missing a pause or a family.
 func TestOlderFormatIsUpgradedByTheNextCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := storetest.NewMemory()

@@ -149,7 +149,11 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 	if err := s.rebuild(stored, now); err != nil {
 		return err
 	}
+	if err := s.restoreFamilies(stored); err != nil {
+		return err
+	}
 	finals := s.layStates(stored)
+	s.restoreJoins(stored)
 	s.restoreCounts(finals)
 	s.resume(stored, now)
 	return nil
@@ -248,6 +252,10 @@ func (s *state) layStates(stored []storedTask) []retention {
 		if r.x != nil && r.x.recurring() {
 			r.x.planned = st.Planned
 		}
+		if st.Branched {
+			x := s.extra(t)
+			x.branched, x.chosen = true, st.Chosen
+		}
 		if st.CancelReq {
 			if d.cancels == nil {
 				d.cancels = map[int32]bool{}
@@ -272,6 +280,7 @@ func (s *state) layStates(stored []storedTask) []retention {
 			s.tasks[i].link = c
 			if s.retain {
 				s.held[c].refs++
+				s.famHold(int32(i), c, 1)
 			}
 		}
 	}
@@ -286,6 +295,10 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 		t := int32(i)
 		st := &stored[i].state
 		h := &s.hot[t]
+		if h.status == joining && st.CancelReq {
+			s.cancelTask(t, ErrCancelled, now) // Cancel reached the join before the crash
+			continue
+		}
 		if h.status != Pending || (s.tasks[t].x != nil && s.tasks[t].x.inWheel) {
 			continue
 		}
@@ -467,4 +480,73 @@ func (s *state) ruleVerdict(t int32) (verdict, int32) {
 		return ruleWaits, noTask
 	}
 	return ruleRuns, noTask
+}
+
+// restoreFamilies rebuilds who spawned whom from the definitions (a
+// child's Parent; stored after its spawner, in the order spawned): each
+// spawner's children, each member's family root, and what retention
+// counts of holds inside a family.
+func (s *state) restoreFamilies(stored []storedTask) error {
+	for i := range stored {
+		parent := stored[i].def.Parent
+		if parent == "" {
+			continue
+		}
+		p, ok := s.find(parent)
+		if !ok || int(p) >= i {
+			return fmt.Errorf("%w: task %s was spawned by %s, stored after it or not at all", ErrStoreCorrupt, quoteID(stored[i].def.ID), quoteID(parent))
+		}
+		s.ensureFam()
+		c := int32(i)
+		root := s.fam[p].root
+		if root == noTask {
+			root = p
+			s.fam[p].root, s.fam[p].size = p, 1
+		}
+		s.fam[c].parent, s.fam[c].root = p, root
+		s.fam[root].size++
+		x := s.extra(p)
+		x.children = append(x.children, c)
+	}
+	if s.fam == nil || !s.retain {
+		return nil
+	}
+	for c := range s.tasks {
+		r := &s.tasks[c]
+		for _, d := range s.edges(r, r.deps) {
+			s.famHold(int32(c), d, 1)
+		}
+	}
+	return nil
+}
+
+// restoreJoins puts the spawners whose join was under way back to
+// joining, with their open children counted; a join whose children are
+// all final completes at the first iteration.
+func (s *state) restoreJoins(stored []storedTask) {
+	if s.fam == nil {
+		return
+	}
+	for i := range stored {
+		st := &stored[i].state
+		t := int32(i)
+		f := &s.fam[t]
+		f.first = st.JoinFrom
+		if st.Adopt != "" {
+			if a, ok := s.find(st.Adopt); ok {
+				f.adopt = a
+			}
+		}
+		if f.parent != noTask && !s.hot[t].status.Final() {
+			s.fam[f.parent].open++
+		}
+		if st.Joining && !s.hot[t].status.Final() {
+			s.hot[t].status = joining
+		}
+	}
+	for i := range stored {
+		if t := int32(i); s.hot[t].status == joining && s.fam[t].open == 0 {
+			s.joins = append(s.joins, t)
+		}
+	}
 }

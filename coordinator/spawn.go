@@ -46,6 +46,7 @@ type famRec struct {
 	size   int32 // a root: the members of its family, itself included
 	ready  int32 // a root: the members counted ready to be forgotten
 	ok     bool  // counted in its root's ready
+	cut    bool  // its join was ended by Shutdown: a durable scheduler keeps it joining (durable.go)
 }
 
 var noFam = famRec{parent: noTask, root: noTask, adopt: noTask}
@@ -609,6 +610,7 @@ func (s *state) completeJoin(t int32, now time.Time) {
 	f := &s.fam[t]
 	if h.flags&fCancelReq != 0 {
 		h.status = Pending
+		f.cut = s.closing && h.flags&fClosed != 0
 		s.cancelled(t, now)
 		return
 	}

@@ -20,14 +20,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
 // Version is the record format this package writes and reads. Version 2
 // added the timeout error kind (ErrKindTimeout) and the nil-result flag;
 // version 3 the pool records and a definition's Key and Slots (a version
-// 2 definition reads with neither).
-const Version = 3
+// 2 definition reads with neither); version 4 the family of a spawned
+// task (Def.Parent) and a spawner's join and a branch's choice
+// (State.Joining, JoinFrom, Adopt, Branched, Chosen), each read only if
+// present, so that an older record reads as before.
+const Version = 4
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
 // coordinator wraps it in its ErrStoreCorrupt).
@@ -91,6 +95,7 @@ type Def struct {
 	NotBefore      time.Time
 	Key            string // Task.Key (version 3)
 	Slots          int    // Task.Slots (version 3)
+	Parent         string // the task whose attempt spawned it ("": submitted); version 4
 }
 
 // Append appends d's encoding.
@@ -116,7 +121,11 @@ func (d *Def) Append(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(d.When))
 	b = appendTime(b, d.NotBefore)
 	b = appendString(b, d.Key)
-	return binary.AppendVarint(b, int64(d.Slots))
+	b = binary.AppendVarint(b, int64(d.Slots))
+	if d.Parent != "" {
+		b = appendString(b, d.Parent)
+	}
+	return b
 }
 
 // DecodeDef reads a definition; an error wraps ErrCorrupt.
@@ -152,6 +161,9 @@ func DecodeDef(v []byte) (Def, error) {
 	if len(rd.b) > 0 { // version 3 on
 		d.Key = rd.string()
 		d.Slots = int(rd.varint())
+	}
+	if len(rd.b) > 0 { // version 4 on
+		d.Parent = rd.string()
 	}
 	return d, rd.done()
 }
@@ -212,6 +224,11 @@ type State struct {
 	Timeout   time.Duration // ErrKindTimeout: the attempt's timeout
 	Cause     string        // Skipped: the task to blame
 	Result    []byte
+	Joining   bool     // its attempt succeeded having spawned tasks not all final (Status is Pending); version 4
+	JoinFrom  int32    // a spawner: where the children of its current join start among its children; version 4
+	Adopt     string   // a spawner: the child whose result becomes its own at a good join; version 4
+	Branched  bool     // its successful attempt chose its dependents (Chosen); version 4
+	Chosen    []string // the dependents a branch chose; version 4
 }
 
 // Error kinds of a state record: the coordinator's sentinels keep their
@@ -237,6 +254,16 @@ func (st *State) Append(b []byte) []byte {
 	if st.NilResult {
 		flags |= 4
 	}
+	if st.Joining {
+		flags |= 8
+	}
+	if st.Branched {
+		flags |= 16
+	}
+	family := st.JoinFrom != 0 || st.Adopt != ""
+	if family {
+		flags |= 32
+	}
 	b = append(b, st.Status, flags)
 	b = binary.AppendVarint(b, int64(st.Attempts))
 	b = binary.AppendVarint(b, int64(st.Runs))
@@ -254,6 +281,16 @@ func (st *State) Append(b []byte) []byte {
 	if st.HasResult {
 		b = appendBytes(b, st.Result, st.Result != nil)
 	}
+	if family {
+		b = binary.AppendVarint(b, int64(st.JoinFrom))
+		b = appendString(b, st.Adopt)
+	}
+	if st.Branched {
+		b = binary.AppendUvarint(b, uint64(len(st.Chosen)))
+		for _, c := range st.Chosen {
+			b = appendString(b, c)
+		}
+	}
 	return b
 }
 
@@ -265,6 +302,7 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	st.Status = rd.byte()
 	flags := rd.byte()
 	st.CancelReq, st.HasResult, st.NilResult = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	st.Joining, st.Branched = flags&8 != 0, flags&16 != 0
 	st.Attempts = int32(rd.varint())
 	st.Runs = int32(rd.varint())
 	st.Due = rd.time()
@@ -281,10 +319,24 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	if st.HasResult {
 		st.Result, _ = rd.bytes()
 	}
+	if flags&32 != 0 {
+		st.JoinFrom = int32(rd.varint())
+		st.Adopt = rd.string()
+	}
+	if st.Branched {
+		n := rd.uvarint()
+		if n > uint64(len(v)) {
+			return st, fmt.Errorf("%w: a branch that chose %d tasks", ErrCorrupt, n)
+		}
+		st.Chosen = make([]string, n)
+		for i := range st.Chosen {
+			st.Chosen[i] = rd.string()
+		}
+	}
 	if err := rd.done(); err != nil {
 		return st, err
 	}
-	if st.Status >= statuses || st.ErrKind > ErrKindTimeout || st.Attempts < 0 || st.Runs < 0 {
+	if st.Status >= statuses || st.ErrKind > ErrKindTimeout || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 {
 		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrCorrupt, st.Status, st.ErrKind)
 	}
 	return st, nil
@@ -297,7 +349,9 @@ func (st *State) SameAs(old *State) bool {
 		st.NilResult == old.NilResult && st.Attempts == old.Attempts && st.Runs == old.Runs &&
 		st.Due.Equal(old.Due) && st.Planned.Equal(old.Planned) && st.ErrKind == old.ErrKind &&
 		st.ErrMsg == old.ErrMsg && st.Timeout == old.Timeout && st.Cause == old.Cause &&
-		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil)
+		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil) &&
+		st.Joining == old.Joining && st.JoinFrom == old.JoinFrom && st.Adopt == old.Adopt &&
+		st.Branched == old.Branched && slices.Equal(st.Chosen, old.Chosen)
 }
 
 func appendString(b []byte, s string) []byte {

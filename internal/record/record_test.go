@@ -68,3 +68,24 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("version read back as %d, %v", v, err)
 	}
 }
+
+// Version 3's fields round-trip, and a version 2 record (without them)
+// reads with them zero.
+func TestFamilyFields(t *testing.T) {
+	st := State{Status: 0, Joining: true, JoinFrom: 4, Adopt: "m/reduce", Branched: true, Chosen: []string{"a", "b"}}
+	got, err := DecodeState(st.Append(nil), statuses)
+	if err != nil || !reflect.DeepEqual(got, st) || !got.SameAs(&st) {
+		t.Errorf("decoded %+v (%v); want %+v", got, err, st)
+	}
+	if other := (State{Joining: true}); other.SameAs(&st) {
+		t.Error("SameAs did not tell a different join apart")
+	}
+	def := Def{ID: "c", Parent: "p"}
+	if got, err := DecodeDef(def.Append(nil)); err != nil || !reflect.DeepEqual(got, def) {
+		t.Errorf("decoded %+v (%v); want %+v", got, err, def)
+	}
+	old := Def{ID: "c"}
+	if got, err := DecodeDef(old.Append(nil)); err != nil || got.Parent != "" {
+		t.Errorf("a definition without a parent decoded as %+v (%v)", got, err)
+	}
+}
