@@ -34,15 +34,21 @@ var statusStyle = [...]struct {
 func (g *Snapshot) WriteDOT(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("digraph baton {\n\trankdir=LR;\n\tnode [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n")
-	for _, t := range g.Tasks {
+	g.families().walk(func(i int, depth int) {
+		t := &g.Tasks[i]
 		st := styleOf(t.Status)
 		style := ""
 		if st.dashed {
 			style = `, style="rounded,filled,dashed"`
 		}
-		fmt.Fprintf(&b, "\t%s [label=%s, fillcolor=%q, color=%q%s];\n",
+		fmt.Fprintf(&b, "%s%s [label=%s, fillcolor=%q, color=%q%s];\n", tabs(depth+1),
 			dotQuote(t.ID), dotQuote(t.ID+"\n"+t.Status.String()), st.fill, st.stroke, style)
-	}
+	}, func(i, depth int) {
+		fmt.Fprintf(&b, "%ssubgraph \"cluster_%d\" {\n%slabel=%s;\n%sstyle=dashed;\n", tabs(depth+1), i,
+			tabs(depth+2), dotQuote("spawned by "+g.Tasks[i].ID), tabs(depth+2))
+	}, func(_, depth int) {
+		b.WriteString(tabs(depth+1) + "}\n")
+	})
 	ids := make(map[string]bool, len(g.Tasks))
 	for _, t := range g.Tasks {
 		ids[t.ID] = true
@@ -70,8 +76,12 @@ func (g *Snapshot) WriteMermaid(w io.Writer) error {
 	var num []byte
 	for i, t := range g.Tasks {
 		index[t.ID] = i
+	}
+	g.families().walk(func(i, depth int) {
+		t := &g.Tasks[i]
 		num = strconv.AppendInt(num[:0], int64(i), 10)
-		b.WriteString("    t")
+		b.WriteString(spaces(depth + 1))
+		b.WriteString("t")
 		b.Write(num)
 		b.WriteString(`["`)
 		b.WriteString(mermaidEscape(t.ID))
@@ -83,7 +93,11 @@ func (g *Snapshot) WriteMermaid(w io.Writer) error {
 			b.WriteString(":::" + t.Status.String())
 		}
 		b.WriteByte('\n')
-	}
+	}, func(i, depth int) {
+		fmt.Fprintf(&b, "%ssubgraph f%d[\"spawned by %s\"]\n", spaces(depth+1), i, mermaidEscape(g.Tasks[i].ID))
+	}, func(_, depth int) {
+		b.WriteString(spaces(depth+1) + "end\n")
+	})
 	for _, e := range g.Edges {
 		from, ok1 := index[e.From]
 		to, ok2 := index[e.To]
@@ -184,4 +198,98 @@ func mermaidEscape(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// families is how a snapshot's tasks nest: each task's children (by
+// index) among the tasks of the snapshot, in its order; a task whose
+// parent is not in the snapshot is drawn at the top.
+type families struct {
+	g    *Snapshot
+	kids map[int][]int // nil: no task of the snapshot has its parent in it
+	top  []int
+}
+
+func (g *Snapshot) families() families {
+	f := families{g: g}
+	var index map[string]int
+	for i := range g.Tasks {
+		if g.Tasks[i].Parent == "" {
+			continue
+		}
+		if index == nil {
+			index = make(map[string]int, len(g.Tasks))
+			for j, t := range g.Tasks {
+				index[t.ID] = j
+			}
+			f.kids = map[int][]int{}
+		}
+		if p, ok := index[g.Tasks[i].Parent]; ok {
+			f.kids[p] = append(f.kids[p], i)
+		}
+	}
+	return f
+}
+
+// walk visits the tasks, each spawner's children after it inside a
+// cluster: node(i, depth) for each task, open and close around each
+// cluster (i: its spawner), depth counting the clusters around. A
+// snapshot without families costs one pass and no map.
+func (f families) walk(node, open, close func(i, depth int)) {
+	if f.kids == nil {
+		for i := range f.g.Tasks {
+			node(i, 0)
+		}
+		return
+	}
+	placed := make(map[int]bool, len(f.g.Tasks))
+	for _, kids := range f.kids {
+		for _, k := range kids {
+			placed[k] = true
+		}
+	}
+	type frame struct{ spawner, next, depth int }
+	for i := range f.g.Tasks {
+		if placed[i] {
+			continue
+		}
+		node(i, 0)
+		if len(f.kids[i]) == 0 {
+			continue
+		}
+		open(i, 0)
+		stack := []frame{{i, 0, 1}} // a worklist: nesting is as deep as the user spawned
+		for len(stack) > 0 {
+			fr := &stack[len(stack)-1]
+			kids := f.kids[fr.spawner]
+			if fr.next == len(kids) {
+				close(fr.spawner, fr.depth-1)
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k := kids[fr.next]
+			fr.next++
+			node(k, fr.depth)
+			if len(f.kids[k]) > 0 {
+				open(k, fr.depth)
+				stack = append(stack, frame{k, 0, fr.depth + 1})
+			}
+		}
+	}
+}
+
+const indent = "\t\t\t\t\t\t\t\t"
+
+// tabs and spaces indent a line n levels, without allocating up to 8.
+func tabs(n int) string {
+	if n <= len(indent) {
+		return indent[:n]
+	}
+	return strings.Repeat("\t", n)
+}
+
+func spaces(n int) string {
+	if n <= len(indent) {
+		return "                                "[:4*n]
+	}
+	return strings.Repeat("    ", n)
 }

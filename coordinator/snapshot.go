@@ -59,6 +59,7 @@ type SnapshotTask struct {
 	Attempts int     // attempts made in the current (or last) run
 	Runs     int     // runs finished successfully
 	Cause    string  // for Skipped: the upstream task to blame, as TaskInfo.Cause
+	Parent   string  // the task whose attempt spawned it (Spawn), as TaskInfo.Parent; the renderers draw it inside its parent's cluster
 }
 
 // Edge says that task To depends on task From: From must end (succeed,
@@ -158,7 +159,7 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	for i, t := range order {
 		ti, _ := s.infoOf(t)
 		snap.Tasks[i] = SnapshotTask{ID: ti.ID, Status: ti.Status, Pool: ti.Pool, Key: ti.Key, Priority: ti.Priority,
-			When: ti.When, Attempts: ti.Attempts, Runs: ti.Runs, Cause: ti.Cause}
+			When: ti.When, Attempts: ti.Attempts, Runs: ti.Runs, Cause: ti.Cause, Parent: ti.Parent}
 		r := &s.tasks[t]
 		for _, d := range s.edges(r, r.deps) {
 			if in.has(d) {

@@ -547,3 +547,51 @@ func TestSpawnRetentionWholeFamily(t *testing.T) {
 		settle(t, s)
 	})
 }
+
+// Snapshot names each task's parent, and the renderers draw a family in
+// nested clusters.
+func TestSpawnSnapshotClusters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		err := s.Submit(nested("p", 2, ok), coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		snap, err := s.Snapshot(context.Background(), coordinator.SnapshotFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parents := map[string]string{}
+		for _, st := range snap.Tasks {
+			parents[st.ID] = st.Parent
+		}
+		want := map[string]string{"p": "", "after": "", "p/1": "p", "p/ok": "p", "p/1/1": "p/1", "p/1/ok": "p/1"}
+		for id, p := range want {
+			if parents[id] != p {
+				t.Fatalf("snapshot parents %v; want %v", parents, want)
+			}
+		}
+		var dot, mer strings.Builder
+		if err := snap.WriteDOT(&dot); err != nil {
+			t.Fatal(err)
+		}
+		if err := snap.WriteMermaid(&mer); err != nil {
+			t.Fatal(err)
+		}
+		wantDOT := "\t\"p\" [label=\"p\\nsucceeded\", fillcolor=\"#c8e6c9\", color=\"#2e7d32\"];\n" +
+			"\tsubgraph \"cluster_0\" {\n\t\tlabel=\"spawned by p\";\n\t\tstyle=dashed;\n" +
+			"\t\t\"p/1\" [label=\"p/1\\nsucceeded\", fillcolor=\"#c8e6c9\", color=\"#2e7d32\"];\n" +
+			"\t\tsubgraph \"cluster_2\" {\n"
+		if !strings.Contains(dot.String(), wantDOT) {
+			t.Fatalf("DOT:\n%s\nwant it to hold\n%s", dot.String(), wantDOT)
+		}
+		if got := strings.Count(dot.String(), "subgraph"); got != 2 {
+			t.Fatalf("DOT has %d clusters; want 2:\n%s", got, dot.String())
+		}
+		if m := mer.String(); !strings.Contains(m, "    subgraph f0[\"spawned by p\"]\n        t2[\"p/1<br/>succeeded\"]") ||
+			strings.Count(m, "subgraph") != 2 || strings.Count(m, " end\n") != 2 {
+			t.Fatalf("Mermaid:\n%s\nwant two nested subgraphs", m)
+		}
+	})
+}
