@@ -39,7 +39,7 @@ const wantGraph = `flowchart LR
     classDef skipped fill:#f5f5f5,stroke:#9e9e9e,stroke-dasharray:4 3
 `
 
-// The program prints these log lines and this graph, and README.md shows
+// The program prints these log lines and this graph, and docs/observability.md shows
 // both verbatim (the graph as a mermaid block, which GitHub draws).
 func TestOutputAndREADME(t *testing.T) {
 	var out bytes.Buffer
@@ -50,14 +50,14 @@ func TestOutputAndREADME(t *testing.T) {
 	if out.String() != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), "```\n"+wantLog+"```") {
-		t.Errorf("README.md does not show the log lines of examples/observe: update it")
+		t.Errorf("docs/observability.md does not show the log lines of examples/observe: update it")
 	}
 	if !strings.Contains(string(readme), "```mermaid\n"+wantGraph+"```") {
-		t.Errorf("README.md does not show the graph of examples/observe in a mermaid block: update it")
+		t.Errorf("docs/observability.md does not show the graph of examples/observe in a mermaid block: update it")
 	}
 }
