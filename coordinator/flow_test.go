@@ -266,6 +266,58 @@ func TestPauseKeepsTimes(t *testing.T) {
 	})
 }
 
+// The rate limit on the real clock: over 10 s, with always more ready
+// work than the limit lets start, a pool of rate R and burst B starts
+// between R·T − 1% and R·T + B (and what 20 ms more would allow: the
+// time is read at the function's first line, which follows its hand-out
+// by a jitter that shifts the window; the exact bound is checked on a
+// fake clock, TestRateLimitHolds).
+func TestRateLimitRealClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10 s of real time")
+	}
+	const rate, burst, window = 300.0, 20, 10 * time.Second
+	s := newScheduler(t, coordinator.WithWorkers(4), coordinator.WithRateLimit("", rate, burst))
+	var mu sync.Mutex
+	var starts []time.Time
+	n := int(rate*window.Seconds()) + 2*burst + 200
+	tasks := make([]coordinator.Task, n)
+	for i := range tasks {
+		d := time.Duration(0)
+		if i%50 == 7 {
+			d = 30 * time.Millisecond // a slow one now and then
+		}
+		tasks[i] = coordinator.Task{ID: fmt.Sprint(i), Run: func(context.Context) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			time.Sleep(d) // the work: a real clock runs here
+			return nil
+		}}
+	}
+	if err := s.Submit(tasks...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*window)
+	defer cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	in := 0
+	for _, at := range starts {
+		if at.Sub(starts[0]) < window {
+			in++
+		}
+	}
+	lo, hi := 0.99*rate*window.Seconds(), rate*(window+20*time.Millisecond).Seconds()+burst
+	t.Logf("%d starts in the first %v (R·T = %.0f, B = %d)", in, window, rate*window.Seconds(), burst)
+	if float64(in) < lo || float64(in) > hi {
+		t.Errorf("%d starts in %v; want between %.0f and %.0f", in, window, lo, hi)
+	}
+}
+
 // Over any window of length T, a pool limited to R starts a second with
 // bursts of B starts at most R·T + B attempts, and with enough ready work
 // and idle workers at least R·T − 1. Exact on the bubble's clock, for
