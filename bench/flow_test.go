@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+)
+
+// flowSetups are the flow controls BenchmarkFlowControl compares, each
+// used so that it costs what it costs without holding anything back: none;
+// a rate limit too high to bind (every attempt still takes a token, and a
+// rate-limited pool hands each idle worker one attempt at a time); 1,000
+// keys taking turns; the same keys with a limit of 2 attempts at once;
+// one task in ten taking both workers (Slots 2).
+var flowSetups = []struct {
+	name string
+	opts []coordinator.Option
+	task func(i int, t *coordinator.Task)
+}{
+	{"none", nil, func(int, *coordinator.Task) {}},
+	{"rate", []coordinator.Option{coordinator.WithRateLimit("", 1e9, 1_000_000)}, func(int, *coordinator.Task) {}},
+	{"keys=1000", nil, func(i int, t *coordinator.Task) { t.Key = "k" + strconv.Itoa(i%1000) }},
+	{"keys=1000,limit=2", []coordinator.Option{coordinator.WithKeys(coordinator.KeyPolicy{Limit: 2})},
+		func(i int, t *coordinator.Task) { t.Key = "k" + strconv.Itoa(i%1000) }},
+	{"slots", nil, func(i int, t *coordinator.Task) {
+		if i%10 == 0 {
+			t.Slots = 2
+		}
+	}},
+}
+
+// BenchmarkFlowControl: what each flow control costs the run phase of a
+// flat graph behind a gate on two workers (-baton.n empty tasks; a
+// twentieth as many of 20µs of busy work each), from the opening of the
+// gate to Wait returning. Each op runs the graph once with every setup in
+// turn, so that they share the machine's noise; each reports its
+// ns/attempt, its allocations per attempt, and each setup but none its
+// cost in percent of none's time.
+func BenchmarkFlowControl(b *testing.B) {
+	for _, work := range []time.Duration{0, 20 * time.Microsecond} {
+		n := *benchN
+		if work > 0 {
+			n = max(1, n/20)
+		}
+		b.Run(fmt.Sprintf("work=%v", work), func(b *testing.B) {
+			total := make([]time.Duration, len(flowSetups))
+			mallocs := make([]uint64, len(flowSetups))
+			for range b.N {
+				for i, st := range flowSetups {
+					elapsed, m := runFlow(b, n, work, st.opts, st.task)
+					total[i] += elapsed
+					mallocs[i] += m
+				}
+			}
+			for i, st := range flowSetups {
+				b.ReportMetric(float64(total[i].Nanoseconds())/float64(b.N)/float64(n), st.name+"-ns/attempt")
+				b.ReportMetric(float64(mallocs[i])/float64(b.N)/float64(n), st.name+"-allocs/attempt")
+				if i > 0 {
+					b.ReportMetric(100*(total[i].Seconds()/total[0].Seconds()-1), st.name+"-%")
+				}
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// runFlow runs one graph on a scheduler with opts, its tasks shaped by
+// task, and returns its run phase's elapsed time and allocations.
+func runFlow(b *testing.B, n int, work time.Duration, opts []coordinator.Option, task func(int, *coordinator.Task)) (time.Duration, uint64) {
+	b.StopTimer()
+	defer b.StartTimer()
+	run := func(context.Context) error { return nil }
+	if work > 0 {
+		run = func(context.Context) error {
+			for start := time.Now(); time.Since(start) < work; {
+			}
+			return nil
+		}
+	}
+	s, err := coordinator.New(append([]coordinator.Option{coordinator.WithWorkers(2)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	open := make(chan struct{})
+	tasks := make([]coordinator.Task, 0, n+1)
+	tasks = append(tasks, coordinator.Task{ID: "gate", Run: func(context.Context) error { <-open; return nil }})
+	for i := range n {
+		t := coordinator.Task{ID: strconv.Itoa(i), Run: run, Deps: []string{"gate"}}
+		task(i, &t)
+		tasks = append(tasks, t)
+	}
+	if err := s.Submit(tasks...); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.StartTimer()
+	start := time.Now()
+	close(open)
+	if err := s.Wait(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	return elapsed, after.Mallocs - before.Mallocs
+}
