@@ -641,6 +641,54 @@ func TestKeysTakeTurns(t *testing.T) {
 	}
 }
 
+// A task held back by its key's limit is not better work waiting: worse
+// tasks of other keys run on the idle workers meanwhile, none is taken
+// back for it, and it starts as soon as its key's attempt ends, first.
+func TestLimitedKeyIsNotBetterWork(t *testing.T) {
+	for _, workers := range []int{2, 3} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(workers), coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1}))
+				st := newStarts()
+				g := newGate()
+				if err := s.Submit(coordinator.Task{ID: "a1", Key: "a", Run: func(ctx context.Context) error { st.mark("a1"); return g.run(ctx) }}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				tasks := []coordinator.Task{{ID: "a2", Key: "a", Priority: -1, Run: func(context.Context) error { st.mark("a2"); return nil }}}
+				for i := range 20 {
+					id := fmt.Sprint("b", i)
+					d := time.Millisecond
+					if i == 3 {
+						d = 40 * time.Millisecond // one slow one among short ones
+					}
+					tasks = append(tasks, coordinator.Task{ID: id, Key: fmt.Sprint("k", i%3), Priority: 1, Run: func(context.Context) error {
+						st.mark(id)
+						time.Sleep(d)
+						return nil
+					}})
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Second) // a1 still runs: every b task must have run meanwhile
+				synctest.Wait()
+				if _, ok := st.at["a2"]; ok {
+					t.Fatal("a2 started while a1, of its key limited to 1, ran")
+				}
+				if n := st.count(); n != 21 {
+					t.Fatalf("%d tasks started while a1 ran; want a1 and the 20 b tasks: workers idled behind a2", n)
+				}
+				g.release()
+				settle(t, s)
+				if c := s.Counts(); c.Succeeded != 22 {
+					t.Errorf("%+v; want 22 succeeded", c)
+				}
+			})
+		})
+	}
+}
+
 // Weights: a key of weight 3 takes three tasks per turn; the order on one
 // worker is exact.
 func TestKeyWeights(t *testing.T) {
