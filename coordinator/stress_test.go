@@ -85,6 +85,20 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	if retain {
 		opts = append(opts, coordinator.WithRetention(0))
 	}
+	// Flow control, in some runs: keys with a limit, a rate limit on
+	// "dev", tasks of two slots in the default pool (when it has two
+	// workers), and a goroutine that pauses and resumes the pools.
+	workers := 1 + r.IntN(4)
+	opts[0] = coordinator.WithWorkers(workers)
+	flow := r.IntN(2) == 0
+	keyLimit := 0
+	if flow {
+		keyLimit = 1 + r.IntN(2)
+		opts = append(opts, coordinator.WithKeys(coordinator.KeyPolicy{Limit: keyLimit}))
+		if r.IntN(2) == 0 {
+			opts = append(opts, coordinator.WithRateLimit("dev", float64(2000+r.IntN(5000)), 1+r.IntN(5)))
+		}
+	}
 	s, err := coordinator.New(opts...)
 	if err != nil {
 		return 0, 0, err
@@ -112,9 +126,15 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 				for k := range 1 + pr.IntN(6) {
 					id := fmt.Sprintf("p%d-%d-%d", p, b, k)
 					run, blocks := stressRun(pr)
-					tk := coordinator.Task{ID: id, Priority: pr.IntN(3), Run: recorded(rec, id, run)}
+					tk := coordinator.Task{ID: id, Priority: pr.IntN(3)}
 					if pr.IntN(4) == 0 {
 						tk.Pool = "dev"
+					}
+					if flow {
+						tk.Key = []string{"", "a", "b"}[pr.IntN(3)]
+						if tk.Pool == "" && workers >= 2 && pr.IntN(6) == 0 {
+							tk.Slots = 2
+						}
 					}
 					mu.Lock()
 					for range pr.IntN(3) {
@@ -139,6 +159,7 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 					if blocks && pr.IntN(4) > 0 {
 						tk.Timeout = time.Duration(1+pr.IntN(3)) * time.Millisecond // most blockers end by timing out
 					}
+					tk.Run = recordedFlow(rec, id, tk, run)
 					batch = append(batch, tk)
 				}
 				err := s.Submit(batch...)
@@ -160,8 +181,13 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 			}
 		})
 	}
-	// Cancellers, queriers, subscribers, waiters.
-	for c := range 4 {
+	// Cancellers, queriers, subscribers, waiters, and with flow control a
+	// pauser.
+	roles := 4
+	if flow {
+		roles = 5
+	}
+	for c := range roles {
 		cr := rand.New(rand.NewPCG(seed, uint64(100+c)))
 		wg.Go(func() {
 			for !stop.Load() {
@@ -188,6 +214,15 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cr.IntN(200))*time.Microsecond)
 					s.Wait(ctx)
 					cancel()
+				case 4:
+					pool := []string{"", "dev"}[cr.IntN(2)]
+					if err := s.Pause(pool); err != nil && !errors.Is(err, coordinator.ErrClosed) {
+						panic(fmt.Sprintf("Pause = %v", err))
+					}
+					time.Sleep(time.Duration(cr.IntN(300)) * time.Microsecond) // paused a while: the test's input
+					if err := s.Resume(pool); err != nil && !errors.Is(err, coordinator.ErrClosed) {
+						panic(fmt.Sprintf("Resume = %v", err))
+					}
 				}
 				runtime.Gosched()
 			}
@@ -206,6 +241,9 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	if err := checkCalls(s, accepted, rec.all(), retain); err != nil {
 		return 0, 0, err
 	}
+	if err := checkFlow(rec.all(), keyLimit, workers); err != nil {
+		return 0, 0, err
+	}
 	if !observe {
 		return len(accepted), 0, nil
 	}
@@ -222,6 +260,53 @@ func recorded(rec *calls, id string, run func(context.Context) error) func(conte
 		returned = true
 		return err
 	}
+}
+
+// recordedFlow is recorded, with the task's key and slots in each record;
+// a task with a Timeout records neither (an abandoned attempt's function
+// may run on after its attempt ended, holding no worker and no key).
+func recordedFlow(rec *calls, id string, tk coordinator.Task, run func(context.Context) error) func(context.Context) error {
+	key, slots := tk.Key, max(tk.Slots, 1)
+	if tk.Timeout > 0 {
+		key, slots = "", 0
+	}
+	return func(ctx context.Context) (err error) {
+		rec.add(call{id: id, pool: tk.Pool, key: key, slots: slots})
+		returned := false
+		defer func() {
+			rec.add(call{id: id, pool: tk.Pool, key: key, slots: slots, ret: true, ok: returned && err == nil})
+		}()
+		err = run(ctx)
+		returned = true
+		return err
+	}
+}
+
+// checkFlow checks flow control's caps from the functions' calls: the
+// calls of a key out at once are at most its limit, and the slots of the
+// default pool's calls out at once at most its workers.
+func checkFlow(log []call, keyLimit, workers int) error {
+	keys := map[string]int{}
+	slots := 0
+	for _, c := range log {
+		d := 1
+		if c.ret {
+			d = -1
+		}
+		if c.key != "" {
+			keys[c.key] += d
+			if keyLimit > 0 && keys[c.key] > keyLimit {
+				return fmt.Errorf("%s called with %d calls of key %q out; the limit is %d", c.id, keys[c.key], c.key, keyLimit)
+			}
+		}
+		if c.pool == "" {
+			slots += d * c.slots
+			if slots > workers {
+				return fmt.Errorf("%s called with %d slots of the default pool in use; it has %d workers", c.id, slots, workers)
+			}
+		}
+	}
+	return nil
 }
 
 // checkCalls checks, from the functions' own calls and from Info, what
@@ -322,6 +407,12 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 	closedAt := -1
 	for i, e := range log {
 		id := e.TaskID
+		if e.Kind == coordinator.EventPaused || e.Kind == coordinator.EventResumed {
+			if id != "" {
+				return fmt.Errorf("event %d: %v names task %q; want none", i, e.Kind, id)
+			}
+			continue // a pool's
+		}
 		if _, ok := accepted[id]; !ok {
 			return fmt.Errorf("event %d for %s, which was never accepted", i, id)
 		}
