@@ -72,14 +72,6 @@ func (r *rateLimit) set(perSecond float64, burst int, now time.Time) {
 	r.tat = now.Add(time.Duration((float64(burst) - tokens) * float64(r.every)))
 }
 
-// tokens reports the tokens there are at now, for Info-style reports.
-func (r *rateLimit) tokens(now time.Time) float64 {
-	if !r.tat.After(now) {
-		return float64(r.burst)
-	}
-	return max(0, float64(r.burst)-float64(r.tat.Sub(now))/float64(r.every))
-}
-
 // slots returns the slots task t takes in its pool.
 func (s *state) slots(t int32) int {
 	if x := s.tasks[t].x; x != nil && x.slots > 1 {

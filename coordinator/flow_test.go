@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,16 +45,6 @@ func (st *startLog) count() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return len(st.in)
-}
-
-func (st *startLog) times() []time.Time {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]time.Time, len(st.in))
-	for i, id := range st.in {
-		out[i] = st.at[id]
-	}
-	return out
 }
 
 // A paused pool starts nothing once Pause has returned, whatever its
@@ -202,6 +193,11 @@ func TestPauseAndRateErrors(t *testing.T) {
 		{coordinator.WithKeys(coordinator.KeyPolicy{Limit: -1})},
 		{coordinator.WithKeys(coordinator.KeyPolicy{Weights: map[string]int{"a": 0}})},
 		{coordinator.WithKeys(coordinator.KeyPolicy{}), coordinator.WithKeys(coordinator.KeyPolicy{})},
+		{coordinator.WithRateLimit("", 1e-10, 1)},          // a token every 317 years
+		{coordinator.WithRateLimit("", 0.001, 10_000_000)}, // a burst's worth of tokens in 317 years
+		{coordinator.WithKeys(coordinator.KeyPolicy{Limits: map[string]int{"a": 1<<32 + 1}})},
+		{coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1 << 31})},
+		{coordinator.WithKeys(coordinator.KeyPolicy{Weights: map[string]int{"a": 1 << 40}})},
 	} {
 		if _, err := coordinator.New(opts...); !errors.Is(err, coordinator.ErrInvalidOption) {
 			t.Errorf("New(%d options) = %v; want ErrInvalidOption", len(opts), err)
@@ -686,6 +682,48 @@ func TestLimitedKeyIsNotBetterWork(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// Keys come and go (a customer, a host): with retention, a key no task
+// names any more is forgotten, and the scheduler's memory follows the live
+// tasks, not every key it has seen.
+func TestKeysAreForgotten(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithRetention(0),
+		coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1}))
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var first uint64
+	const rounds, n = 6, 20_000
+	for round := range rounds {
+		tasks := make([]coordinator.Task, n)
+		for i := range tasks {
+			tasks[i] = coordinator.Task{ID: fmt.Sprint(i), Key: fmt.Sprintf("r%d-k%d", round, i), Run: ok}
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if round == 1 {
+			first = heap()
+		}
+	}
+	if grew := int64(heap()) - int64(first); grew > 4<<20 {
+		t.Errorf("heap grew %d bytes over %d rounds of %d new keys; want it back near where it was", grew, rounds-2, n)
+	}
+	// A key forgotten and seen again starts afresh, its limit too.
+	b, err := s.SubmitBatch(context.Background(), coordinator.Task{ID: "again", Key: "r0-k0", Run: ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -29,6 +29,7 @@ type keyState struct {
 	limit   int32   // attempts handed out at once, all pools (0: no limit)
 	weight  int32   // tasks per turn, at least 1
 	out     int32   // attempts handed out whose ends are not yet applied
+	refs    int32   // records with this key (not counted for the empty key, never forgotten)
 	blocked bool    // out has reached limit: its queues have no turn
 	queues  []int32 // its queues, by index in state.kqs
 }
@@ -60,6 +61,12 @@ type keyTable struct {
 	kqIndex map[kqKey]int32
 	turnSeq uint32
 	policy  KeyPolicy // WithKeys: limits and weights of the keys to come
+
+	// Keys no record names any more are forgotten (retention dropped their
+	// tasks): their numbers and queues are reused, so that keys that come
+	// and go (a customer, a host) do not grow the table for ever.
+	freeKeys []int32
+	freeKQs  []int32
 }
 
 // keyNumber returns the number of key name, adding it if new.
@@ -72,6 +79,9 @@ func (s *state) keyNumber(name string) int32 {
 		kt.keyIDs = map[string]int32{}
 	}
 	k := int32(len(kt.keys))
+	if n := len(kt.freeKeys); n > 0 {
+		k, kt.freeKeys = kt.freeKeys[n-1], kt.freeKeys[:n-1]
+	}
 	ks := keyState{name: name, weight: 1}
 	if name != "" {
 		ks.limit = int32(kt.policy.Limit)
@@ -82,9 +92,55 @@ func (s *state) keyNumber(name string) int32 {
 	if w, ok := kt.policy.Weights[name]; ok {
 		ks.weight = int32(w)
 	}
-	kt.keys = append(kt.keys, ks)
+	if int(k) == len(kt.keys) {
+		kt.keys = append(kt.keys, ks)
+	} else {
+		kt.keys[k] = ks
+	}
 	kt.keyIDs[name] = k
 	return k
+}
+
+// keyTask numbers task t's key, name, and counts t against it.
+func (s *state) keyTask(t int32, name string) {
+	k := s.keyNumber(name)
+	s.keyOf[t] = k
+	if k != 0 {
+		s.keys[k].refs++
+	}
+}
+
+// unkey is called when record t is dropped: its key forgets it, and a key
+// no record names and no attempt holds is forgotten.
+func (s *state) unkey(t int32) {
+	if !s.keyed {
+		return
+	}
+	k := s.keyOf[t]
+	s.keyOf[t] = 0
+	if k == 0 {
+		return
+	}
+	ks := &s.keys[k]
+	if ks.refs--; ks.refs == 0 && ks.out == 0 {
+		s.forgetKey(k)
+	}
+}
+
+// forgetKey frees key k and its queues for reuse. Its queues hold no live
+// task (no record names the key); entries of theirs left in the ready
+// queues are stale (their turn sequences match no queue's turn again).
+func (s *state) forgetKey(k int32) {
+	ks := &s.keys[k]
+	for _, qi := range ks.queues {
+		q := &s.kqs[qi]
+		delete(s.kqIndex, kqKey{q.key, q.pool, q.prio})
+		*q = keyQueue{}
+		s.freeKQs = append(s.freeKQs, qi)
+	}
+	delete(s.keyIDs, ks.name)
+	s.keys[k] = keyState{}
+	s.freeKeys = append(s.freeKeys, k)
 }
 
 // startKeys turns keys on: from now on every task that becomes ready goes
@@ -130,7 +186,12 @@ func (s *state) queueOf(t int32) int32 {
 		s.kqIndex = map[kqKey]int32{}
 	}
 	q := int32(len(s.kqs))
-	s.kqs = append(s.kqs, keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio})
+	if n := len(s.freeKQs); n > 0 {
+		q, s.freeKQs = s.freeKQs[n-1], s.freeKQs[:n-1]
+		s.kqs[q] = keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio}
+	} else {
+		s.kqs = append(s.kqs, keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio})
+	}
 	s.kqIndex[kk] = q
 	s.keys[kk.key].queues = append(s.keys[kk.key].queues, q)
 	return q
@@ -257,6 +318,10 @@ func (s *state) keyOut(t int32) {
 func (s *state) keyBack(t int32) {
 	k := &s.keys[s.keyOf[t]]
 	k.out--
+	if k.out == 0 && k.refs == 0 && s.keyOf[t] != 0 {
+		s.forgetKey(s.keyOf[t]) // its last record was dropped while an attempt was out (cannot happen today: a task out is live)
+		return
+	}
 	if k.blocked && k.out < k.limit {
 		k.blocked = false
 		for _, qi := range k.queues {

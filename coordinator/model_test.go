@@ -686,9 +686,19 @@ func checkInvariants(t *testing.T, prog program) (diff string) {
 		causeOf := map[string]string{} // of a Skipped task
 		// rootKind is how the end of d is seen by a rule: the final event of
 		// its root cause (Skipped: skipped by a rule upstream).
+		// A Skipped task's class may get worse after its event (a dependency
+		// that ends later fails): the rules that tell classes apart wait
+		// until it cannot, so its final cause (Info) is the one they saw.
 		rootKind := func(d string) coordinator.EventKind {
-			if final[d] == coordinator.EventSkipped && causeOf[d] != "" {
-				return final[causeOf[d]]
+			if final[d] != coordinator.EventSkipped {
+				return final[d]
+			}
+			cause := causeOf[d]
+			if ti, ok := infos[d]; ok && len(tasks[d]) == 1 && ti.Status == coordinator.Skipped {
+				cause = ti.Cause
+			}
+			if cause != "" {
+				return final[cause]
 			}
 			return final[d]
 		}

@@ -267,7 +267,11 @@ type rateConfig struct {
 // token like any start. A rate-limited pool hands each idle worker one
 // attempt at a time (a worker never holds work it could not start at
 // once), so its throughput is bounded by the round trip to the coordinator
-// too: tens of thousands of starts a second, per pool. pool is a pool's
+// too: hundreds of thousands of starts a second, per pool. On a real clock
+// a start due at a token's time happens when the coordinator wakes, a
+// little later: a burst of 1 loses that lateness at every start (4–14%
+// below perSecond was measured at a few hundred starts a second), while a
+// burst of 3 or more lets the next starts catch up. pool is a pool's
 // name ("" is the default pool); perSecond must be positive and finite,
 // burst at least 1. SetRateLimit changes it while the scheduler runs.
 func WithRateLimit(pool string, perSecond float64, burst int) Option {
@@ -296,6 +300,10 @@ func checkRate(pool string, perSecond float64, burst int, off bool) error {
 		return fmt.Errorf("%w: rate limit of pool %q: %v a second, need a positive number up to 1e9", ErrInvalidOption, pool, perSecond)
 	case burst < 1:
 		return fmt.Errorf("%w: rate limit of pool %q: burst %d, need at least 1", ErrInvalidOption, pool, burst)
+	case float64(burst)*1e9/perSecond > 1e18:
+		// The bucket's times are durations: a burst's worth of tokens must
+		// take less than about 30 years to come.
+		return fmt.Errorf("%w: rate limit of pool %q: %v a second with a burst of %d: a burst takes over 30 years to fill", ErrInvalidOption, pool, perSecond, burst)
 	}
 	return nil
 }
@@ -313,6 +321,10 @@ type KeyPolicy struct {
 	Weights map[string]int
 }
 
+// maxKeyValue bounds KeyPolicy's limits and weights (far above any
+// number of workers).
+const maxKeyValue = 1 << 30
+
 // WithKeys sets the flow control of keys: caps on the attempts of a key
 // running at once, across pools, and weights of their turns. Keys take
 // turns without it too, once a task has a Key. An attempt counts against
@@ -323,17 +335,17 @@ func WithKeys(p KeyPolicy) Option {
 		if c.keys != nil {
 			return fmt.Errorf("%w: WithKeys given twice", ErrInvalidOption)
 		}
-		if p.Limit < 0 {
-			return fmt.Errorf("%w: WithKeys: negative Limit %d", ErrInvalidOption, p.Limit)
+		if p.Limit < 0 || p.Limit > maxKeyValue {
+			return fmt.Errorf("%w: WithKeys: Limit %d: need 0 to %d", ErrInvalidOption, p.Limit, maxKeyValue)
 		}
 		for k, l := range p.Limits {
-			if k == "" || l < 0 {
-				return fmt.Errorf("%w: WithKeys: Limits[%q] = %d: need a key and a limit of 0 or more", ErrInvalidOption, k, l)
+			if k == "" || l < 0 || l > maxKeyValue {
+				return fmt.Errorf("%w: WithKeys: Limits[%q] = %d: need a key and a limit of 0 to %d", ErrInvalidOption, k, l, maxKeyValue)
 			}
 		}
 		for k, w := range p.Weights {
-			if w < 1 {
-				return fmt.Errorf("%w: WithKeys: Weights[%q] = %d: need 1 or more", ErrInvalidOption, k, w)
+			if w < 1 || w > maxKeyValue {
+				return fmt.Errorf("%w: WithKeys: Weights[%q] = %d: need 1 to %d", ErrInvalidOption, k, w, maxKeyValue)
 			}
 		}
 		p.Limits, p.Weights = maps.Clone(p.Limits), maps.Clone(p.Weights)

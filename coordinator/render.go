@@ -206,7 +206,6 @@ func mermaidEscape(s string) string {
 type families struct {
 	g    *Snapshot
 	kids map[int][]int // nil: no task of the snapshot has its parent in it
-	top  []int
 }
 
 func (g *Snapshot) families() families {

@@ -182,6 +182,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 	if s.fam != nil {
 		s.fam[t] = noFam
 	}
+	s.unkey(t)
 	s.recFree.add(t)
 	return work
 }

@@ -562,6 +562,7 @@ func (sb *batchBuild) unreserve() {
 		s.tasks[c] = rec{link: noTask}
 		s.hot[c] = hot{status: dropped}
 		s.fam[c] = noFam
+		s.unkey(c)
 		s.recFree.add(c)
 	}
 	s.open -= len(sb.idx)

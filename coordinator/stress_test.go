@@ -250,20 +250,9 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	return len(accepted), len(log), checkLog(s, accepted, log, retain)
 }
 
-// recorded wraps a task's function to record its calls and returns.
-func recorded(rec *calls, id string, run func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) (err error) {
-		rec.add(call{id: id})
-		returned := false
-		defer func() { rec.add(call{id: id, ret: true, ok: returned && err == nil}) }()
-		err = run(ctx)
-		returned = true
-		return err
-	}
-}
-
-// recordedFlow is recorded, with the task's key and slots in each record;
-// a task with a Timeout records neither (an abandoned attempt's function
+// recordedFlow wraps a task's function to record its calls and returns,
+// with the task's key and slots in each record; a task with a Timeout
+// records neither (an abandoned attempt's function
 // may run on after its attempt ended, holding no worker and no key).
 func recordedFlow(rec *calls, id string, tk coordinator.Task, run func(context.Context) error) func(context.Context) error {
 	key, slots := tk.Key, max(tk.Slots, 1)

@@ -301,7 +301,7 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 			s.keyOf = append(s.keyOf, make([]int32, len(s.tasks)-len(s.keyOf))...)
 		}
 		for i := range tasks {
-			s.keyOf[idx[i]] = s.keyNumber(tasks[i].Key)
+			s.keyTask(idx[i], tasks[i].Key)
 		}
 	}
 	s.growFam(idx)
