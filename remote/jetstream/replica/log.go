@@ -16,7 +16,7 @@ import (
 // Names of the JetStream objects and subjects of a store called S (S is
 // checked by validName):
 //
-//	stream   BATON_S_LOG      subjects baton.S.log.>   the log: file storage, R3 by default
+//	stream   BATON_S_LOG      subjects baton.S.log.{commit,snap,term,beat}   the log: file storage, R3 by default
 //	subject  baton.S.log.commit   a group commit (one message, or an atomic batch of parts)
 //	subject  baton.S.log.snap     a snapshot of every record (an atomic batch of parts)
 //	subject  baton.S.log.term     a term begins (its own sequence is the term), or ends (Baton-Resign)
@@ -33,6 +33,15 @@ import (
 func streamName(store string) string       { return "BATON_" + store + "_LOG" }
 func logSubjects(store string) string      { return "baton." + store + ".log.>" }
 func logSubject(store, kind string) string { return "baton." + store + ".log." + kind }
+
+// logStreamSubjects are the subjects the log's stream takes: only the
+// kinds this package writes, so that a stray message on another
+// baton.S.log subject is not stored (it would move the log past the
+// leader's expected last sequence, and fence it).
+func logStreamSubjects(store string) []string {
+	return []string{logSubject(store, kindCommit), logSubject(store, kindSnap), logSubject(store, kindTerm), logSubject(store, kindBeat)}
+}
+
 func apiSubject(store string, term uint64) string {
 	return "baton." + store + ".api." + strconv.FormatUint(term, 10)
 }
@@ -119,6 +128,10 @@ func encodeChanges(c *coordinator.Changes) []byte {
 
 // errCorrupt is the error of a log message this package cannot read.
 var errCorrupt = errors.New("replica: corrupt log record")
+
+// errStray is the error of a message on the log's stream of a kind this
+// package does not write: it is skipped, and reported once.
+var errStray = errors.New("replica: stray message in the log")
 
 // decodeOps calls put or del for every operation of a record's body, in
 // order. The slices it passes alias body.

@@ -527,7 +527,7 @@ func (s *Store) ensureStream(ctx context.Context) error {
 	if st != nil {
 		return nil
 	}
-	cfg := njs.StreamConfig{Name: streamName(s.name), Subjects: []string{logSubjects(s.name)},
+	cfg := njs.StreamConfig{Name: streamName(s.name), Subjects: logStreamSubjects(s.name),
 		Description: "Baton replicated store " + s.name, Storage: njs.FileStorage, Replicas: s.cfg.replicas,
 		Retention: njs.LimitsPolicy, Discard: njs.DiscardOld, AllowAtomicPublish: true, DenyDelete: true}
 	backoff := 50 * time.Millisecond
@@ -642,6 +642,9 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 		rerr := s.view.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()})
 		if rerr != nil {
 			s.cfg.logger.Warn("replica: reading the log", "store", s.name, "error", rerr)
+		}
+		if errors.Is(rerr, errStray) {
+			rerr = nil // skipped: the view reads on
 		}
 		nmu.Lock()
 		latest = note{caughtUp: md.NumPending == 0, broken: latest.broken || rerr != nil}
@@ -990,7 +993,7 @@ func ReadRecords(ctx context.Context, nc *nats.Conn, name string, fn func(key, v
 			if err != nil {
 				return err
 			}
-			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil {
+			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil && !errors.Is(err, errStray) {
 				return fmt.Errorf("%w: store %q: %v", coordinator.ErrStoreCorrupt, name, err)
 			}
 		}

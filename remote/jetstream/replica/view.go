@@ -38,6 +38,7 @@ type view struct {
 	pnext   int               // the part expected next (0: no record in parts)
 	bytes   int64             // bytes read or written since the last snapshot (with msgOverhead each)
 	snap    int64             // the size of the last snapshot read or written
+	strays  int               // messages of unknown kinds skipped (errStray)
 }
 
 // msgOverhead is what a log message costs beyond its body, for
@@ -63,8 +64,10 @@ func kindOf(subject string) string {
 	return subject
 }
 
-// read applies the next message of the log. Only corrupt records are
-// errors; they leave the view not synced.
+// read applies the next message of the log. Corrupt records are errors;
+// they leave the view not synced. The first message of an unknown kind
+// is an error wrapping errStray, which leaves the view as it was: it is
+// only reported.
 func (v *view) read(m logMsg) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -93,8 +96,15 @@ func (v *view) readLocked(m logMsg) error {
 		return nil
 	case kindCommit, kindSnap:
 	default:
-		v.synced = false
-		return fmt.Errorf("%w: message %d on unknown subject kind %q", errCorrupt, m.seq, m.kind)
+		// Not this package's: a stray message (the stream accepts only
+		// the four kinds' subjects since it was created or updated by
+		// this version, so it was stored before, or by a later version).
+		// It changes no record; the view reads on. Said once per view.
+		v.pnext = 0
+		if v.strays++; v.strays == 1 {
+			return fmt.Errorf("%w: message %d on subject kind %q, not one of this package's: skipped (and any further)", errStray, m.seq, m.kind)
+		}
+		return nil
 	}
 	v.noteWriter(m.header)
 	i, n, err := parsePart(m.header)
@@ -185,7 +195,13 @@ func (v *view) position() (applied uint64, synced bool, term uint64, leader stri
 func (v *view) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	*v = view{data: map[string][]byte{}, synced: true}
+	// Field by field: assigning *v whole would overwrite mu, locked here,
+	// and the deferred Unlock would then unlock a zero mutex (a fatal
+	// error).
+	v.data, v.applied, v.synced = map[string][]byte{}, 0, true
+	v.term, v.leader, v.resign = 0, "", false
+	v.partial, v.pkind, v.pnext = nil, "", 0
+	v.bytes, v.snap, v.strays = 0, 0, 0
 }
 
 // records calls fn with every record in ascending key order.

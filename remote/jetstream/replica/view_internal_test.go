@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"maps"
 	"strconv"
 	"testing"
@@ -136,5 +137,54 @@ func TestOpsRoundTrip(t *testing.T) {
 		if err := decodeOps(bad, func(k, v []byte) {}, func([]byte) {}); err == nil {
 			t.Errorf("decodeOps(%v) = nil; want an error", bad)
 		}
+	}
+}
+
+// reset forgets the records and keeps the view usable: it once assigned
+// the whole struct, its locked mutex included, and the deferred Unlock
+// was a fatal error that no recover catches.
+func TestViewResetKeepsItsLock(t *testing.T) {
+	var l logScript
+	v := newView()
+	for _, m := range []logMsg{l.msg(kindTerm, 0, nil, ""), l.msg(kindCommit, 1, put("a", "1"), "")} {
+		if err := v.read(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.reset()
+	if applied, synced, term, _, _ := v.position(); applied != 0 || !synced || term != 0 || len(v.data) != 0 {
+		t.Errorf("after reset: applied %d, synced %v, term %d, records %v; want 0, true, 0, none", applied, synced, term, dataOf(v))
+	}
+	var m logScript
+	if err := v.read(m.msg(kindCommit, 1, put("b", "2"), "")); err != nil || !maps.Equal(dataOf(v), map[string]string{"b": "2"}) {
+		t.Errorf("read after reset = %v, records %v; want nil, b=2", err, dataOf(v))
+	}
+}
+
+// A message of a kind this package does not write (a stray publish
+// stored before the stream took only the four kinds' subjects) is
+// skipped: the view stays synced, reads on, and says so once.
+func TestViewSkipsStrayMessages(t *testing.T) {
+	var l logScript
+	v := newView()
+	msgs := []logMsg{
+		l.msg(kindTerm, 0, nil, ""),
+		l.msg(kindCommit, 1, put("a", "1"), ""),
+		l.msg("other", 0, []byte("hello"), ""),
+		l.msg("other", 0, []byte("again"), ""),
+		l.msg(kindCommit, 1, put("b", "2"), ""),
+	}
+	var errs []error
+	for _, m := range msgs {
+		if err := v.read(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], errStray) {
+		t.Errorf("read errors = %v; want one wrapping errStray", errs)
+	}
+	want := map[string]string{"a": "1", "b": "2"}
+	if applied, synced, term, _, _ := v.position(); !synced || applied != 5 || term != 1 || !maps.Equal(dataOf(v), want) {
+		t.Errorf("synced %v, applied %d, term %d, records %v; want true, 5, 1, %v", synced, applied, term, dataOf(v), want)
 	}
 }
