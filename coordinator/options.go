@@ -219,6 +219,18 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// CheckOptions reports the error New would return for opts because of
+// an option itself (wrapping ErrInvalidOption: a bad size, a pool given
+// twice, a nil worker, a rate limit of no pool, too many workers), without
+// starting anything, opening a store or calling a middleware: what a
+// caller that builds a Scheduler later (replica.New, at each takeover)
+// checks first. New may still fail for what only it does: the store's
+// Load, a middleware that returns a nil Worker. It does not block.
+func CheckOptions(opts ...Option) error {
+	_, err := newConfig(opts)
+	return err
+}
+
 func newConfig(opts []Option) (*config, error) {
 	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter}
 	for i, o := range opts {

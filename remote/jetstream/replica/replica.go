@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/remote/jetstream"
+	"github.com/batonhq/baton/worker"
 	"github.com/nats-io/nats.go"
 )
 
@@ -143,14 +144,21 @@ type Replica struct {
 // '-' or '_'), on nc, which must reconnect (nats.MaxReconnects(-1)) and
 // which the replica never closes. It does not block: the replica follows
 // the log, on goroutines of its own, and leads when its turn comes
-// (WithNotify tells). Its errors wrap ErrInvalidOption. Call Shutdown to
-// stop it.
+// (WithNotify tells). Its errors wrap ErrInvalidOption; for the
+// scheduler's options (WithScheduler, WithRemotePool's pool names), which
+// it checks as coordinator.New would (coordinator.CheckOptions), they
+// wrap coordinator.ErrInvalidOption too. Should the scheduler still fail
+// to start after a takeover, the replica resigns at once and stands by
+// again (its Notice says why). Call Shutdown to stop it.
 func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	cfg := defaults()
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
 	if err := checkArgs(nc, name); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkScheduler(); err != nil {
 		return nil, err
 	}
 	client, err := NewClient(nc, name)
@@ -161,6 +169,21 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{})}
 	go r.run(ctx)
 	return r, nil
+}
+
+// checkScheduler checks the scheduler's options (WithScheduler, with a
+// pool for each WithRemotePool) as coordinator.New will at each takeover:
+// a replica whose scheduler cannot start must not claim the store, where
+// it would stand in the way of the replicas that can lead it.
+func (c *config) checkScheduler() error {
+	opts := append([]coordinator.Option{}, c.sched...)
+	for _, rp := range c.remote {
+		opts = append(opts, coordinator.WithPool(rp.name, rp.size, worker.Func{}))
+	}
+	if err := coordinator.CheckOptions(opts...); err != nil {
+		return fmt.Errorf("%w: WithScheduler: %w", ErrInvalidOption, err)
+	}
+	return nil
 }
 
 // instanceOf is the jetstream.Pool instance of a store's remote pools:
@@ -253,8 +276,13 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		opts = append(opts, coordinator.WithPool(rp.name, rp.size, pools[i]))
 	}
 	began := st.sentAtClaim()
-	s, err := coordinator.New(opts...) // closes st if it fails
+	s, err := coordinator.New(opts...)
 	if err != nil {
+		// New closes the store only if it got as far as WithStore: close
+		// it here in every case (Close is idempotent), so that this
+		// replica resigns rather than leading without a scheduler, its
+		// signs of life keeping the replicas that could lead away.
+		st.Close()
 		closePools()
 		return nil, err
 	}

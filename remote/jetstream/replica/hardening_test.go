@@ -1,0 +1,247 @@
+package replica_test
+
+// Guarantees an adversarial review of the replicated coordinator found
+// broken (issue #22), each restored and checked here on one JetStream
+// server (stores with WithReplicas(1)).
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/remote/jetstream"
+	"github.com/batonhq/baton/remote/jetstream/replica"
+	"github.com/batonhq/baton/worker"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// oneServer starts one JetStream server.
+func oneServer(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(long) {
+		t.Fatal("server not ready")
+	}
+	return srv
+}
+
+// conn connects to url, reconnecting for ever; closed at the test's end.
+func conn(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// r1 puts WithReplicas(1) before opts: the log on one server.
+func r1(opts ...replica.Option) []replica.Option {
+	return append([]replica.Option{replica.WithReplicas(1)}, opts...)
+}
+
+// proxy forwards TCP to target; while paused it holds everything in both
+// directions, as a partition (or a paused process) does, without closing
+// a connection.
+type proxy struct {
+	l      net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex // guards the fields below
+	cond   *sync.Cond
+	paused bool
+	closed bool
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{l: l, target: target}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Go(func() { p.pipe(c, u) })
+			p.wg.Go(func() { p.pipe(u, c) })
+		}
+	})
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) pipe(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.paused && !p.closed {
+				p.cond.Wait()
+			}
+			closed := p.closed
+			p.mu.Unlock()
+			if closed {
+				return
+			}
+			if _, err := to.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			to.Close()
+			return
+		}
+	}
+}
+
+func (p *proxy) setPaused(b bool) {
+	p.mu.Lock()
+	p.paused = b
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Broadcast()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.l.Close()
+	p.wg.Wait()
+}
+
+func (p *proxy) url() string { return "nats://" + p.l.Addr().String() }
+
+// A stray message on the log's subjects (baton.S.log.other) is not
+// stored: the stream takes only the four kinds this package writes, so
+// it neither moves the log past the leader's expected last sequence (a
+// fence) nor reaches a standby's view; the leader goes on leading and
+// the standby standing by.
+func TestStrayLogMessageIsNotStored(t *testing.T) {
+	srv := oneServer(t)
+	funcs := replica.WithScheduler(coordinator.WithFunc("q", func(ctx context.Context, p []byte) error { return nil }))
+	na, aCh := notices()
+	a := startReplica(t, conn(t, srv.ClientURL()), "stray", "a", r1(funcs, na)...)
+	lead := waitRole(t, aCh, replica.Leader)
+	nb, bCh := notices()
+	startReplica(t, conn(t, srv.ClientURL()), "stray", "b", r1(funcs, nb)...)
+	waitRole(t, bCh, replica.Standby)
+
+	nc := conn(t, srv.ClientURL())
+	if _, err := nc.Request("baton.stray.log.other", []byte("hello"), 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("a publish on baton.stray.log.other = %v; want %v (no stream takes it)", err, nats.ErrNoResponders)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if err := a.Submit(ctx, coordinator.Task{ID: "x", Func: "q"}); err != nil {
+		t.Fatalf("Submit after the stray publish = %v", err)
+	}
+	if err := a.WaitTasks(ctx, "x"); err != nil {
+		t.Fatalf("WaitTasks(x) = %v", err)
+	}
+	if _, term, err := a.Leader(ctx); err != nil || term != lead.Term {
+		t.Errorf("Leader() = term %d, %v; want %d, nil", term, err, lead.Term)
+	}
+	select {
+	case n := <-aCh:
+		t.Errorf("a's role changed: %v (%v)", n.Role, n.Err)
+	case n := <-bCh:
+		t.Errorf("b's role changed: %v (%v)", n.Role, n.Err)
+	default:
+	}
+}
+
+// replica.New checks the scheduler's options as coordinator.New would,
+// and refuses them with ErrInvalidOption: a replica whose scheduler
+// cannot start never claims the store.
+func TestNewChecksSchedulerOptions(t *testing.T) {
+	srv := oneServer(t)
+	nc := conn(t, srv.ClientURL())
+	for _, c := range []struct {
+		name string
+		opts []replica.Option
+	}{
+		{"WithWorkers(-1)", []replica.Option{replica.WithScheduler(coordinator.WithWorkers(-1))}},
+		{"a nil worker", []replica.Option{replica.WithScheduler(coordinator.WithPool("p", 1, nil))}},
+		{"a local pool named like a remote one", []replica.Option{
+			replica.WithScheduler(coordinator.WithPool("rp", 1, worker.Func{})),
+			replica.WithRemotePool("rp", 2, "wp", jetstream.WithReplicas(1))}},
+		{"two remote pools of one name", []replica.Option{
+			replica.WithRemotePool("rp", 2, "wp", jetstream.WithReplicas(1)),
+			replica.WithRemotePool("rp", 2, "wq", jetstream.WithReplicas(1))}},
+		{"a rate limit of no pool", []replica.Option{replica.WithScheduler(coordinator.WithRateLimit("nope", 1, 1))}},
+	} {
+		r, err := replica.New(nc, "badopt", r1(c.opts...)...)
+		if !errors.Is(err, replica.ErrInvalidOption) || !errors.Is(err, coordinator.ErrInvalidOption) {
+			t.Errorf("%s: New = %v; want an error wrapping replica.ErrInvalidOption and coordinator.ErrInvalidOption", c.name, err)
+		}
+		if r != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), long)
+			r.Shutdown(ctx)
+			cancel()
+		}
+	}
+}
+
+// A replica whose scheduler fails to start after it claimed the store
+// (here a middleware that returns no Worker, which only coordinator.New
+// finds out) resigns at once: it does not keep the store with its signs
+// of life, and a good replica takes over.
+func TestReplicaThatCannotStartResigns(t *testing.T) {
+	srv := oneServer(t)
+	broken := replica.WithScheduler(coordinator.WithMiddleware(func(pool string, next worker.Worker) worker.Worker { return nil }))
+	nbad, badCh := notices()
+	startReplica(t, conn(t, srv.ClientURL()), "zombie", "bad", r1(broken, nbad)...)
+	for {
+		n := recv(t, badCh, "bad's notice")
+		if n.Role == replica.Leader {
+			t.Fatal("the replica whose scheduler cannot start says it leads")
+		}
+		if n.Err != nil {
+			if !errors.Is(n.Err, coordinator.ErrInvalidOption) {
+				t.Errorf("bad's notice: %v; want coordinator.ErrInvalidOption", n.Err)
+			}
+			break
+		}
+	}
+	ngood, goodCh := notices()
+	good := startReplica(t, conn(t, srv.ClientURL()), "zombie", "good", r1(ngood)...)
+	waitRole(t, goodCh, replica.Leader)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if name, _, err := good.Leader(ctx); err != nil || name != "good" {
+		t.Errorf("Leader() = %q, %v; want good", name, err)
+	}
+}
