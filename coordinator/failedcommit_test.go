@@ -95,3 +95,45 @@ func TestFailedCommitDoesNotStrandIdleWorkers(t *testing.T) {
 		}
 	})
 }
+
+// A Cancel whose commit fails was not stored: the next scheduler on the
+// store resumes the attempt as running. Its context ends as a dead
+// process's would, with cause ErrClosed, not with the ErrCancelled that
+// was decided: a worker that acts on a cancel (a remote pool deletes the
+// attempt's queued work) must leave it alone.
+func TestFailedCommitStopsWithErrClosed(t *testing.T) {
+	mem := storetest.NewMemory()
+	running := make(chan struct{})
+	cause := make(chan error, 1)
+	s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1),
+		coordinator.WithFunc("step", func(ctx context.Context, p []byte) error {
+			close(running)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(coordinator.Task{ID: "a", Func: "step"}); err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	mem.FailCommits(errors.New("disk full"))
+	if s.Cancel("a") {
+		t.Error("Cancel(a) = true; want false: its commit failed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a failure guard
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, coordinator.ErrStoreFailed) {
+		t.Errorf("Shutdown = %v; want ErrStoreFailed", err)
+	}
+	select {
+	case got := <-cause:
+		if !errors.Is(got, coordinator.ErrClosed) || errors.Is(got, coordinator.ErrCancelled) {
+			t.Errorf("the running attempt's context ended with cause %v; want ErrClosed (the Cancel was not stored)", got)
+		}
+	default:
+		t.Error("the running attempt's context did not end")
+	}
+}

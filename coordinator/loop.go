@@ -131,7 +131,9 @@ func (s *Scheduler) run(st *state) error {
 // resumes from the last commit), the publications; the stops, whether or
 // not a commit failed (the scheduler stops as if its process had died,
 // and a dead process's functions stop too: a failed commit's Shutdown
-// ends its running attempts' contexts, and waits for them); and, unless a
+// ends its running attempts' contexts, and waits for them), with the
+// cause ErrClosed after a failed commit, whatever was decided, since the
+// decision was not stored; and, unless a
 // commit failed, the events. It returns the commit failure that stopped
 // the scheduler, if any, and leaves it in out.Failed.
 func (l *loop) do(out *outbox) error {
@@ -154,6 +156,14 @@ func (l *loop) do(out *outbox) error {
 		l.held = append(l.held, out.Publish...)
 	}
 	for _, st := range out.Stop {
+		if out.Failed != nil {
+			// The cause decided (ErrCancelled for a Cancel) was not
+			// stored: the attempt ends as a dead process's does, with
+			// ErrClosed, which tells a worker that acts on a cancel (a
+			// remote pool deletes the attempt's queued work) to leave it
+			// to the next scheduler on the store.
+			st.cause = ErrClosed
+		}
 		st.do()
 	}
 	if out.Failed == nil {

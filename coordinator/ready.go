@@ -18,7 +18,9 @@ import (
 //     only once the ends that released it are committed, and nothing is
 //     published after a failed commit (a crash must never undo what a
 //     worker, a caller or a subscriber has seen); only the stops are
-//     still carried out, since a crash stops every function too.
+//     still carried out, since a crash stops every function too, and
+//     with cause ErrClosed, as a crash's (the cause decided was not
+//     stored).
 //  2. Answers: the callers waiting for a decision of this iteration
 //     (Submit, Cancel, Wait, WaitTasks, Batch.Wait), told the commit's
 //     error if it failed.
@@ -31,7 +33,7 @@ type outbox struct {
 	Commit  *Changes      // nil: nothing to write
 	Answers []answer      // delivered with the commit's error
 	Publish []publication // after a good commit only
-	Stop    []stop        // after a good commit only
+	Stop    []stop        // after a failed commit too, with cause ErrClosed
 	Events  []Event       // after a good commit only; shared with the subscribers from then on
 	Due     time.Time     // the earliest time the state must be woken
 	HasDue  bool          // false: nothing is due, stop the timer
