@@ -74,13 +74,19 @@ func NewClient(nc *nats.Conn, name string) (*Client, error) {
 	return c, nil
 }
 
-// heard wakes the calls waiting for a leader: a term message was
-// published (it may have been refused by the log: they look).
+// heard wakes the calls waiting for a leader, and those waiting for an
+// answer (is their leader still the leader?), and forgets the leader
+// known: a term message was published (it may have been refused by the
+// log: they look), or a leader said it answers. A leader cut off without
+// its connection closing (paused, partitioned) still has its
+// subscription on the server, so that a request sent to its term is
+// neither answered nor refused: only the log tells that the lead moved.
 func (c *Client) heard() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	close(c.wake)
 	c.wake = make(chan struct{})
+	c.term, c.leader = 0, ""
 }
 
 // Close stops the Client: its subscriptions (Subscribe's too) end, and its
@@ -228,6 +234,7 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 			c.forget(term)
 			continue
 		case errors.Is(err, errMoved) && again:
+			c.forget(term) // not its term any more: ask the log, not the cache
 			continue
 		case errors.Is(err, errMoved):
 			return nil, fmt.Errorf("%w (store %q, term %d)", ErrLeaderLost, c.name, term)
@@ -274,16 +281,15 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte) (*reply, err
 		}
 		select {
 		case m := <-ch:
-			if m.Header.Get("Status") == "503" {
-				return nil, errNoAnswer
-			}
-			var r reply
-			if err := json.Unmarshal(m.Data, &r); err != nil {
-				return nil, fmt.Errorf("replica: undecodable answer of the leader: %w", err)
-			}
-			return &r, nil
+			return decodeAnswer(m)
 		case <-wake:
-			// A term message: is the lead still with term?
+			select {
+			case m := <-ch: // an answer is in: it wins over the wake
+				return decodeAnswer(m)
+			default:
+			}
+			// A term message, or a leader's word: is the lead still with
+			// term?
 			lctx, cancel := context.WithTimeout(ctx, lookTimeout)
 			now, _, err := c.look(lctx)
 			cancel()
@@ -294,6 +300,19 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte) (*reply, err
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// decodeAnswer reads the leader's answer to a request (errNoAnswer: no
+// replica had a subscription for its term).
+func decodeAnswer(m *nats.Msg) (*reply, error) {
+	if m.Header.Get("Status") == "503" {
+		return nil, errNoAnswer
+	}
+	var r reply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("replica: undecodable answer of the leader: %w", err)
+	}
+	return &r, nil
 }
 
 // Submit adds a batch of tasks through the leader, as the leader's

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -243,5 +244,74 @@ func TestReplicaThatCannotStartResigns(t *testing.T) {
 	defer cancel()
 	if name, _, err := good.Leader(ctx); err != nil || name != "good" {
 		t.Errorf("Leader() = %q, %v; want good", name, err)
+	}
+}
+
+// A leader cut off without its connection closing (paused, partitioned)
+// keeps its subscription on the server: a request sent to its term is
+// neither answered nor refused. A takeover redirects the calls in flight
+// to the new leader (those that may be asked twice: WaitTasks here), and
+// new calls go to it at once, through a Client that knew the old one
+// and through the new leader's own Client.
+func TestTakeoverRedirectsCallsInFlight(t *testing.T) {
+	srv := oneServer(t)
+	px := newProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	release := make(chan struct{})
+	funcs := replica.WithScheduler(coordinator.WithFunc("hold", func(ctx context.Context, p []byte) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
+	na, aCh := notices()
+	startReplica(t, conn(t, px.url()), "part", "a", r1(funcs, na, replica.WithStopWait(time.Second))...)
+	waitRole(t, aCh, replica.Leader)
+	nb, bCh := notices()
+	b := startReplica(t, conn(t, srv.ClientURL()), "part", "b", r1(funcs, nb)...)
+	waitRole(t, bCh, replica.Standby)
+	cl, err := replica.NewClient(conn(t, srv.ClientURL()), "part")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if err := cl.Submit(ctx, coordinator.Task{ID: "w", Func: "hold", Retry: coordinator.RetryPolicy{MaxAttempts: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Info(ctx, "w"); err != nil { // b's Client knows a's term too
+		t.Fatal(err)
+	}
+	px.setPaused(true) // before or after the WaitTasks reaches a: it goes to a's term either way
+	waited := make(chan error, 1)
+	go func() { waited <- cl.WaitTasks(ctx, "w") }()
+	waitRole(t, bCh, replica.Leader)
+	close(release) // w, restored interrupted on b, runs again and succeeds
+
+	// A call still sent to a's term would wait until its context ends.
+	call := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		defer ccancel()
+		if err := f(cctx); err != nil {
+			t.Errorf("%s after the takeover = %v; want nil (sent to the new leader)", what, err)
+		}
+	}
+	call("the new leader's own Info", func(ctx context.Context) error { _, _, err := b.Info(ctx, "w"); return err })
+	call("Info through the Client that knew a", func(ctx context.Context) error { _, _, err := cl.Info(ctx, "w"); return err })
+	if err := recv(t, waited, "the WaitTasks in flight"); err != nil {
+		t.Errorf("WaitTasks(w) in flight across the takeover = %v; want nil", err)
+	}
+
+	px.setPaused(false)
+	for { // a finds out it was fenced and stands by
+		if n := recv(t, aCh, "a's notice"); n.Role == replica.Standby {
+			if !errors.Is(n.Err, replica.ErrFenced) {
+				t.Errorf("a stands by for %v; want ErrFenced", n.Err)
+			}
+			break
+		}
 	}
 }
