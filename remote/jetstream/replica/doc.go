@@ -94,7 +94,9 @@
 // (coordinator.ErrInterrupted, counted, retried under the task's policy)
 // if their starts were committed, and as never started otherwise; so
 // they run again (at least once). Its remote attempts are left running
-// (jetstream.WithDetach): the new leader picks them up. It says so (a
+// (jetstream.WithDetach): the new leader picks them up; even one it was
+// asked to cancel, since a failed commit ends attempts with cause
+// coordinator.ErrClosed, which a detached pool leaves alone. It says so (a
 // Notice with Err wrapping ErrFenced, a log line), waits up to
 // WithStopWait for its functions to return, and becomes a standby: it
 // follows the log again, and may lead again later.

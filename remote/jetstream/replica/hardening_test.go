@@ -315,3 +315,81 @@ func TestTakeoverRedirectsCallsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A cut-off leader that comes back with a Cancel in hand cannot commit
+// it, and its remote pool leaves the attempt alone: the attempt ends
+// with cause coordinator.ErrClosed (a failed commit's), not the
+// ErrCancelled decided, so that the queued work the new leader resumed
+// is not deleted, and the new leader finishes the task.
+func TestFencedCancelLeavesRemoteAttempts(t *testing.T) {
+	srv := oneServer(t)
+	px := newProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	release := make(chan struct{})
+	started := make(chan string, 16)
+	sctx, scancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- jetstream.Serve(sctx, conn(t, srv.ClientURL()), "wp", map[string]jetstream.Handler{
+			"h": func(ctx context.Context, data []byte) ([]byte, error) {
+				started <- string(data)
+				select {
+				case <-release:
+					return data, nil
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}}, jetstream.WithConcurrency(1)) // x1 holds the worker: x2 waits in the queue
+	}()
+	defer func() { scancel(); <-served }()
+	pool := replica.WithRemotePool("rp", 4, "wp", jetstream.WithReplicas(1))
+	na, aCh := notices()
+	a := startReplica(t, conn(t, px.url()), "stalecancel", "a", r1(pool, na, replica.WithStopWait(time.Second))...)
+	waitRole(t, aCh, replica.Leader)
+	nb, bCh := notices()
+	b := startReplica(t, conn(t, srv.ClientURL()), "stalecancel", "b", r1(pool, nb)...)
+	waitRole(t, bCh, replica.Standby)
+	cl, err := replica.NewClient(conn(t, srv.ClientURL()), "stalecancel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	task := func(id string) coordinator.Task {
+		return coordinator.Task{ID: id, Pool: "rp", Payload: jetstream.Payload{Kind: "h", Data: []byte(id)}.Encode()}
+	}
+	x2Started := make(chan struct{})
+	var once sync.Once
+	unsub := a.Scheduler().Subscribe(func(ev coordinator.Event) {
+		if ev.Kind == coordinator.EventStarted && ev.TaskID == "x2" {
+			once.Do(func() { close(x2Started) })
+		}
+	})
+	defer unsub()
+	if err := cl.Submit(ctx, task("x1")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, started, "x1's start")
+	if err := cl.Submit(ctx, task("x2")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, x2Started, "x2 handed to a's pool")
+	px.setPaused(true)
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := cl.Cancel(ctx, "x2") // reaches a, cut off, which takes it when it resumes
+		cancelled <- err
+	}()
+	waitRole(t, bCh, replica.Leader)
+	px.setPaused(false)
+	recv(t, cancelled, "Cancel") // ErrLeaderLost: the leader had it and lost the lead
+	for { // a takes the Cancel, its commit is refused: fenced
+		if n := recv(t, aCh, "a's notice"); n.Role == replica.Standby {
+			break
+		}
+	}
+	close(release)
+	if err := b.WaitTasks(ctx, "x1", "x2"); err != nil {
+		t.Errorf("WaitTasks(x1, x2) on the new leader = %v; want nil: the deposed leader's uncommitted Cancel reached the worker", err)
+	}
+}
