@@ -23,11 +23,23 @@ import (
 //
 // Every call blocks until the leader answers, and waits for a leader while
 // none leads, until its context ends: then it returns ErrNoLeader, or
-// ctx.Err() if a leader was found and had not answered. A request the
-// leader never got is sent again to the next leader; one it had when it
-// stopped leading is sent again if asking twice is harmless (Info,
-// WaitTasks, Wait), and otherwise (Submit, Cancel) fails with
-// ErrLeaderLost: it may or may not have been applied.
+// ctx.Err() if a leader was found and had not answered. ctx.Err() says
+// the answer did not come in time, not that nothing was done: a Submit,
+// Cancel, Pause or Resume the leader had may have been applied (look
+// with Info). A request the leader never got is sent again to the next
+// leader; one it had when it stopped leading is sent again if asking
+// twice is harmless (Info, WaitTasks, Wait, Pause, Resume), and
+// otherwise (Submit, Cancel) fails with ErrLeaderLost: it may or may not
+// have been applied. A WaitTasks or Wait whose context ends tells the
+// leader, which stops waiting for it (its deadline travels with the
+// request too).
+//
+// Requests and answers are core NATS messages, each within the server's
+// max payload (1 MiB by default; JSON, a []byte as base64, a third
+// larger): a Submit whose batch exceeds it fails at once with
+// nats.ErrMaxPayload (split the batch, or keep payloads by reference),
+// and an answer that would exceed it (an Info or a WaitTasks error
+// carrying large results) fails with ErrAnswerTooLarge.
 //
 // All methods are safe for concurrent use. After Close they return
 // ErrClosed.
@@ -228,7 +240,7 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.ask(ctx, term, data)
+		r, err := c.ask(ctx, term, data, req.Op == opWaitTasks || req.Op == opWait)
 		switch {
 		case errors.Is(err, errNoAnswer):
 			c.forget(term)
@@ -243,6 +255,11 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 		}
 		if r.Err != nil {
 			switch r.Err.Code {
+			case codeGaveUp:
+				// The leader stopped waiting when this caller's time was
+				// up, by its own clock: so is ctx, or about to be.
+				<-ctx.Done()
+				return nil, ctx.Err()
 			case codeNotLeader, codeClosed, codeFenced:
 				// Not done there: ask the next leader.
 				c.forget(term)
@@ -260,8 +277,10 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 }
 
 // ask sends one request to the leader of term and waits for its answer,
-// for ctx, or for the lead to change.
-func (c *Client) ask(ctx context.Context, term uint64, data []byte) (*reply, error) {
+// for ctx, or for the lead to change. A wait (abandon) whose ctx ends
+// tells the leader, which ends it rather than keep it until the tasks
+// end.
+func (c *Client) ask(ctx context.Context, term uint64, data []byte, abandon bool) (*reply, error) {
 	inbox := c.nc.NewInbox()
 	ch := make(chan *nats.Msg, 1)
 	sub, err := c.nc.ChanSubscribe(inbox, ch)
@@ -297,9 +316,24 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte) (*reply, err
 				return nil, errMoved
 			}
 		case <-ctx.Done():
+			if abandon {
+				if b, err := json.Marshal(&request{Op: opAbandon, Inbox: inbox}); err == nil {
+					_ = c.nc.Publish(apiSubject(c.name, term), b)
+				}
+			}
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// timeout is what is left of ctx's time, for a wait's request (0: no
+// deadline).
+func timeout(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(d), time.Nanosecond)
 }
 
 // decodeAnswer reads the leader's answer to a request (errNoAnswer: no
@@ -323,7 +357,12 @@ func decodeAnswer(m *nats.Msg) (*reply, error) {
 // Run, RetryIf or Schedule; a []byte Payload): others are refused here
 // with a *coordinator.TaskError wrapping coordinator.ErrNotDurable. It
 // returns ErrLeaderLost when the leader stopped leading with the batch
-// in hand (see the Client doc).
+// in hand (see the Client doc). Unlike SubmitContext's, its ctx.Err()
+// does not say the batch was not stored: the leader may have committed
+// it and answered too late. Either way, look (Info) before trying again:
+// a second Submit of a stored batch fails with
+// coordinator.ErrDuplicateID. A batch larger than the server's max
+// payload fails with nats.ErrMaxPayload, sent to no one.
 func (c *Client) Submit(ctx context.Context, tasks ...coordinator.Task) error {
 	req := &request{Op: opSubmit}
 	for _, t := range tasks {
@@ -346,7 +385,8 @@ func (c *Client) Submit(ctx context.Context, tasks ...coordinator.Task) error {
 // Cancel cancels a task through the leader, as Scheduler.Cancel does: it
 // reports whether the cancel took (false for an unknown or final task),
 // once the leader committed it. An error says it could not be asked
-// (ErrNoLeader, ctx.Err()) or that the answer was lost (ErrLeaderLost).
+// (ErrNoLeader) or that the answer was lost (ErrLeaderLost, or ctx.Err()
+// once a leader had it): it may or may not have been applied.
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	r, err := c.call(ctx, &request{Op: opCancel, IDs: []string{id}}, false)
 	if err != nil {
@@ -382,7 +422,7 @@ func (c *Client) Info(ctx context.Context, id string) (coordinator.TaskInfo, boo
 // coordinator.ErrUnknownTask for an ID the leader does not know. A change
 // of leader meanwhile is waited through. ctx.Err() if ctx ends.
 func (c *Client) WaitTasks(ctx context.Context, ids ...string) error {
-	r, err := c.call(ctx, &request{Op: opWaitTasks, IDs: ids}, true)
+	r, err := c.call(ctx, &request{Op: opWaitTasks, IDs: ids, Timeout: timeout(ctx)}, true)
 	if err != nil {
 		return err
 	}
@@ -396,7 +436,41 @@ func (c *Client) WaitTasks(ctx context.Context, ids ...string) error {
 // final, as Scheduler.Wait does; a change of leader meanwhile is waited
 // through. ctx.Err() if ctx ends.
 func (c *Client) Wait(ctx context.Context) error {
-	r, err := c.call(ctx, &request{Op: opWait}, true)
+	r, err := c.call(ctx, &request{Op: opWait, Timeout: timeout(ctx)}, true)
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return r.Err.err()
+	}
+	return nil
+}
+
+// Pause pauses a pool through the leader, as the leader's
+// Scheduler.Pause does: once it returns, the pool starts nothing more,
+// and the pause is committed (it survives a takeover). Errors: one
+// wrapping coordinator.ErrUnknownPool for a pool the leader was not
+// given, those of every call (ErrNoLeader, ctx.Err()). Asking twice is
+// harmless: a Pause the leader had when it stopped leading is asked
+// again of the next.
+func (c *Client) Pause(ctx context.Context, pool string) error {
+	return c.poolCall(ctx, opPause, pool)
+}
+
+// Resume resumes a pool through the leader, as Scheduler.Resume does,
+// with Pause's errors.
+//
+// A rate limit (Scheduler.SetRateLimit) has no call here: it is an
+// option, not state, and a durable scheduler does not store it. Give it
+// to every replica (WithScheduler(coordinator.WithRateLimit(...))); a
+// change made on the leader's Scheduler (Replica.Scheduler) holds until
+// the next takeover.
+func (c *Client) Resume(ctx context.Context, pool string) error {
+	return c.poolCall(ctx, opResume, pool)
+}
+
+func (c *Client) poolCall(ctx context.Context, op, pool string) error {
+	r, err := c.call(ctx, &request{Op: op, Pool: pool}, true)
 	if err != nil {
 		return err
 	}

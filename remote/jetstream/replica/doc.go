@@ -125,14 +125,22 @@
 // Reaching the leader. The leader answers requests on the core subject
 // baton.S.api.T (T its term) and publishes its events on baton.S.events.
 // A Client finds T in the log's last message (and hears of a new term on
-// the term subject) and sends each call there. A Replica's Submit,
-// Cancel, Info, WaitTasks, Wait and Subscribe are its Client's, whether
-// it leads or not. While no one leads, calls wait for a leader until
-// their context ends (ErrNoLeader). A call the leader never received
-// goes to the next; one it had when it stopped leading is asked again of
-// the next if that is harmless (Info, WaitTasks, Wait: they follow the
-// lead) and fails with ErrLeaderLost otherwise (Submit, Cancel: applied or
-// not; look with Info). Events are at most once: those a leader decided
+// the term subject) and sends each call there; at each term message it
+// looks again, so that calls in flight to a leader cut off without its
+// connection closing (paused, partitioned) go to the next. A Replica's
+// Submit, Cancel, Info, WaitTasks, Wait, Pause, Resume and Subscribe are
+// its Client's, whether it leads or not. While no one leads, calls wait
+// for a leader until their context ends (ErrNoLeader). A call the leader
+// never received goes to the next; one it had when it stopped leading is
+// asked again of the next if that is harmless (Info, WaitTasks, Wait,
+// Pause, Resume: they follow the lead) and fails with ErrLeaderLost
+// otherwise (Submit, Cancel: applied or not; look with Info); a call
+// whose context ended once the leader had it (ctx.Err()) may have been
+// applied too. A rate limit (SetRateLimit) is not stored and has no
+// call: give every replica the same coordinator.WithRateLimit. Requests
+// and answers each fit in the server's max payload (1 MiB by default):
+// a larger batch fails with nats.ErrMaxPayload, a larger answer with
+// ErrAnswerTooLarge. Events are at most once: those a leader decided
 // and died before publishing, or published while a Client's connection
 // was down, are not delivered.
 //

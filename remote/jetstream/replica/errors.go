@@ -33,6 +33,12 @@ var (
 	// batch that was stored makes a second Submit fail with
 	// coordinator.ErrDuplicateID.
 	ErrLeaderLost = errors.New("replica: the leader was lost with the request in flight; it may or may not have been applied")
+	// ErrAnswerTooLarge is returned by a Client's call whose answer
+	// would exceed the NATS server's max payload (1 MiB by default): an
+	// Info or a WaitTasks error that carries large results
+	// (coordinator.SetResult). Read such results where they are
+	// written, or keep them smaller than the max payload.
+	ErrAnswerTooLarge = errors.New("replica: the leader's answer exceeds the server's max payload")
 	// ErrClosed is returned by a Client's calls after its Close, by a
 	// Replica's after its Shutdown, and (wrapped) by a Store's Load and
 	// Commit after its Close.

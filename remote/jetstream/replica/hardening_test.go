@@ -383,7 +383,7 @@ func TestFencedCancelLeavesRemoteAttempts(t *testing.T) {
 	waitRole(t, bCh, replica.Leader)
 	px.setPaused(false)
 	recv(t, cancelled, "Cancel") // ErrLeaderLost: the leader had it and lost the lead
-	for { // a takes the Cancel, its commit is refused: fenced
+	for {                        // a takes the Cancel, its commit is refused: fenced
 		if n := recv(t, aCh, "a's notice"); n.Role == replica.Standby {
 			break
 		}
@@ -391,5 +391,161 @@ func TestFencedCancelLeavesRemoteAttempts(t *testing.T) {
 	close(release)
 	if err := b.WaitTasks(ctx, "x1", "x2"); err != nil {
 		t.Errorf("WaitTasks(x1, x2) on the new leader = %v; want nil: the deposed leader's uncommitted Cancel reached the worker", err)
+	}
+}
+
+// A task's flow-control fields travel through a Client: Slots (more
+// than its pool has is refused, as by a local scheduler) and Key (under
+// a limit of 1, k2 waits for k1 while a task of lower priority and no
+// key takes the free worker); TaskInfo.When comes back.
+func TestFlowControlFieldsTravel(t *testing.T) {
+	srv := oneServer(t)
+	k1Running, k2Running := make(chan struct{}), make(chan struct{})
+	releaseK1 := make(chan struct{})
+	funcs := replica.WithScheduler(coordinator.WithWorkers(2), coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1}),
+		coordinator.WithFunc("hold", func(ctx context.Context, p []byte) error {
+			switch string(p) {
+			case "k1":
+				close(k1Running)
+				<-releaseK1
+			case "k2":
+				close(k2Running)
+			}
+			return nil
+		}))
+	nl, ch := notices()
+	a := startReplica(t, conn(t, srv.ClientURL()), "keys", "a", r1(funcs, nl)...)
+	waitRole(t, ch, replica.Leader)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+
+	if err := a.Submit(ctx, coordinator.Task{ID: "s", Func: "hold", Slots: 3}); !errors.Is(err, coordinator.ErrInvalidTask) {
+		t.Errorf("Submit(Slots 3 on a pool of 2) = %v; want ErrInvalidTask, as a local scheduler says", err)
+	}
+	if err := a.Submit(ctx, coordinator.Task{ID: "k1", Func: "hold", Key: "k", Payload: []byte("k1")}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, k1Running, "k1's start") // one worker left
+	// Without its key, k2 (the higher priority) would take the free
+	// worker first, and start before free ends.
+	if err := a.Submit(ctx, coordinator.Task{ID: "k2", Func: "hold", Key: "k", Priority: 10, Payload: []byte("k2"), When: coordinator.AllDone},
+		coordinator.Task{ID: "free", Func: "hold"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WaitTasks(ctx, "free"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k2Running:
+		t.Error("k2 ran beside k1: Task.Key was lost on the way")
+	default:
+	}
+	if ti, _, err := a.Info(ctx, "k2"); err != nil || ti.When != coordinator.AllDone {
+		t.Errorf("Info(k2) = When %v, %v; want %v", ti.When, err, coordinator.AllDone)
+	}
+	close(releaseK1)
+	if err := a.WaitTasks(ctx, "k1", "k2"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Pause and Resume reach the leader through a Client; Pause of a pool
+// the leader was not given is ErrUnknownPool.
+func TestPauseThroughClient(t *testing.T) {
+	srv := oneServer(t)
+	funcs := replica.WithScheduler(coordinator.WithFunc("q", func(ctx context.Context, p []byte) error { return nil }))
+	nl, ch := notices()
+	a := startReplica(t, conn(t, srv.ClientURL()), "pause", "a", r1(funcs, nl)...)
+	waitRole(t, ch, replica.Leader)
+	cl, err := replica.NewClient(conn(t, srv.ClientURL()), "pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if err := cl.Pause(ctx, ""); err != nil {
+		t.Fatalf("Pause = %v", err)
+	}
+	if !a.Scheduler().Paused("") {
+		t.Error("the leader's default pool is not paused after Pause returned")
+	}
+	if err := cl.Pause(ctx, "nope"); !errors.Is(err, coordinator.ErrUnknownPool) {
+		t.Errorf("Pause(nope) = %v; want ErrUnknownPool", err)
+	}
+	if err := cl.Resume(ctx, ""); err != nil {
+		t.Fatalf("Resume = %v", err)
+	}
+	if a.Scheduler().Paused("") {
+		t.Error("the leader's default pool is paused after Resume returned")
+	}
+}
+
+// A WaitTasks or Wait whose caller gave up does not hold a handler on the
+// leader until the tasks end: the caller's time left travels with the
+// request, and a Client whose caller gave up says so.
+func TestAbandonedWaitEndsOnTheLeader(t *testing.T) {
+	srv := oneServer(t)
+	funcs := replica.WithScheduler(coordinator.WithFunc("block", func(ctx context.Context, p []byte) error { <-ctx.Done(); return ctx.Err() }))
+	nl, ch := notices()
+	a := startReplica(t, conn(t, srv.ClientURL()), "leak", "a", r1(funcs, nl)...)
+	waitRole(t, ch, replica.Leader)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if err := a.Submit(ctx, coordinator.Task{ID: "blk", Func: "block"}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := replica.NewClient(conn(t, srv.ClientURL()), "leak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range 50 {
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Millisecond) // a deadline
+		if err := cl.WaitTasks(wctx, "blk"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitTasks = %v; want DeadlineExceeded", err)
+		}
+		wcancel()
+		wctx, wcancel = context.WithCancel(ctx) // no deadline: given up
+		waited := make(chan error, 1)
+		go func() { waited <- cl.Wait(wctx) }()
+		wcancel()
+		if err := recv(t, waited, "Wait"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v; want Canceled", err)
+		}
+	}
+	if err := a.Handlers(ctx, 0); err != nil {
+		t.Errorf("the leader's request handlers for abandoned waits still run: %v", err)
+	}
+	a.Scheduler().Cancel("blk")
+}
+
+// An answer larger than the server's max payload is refused by the
+// connection: the leader says so (ErrAnswerTooLarge) rather than leave
+// the caller waiting. A batch larger than the max payload fails at once
+// (nats.ErrMaxPayload).
+func TestOversizedAnswerFailsClearly(t *testing.T) {
+	srv := oneServer(t)
+	big := strings.Repeat("x", 800_000) // 1.07 MB in JSON's base64: over the default 1 MiB
+	funcs := replica.WithScheduler(coordinator.WithFunc("big", func(ctx context.Context, p []byte) error {
+		return coordinator.SetResult(ctx, []byte(big))
+	}))
+	nl, ch := notices()
+	a := startReplica(t, conn(t, srv.ClientURL()), "big", "a", r1(funcs, nl)...)
+	waitRole(t, ch, replica.Leader)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	if err := a.Submit(ctx, coordinator.Task{ID: "b", Func: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WaitTasks(ctx, "b"); err != nil {
+		t.Fatalf("WaitTasks(b) = %v", err)
+	}
+	if _, _, err := a.Info(ctx, "b"); !errors.Is(err, replica.ErrAnswerTooLarge) {
+		t.Errorf("Info of a task with an 800 KB result = %v; want ErrAnswerTooLarge", err)
+	}
+	err := a.Submit(ctx, coordinator.Task{ID: "p", Func: "big", Payload: []byte(big)})
+	if !errors.Is(err, nats.ErrMaxPayload) {
+		t.Errorf("Submit of an 800 KB payload = %v; want nats.ErrMaxPayload", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -138,6 +139,9 @@ type Replica struct {
 	mu      sync.Mutex // guards the fields below
 	sched   *coordinator.Scheduler
 	closing context.Context // Shutdown's, for the last leader session's end
+
+	handling atomic.Int64  // request handlers running now (only for testing: Handlers)
+	handled  chan struct{} // signalled (buffer 1, coalescing) when a handler returns; only for testing
 }
 
 // New starts a replica of the store called name (1-64 letters, digits,
@@ -166,7 +170,8 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{})}
+	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{}),
+		handled: make(chan struct{}, 1)}
 	go r.run(ctx)
 	return r, nil
 }
@@ -289,8 +294,33 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	term := st.Term()
 	sctx, cancel := context.WithCancel(ctx)
 	var handlers sync.WaitGroup
+	waits := &waits{m: map[string]context.CancelFunc{}}
 	sub, err := r.nc.Subscribe(apiSubject(r.name, term), func(m *nats.Msg) {
-		handlers.Go(func() { r.handle(sctx, s, st, m) })
+		// Decoded here, in the order the requests came: a wait is
+		// registered before its caller's word that it gave up is read.
+		var req request
+		derr := json.Unmarshal(m.Data, &req)
+		wctx, end := sctx, func() {}
+		switch {
+		case derr != nil:
+		case req.Op == opAbandon:
+			waits.abandon(req.Inbox)
+			return // no answer: nobody waits for one
+		case req.Op == opWaitTasks || req.Op == opWait:
+			wctx, end = waits.begin(sctx, m.Reply, req.Timeout)
+		}
+		r.handling.Add(1)
+		handlers.Go(func() {
+			defer func() {
+				end()
+				r.handling.Add(-1)
+				select {
+				case r.handled <- struct{}{}:
+				default:
+				}
+			}()
+			r.handle(sctx, wctx, s, st, m, &req, derr)
+		})
 	})
 	if err == nil {
 		_ = sub.SetPendingLimits(-1, -1)
@@ -339,9 +369,54 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	return end, nil
 }
 
-// handle answers one request of a Client while this replica leads.
-func (r *Replica) handle(ctx context.Context, s *coordinator.Scheduler, st *Store, m *nats.Msg) {
-	var req request
+// waits are the WaitTasks and Wait requests a leader is answering, by
+// their reply subject: a Client whose caller gave up says so (opAbandon),
+// and the wait ends.
+type waits struct {
+	mu sync.Mutex // guards m
+	m  map[string]context.CancelFunc
+}
+
+// begin returns the context of a wait: ctx, bounded by timeout (the
+// time its caller had left; 0: none) and by its caller's word that it
+// gave up, and the function that ends it.
+func (w *waits) begin(ctx context.Context, reply string, timeout time.Duration) (context.Context, func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		var cancelT context.CancelFunc
+		wctx, cancelT = context.WithTimeout(wctx, timeout)
+		cancelC := cancel
+		cancel = func() { cancelT(); cancelC() }
+	}
+	if reply == "" {
+		return wctx, cancel
+	}
+	w.mu.Lock()
+	w.m[reply] = cancel
+	w.mu.Unlock()
+	return wctx, func() {
+		w.mu.Lock()
+		delete(w.m, reply)
+		w.mu.Unlock()
+		cancel()
+	}
+}
+
+func (w *waits) abandon(reply string) {
+	w.mu.Lock()
+	cancel := w.m[reply]
+	delete(w.m, reply)
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// handle answers one request of a Client while this replica leads (req,
+// decoded from m, or derr): in ctx, the leader's, and for a wait in
+// wctx, bounded by its caller (waits.begin). A wait that ends so is
+// answered all the same; nobody listens.
+func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st *Store, m *nats.Msg, req *request, derr error) {
 	var rep reply
 	done, _ := st.stopped()
 	gone := func() bool {
@@ -353,9 +428,9 @@ func (r *Replica) handle(ctx context.Context, s *coordinator.Scheduler, st *Stor
 		}
 	}
 	notLeader := &wireErr{Code: codeNotLeader, Msg: "replica " + r.cfg.name + " no longer leads store " + r.name}
-	switch err := json.Unmarshal(m.Data, &req); {
-	case err != nil:
-		rep.Err = &wireErr{Code: codeOther, Msg: "replica: undecodable request: " + err.Error()}
+	switch {
+	case derr != nil:
+		rep.Err = &wireErr{Code: codeOther, Msg: "replica: undecodable request: " + derr.Error()}
 	case req.Op == opSubmit:
 		tasks := make([]coordinator.Task, len(req.Tasks))
 		for i, w := range req.Tasks {
@@ -383,26 +458,59 @@ func (r *Replica) handle(ctx context.Context, s *coordinator.Scheduler, st *Stor
 			rep.Info = &w
 		}
 	case req.Op == opWaitTasks:
-		err := s.WaitTasks(ctx, req.IDs...)
-		if gone() {
-			rep.Err = notLeader
-		} else {
-			rep.Err = errToWire(err)
-		}
+		err := s.WaitTasks(wctx, req.IDs...)
+		rep.Err = waitErr(err, wctx, gone(), notLeader)
 	case req.Op == opWait:
-		err := s.Wait(ctx)
-		if gone() {
-			rep.Err = notLeader
+		err := s.Wait(wctx)
+		rep.Err = waitErr(err, wctx, gone(), notLeader)
+	case req.Op == opPause || req.Op == opResume:
+		f := s.Pause
+		if req.Op == opResume {
+			f = s.Resume
+		}
+		err := f(req.Pool)
+		if err != nil && gone() {
+			rep.Err = notLeader // refused by a fenced store, or not asked
 		} else {
 			rep.Err = errToWire(err)
 		}
 	default:
 		rep.Err = &wireErr{Code: codeOther, Msg: fmt.Sprintf("replica: unknown request %q", req.Op)}
 	}
-	if b, err := json.Marshal(&rep); err == nil && m.Reply != "" {
-		_ = r.nc.Publish(m.Reply, b)
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(&rep)
+	if err != nil {
+		b, _ = json.Marshal(&reply{Err: &wireErr{Code: codeOther, Msg: "replica: encoding the answer: " + err.Error()}})
+	}
+	if limit := r.nc.MaxPayload(); int64(len(b)) > limit-answerHeadroom {
+		// Too large to send: say so, rather than leave the caller
+		// waiting for an answer that the connection refused.
+		b, _ = json.Marshal(&reply{Err: &wireErr{Code: codeTooLarge,
+			Msg: fmt.Sprintf("%s of %d bytes, the server's max payload is %d", req.Op, len(b), limit)}})
+	}
+	if err := r.nc.Publish(m.Reply, b); err != nil {
+		r.cfg.logger.Warn("replica: answering a request", "store", r.name, "op", req.Op, "error", err)
 	}
 }
+
+// waitErr is the answer's error of a wait that ended with err: notLeader
+// if the leader stopped leading (gone), codeGaveUp if its caller's time
+// ran out or it gave up (wctx ended).
+func waitErr(err error, wctx context.Context, gone bool, notLeader *wireErr) *wireErr {
+	switch {
+	case gone:
+		return notLeader
+	case err != nil && wctx.Err() != nil && errors.Is(err, wctx.Err()):
+		return &wireErr{Code: codeGaveUp, Msg: err.Error()}
+	}
+	return errToWire(err)
+}
+
+// answerHeadroom is what an answer leaves of the server's max payload
+// for its subject and headers.
+const answerHeadroom = 1 << 10
 
 // Shutdown stops the replica. A leader stops its scheduler as
 // coordinator's Shutdown does (none of its cancellations is written; its
@@ -459,6 +567,12 @@ func (r *Replica) WaitTasks(ctx context.Context, ids ...string) error {
 
 // Wait is Client.Wait.
 func (r *Replica) Wait(ctx context.Context) error { return r.client.Wait(ctx) }
+
+// Pause is Client.Pause.
+func (r *Replica) Pause(ctx context.Context, pool string) error { return r.client.Pause(ctx, pool) }
+
+// Resume is Client.Resume.
+func (r *Replica) Resume(ctx context.Context, pool string) error { return r.client.Resume(ctx, pool) }
 
 // Subscribe is Client.Subscribe: the leader's events, whichever replica
 // leads.

@@ -19,12 +19,23 @@ const (
 	opInfo      = "info"
 	opWaitTasks = "waittasks"
 	opWait      = "wait"
+	opPause     = "pause"
+	opResume    = "resume"
+	opAbandon   = "abandon" // the caller of a WaitTasks or Wait gave up: no answer
 )
 
 type request struct {
 	Op    string     `json:"op"`
 	Tasks []wireTask `json:"tasks,omitempty"`
 	IDs   []string   `json:"ids,omitempty"`
+	Pool  string     `json:"pool,omitempty"` // opPause, opResume
+
+	// opWaitTasks, opWait: how long the caller had left when it asked
+	// (0: no deadline). A duration, not a time: the clocks of the two
+	// machines need not agree.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// opAbandon: the reply subject of the request given up.
+	Inbox string `json:"inbox,omitempty"`
 }
 
 type reply struct {
@@ -53,6 +64,8 @@ type wireTask struct {
 	Times       int           `json:"times,omitempty"`
 	Missed      int           `json:"missed,omitempty"`
 	When        int           `json:"when,omitempty"`
+	Key         string        `json:"key,omitempty"`
+	Slots       int           `json:"slots,omitempty"`
 	Payload     []byte        `json:"payload,omitempty"`
 	HasPayload  bool          `json:"has_payload,omitempty"`
 }
@@ -74,7 +87,8 @@ func toWire(t coordinator.Task) (wireTask, error) {
 	}
 	w := wireTask{ID: t.ID, Func: t.Func, Pool: t.Pool, Deps: t.Deps, Priority: t.Priority,
 		MaxAttempts: t.Retry.MaxAttempts, BaseDelay: t.Retry.BaseDelay, MaxDelay: t.Retry.MaxDelay, Jitter: t.Retry.Jitter,
-		Delay: t.Delay, Timeout: t.Timeout, Every: t.Every, Cron: t.Cron, Times: t.Times, Missed: int(t.Missed), When: int(t.When)}
+		Delay: t.Delay, Timeout: t.Timeout, Every: t.Every, Cron: t.Cron, Times: t.Times, Missed: int(t.Missed), When: int(t.When),
+		Key: t.Key, Slots: t.Slots}
 	switch p := t.Payload.(type) {
 	case nil:
 	case []byte:
@@ -89,7 +103,7 @@ func (w wireTask) task() coordinator.Task {
 	t := coordinator.Task{ID: w.ID, Func: w.Func, Pool: w.Pool, Deps: w.Deps, Priority: w.Priority,
 		Retry: coordinator.RetryPolicy{MaxAttempts: w.MaxAttempts, BaseDelay: w.BaseDelay, MaxDelay: w.MaxDelay, Jitter: w.Jitter},
 		Delay: w.Delay, Timeout: w.Timeout, Every: w.Every, Cron: w.Cron, Times: w.Times,
-		Missed: coordinator.Missed(w.Missed), When: coordinator.Trigger(w.When)}
+		Missed: coordinator.Missed(w.Missed), When: coordinator.Trigger(w.When), Key: w.Key, Slots: w.Slots}
 	if w.HasPayload {
 		t.Payload = w.Payload
 		if w.Payload == nil {
@@ -109,6 +123,9 @@ const (
 	codeCycle       = "cycle"        // a *coordinator.CycleError
 	codeTasks       = "tasks"        // a *coordinator.TasksError
 	codeUnknownTask = "unknown_task" // coordinator.ErrUnknownTask
+	codeUnknownPool = "unknown_pool" // coordinator.ErrUnknownPool
+	codeGaveUp      = "gave_up"      // a wait ended with its caller's time (or word): its ctx ends now
+	codeTooLarge    = "too_large"    // the answer exceeds the server's max payload (ErrAnswerTooLarge)
 	codeOther       = "other"
 )
 
@@ -162,6 +179,8 @@ func errToWire(err error) *wireErr {
 		}
 	case errors.Is(err, coordinator.ErrUnknownTask):
 		w.Code = codeUnknownTask
+	case errors.Is(err, coordinator.ErrUnknownPool):
+		w.Code = codeUnknownPool
 	}
 	return w
 }
@@ -191,7 +210,11 @@ func (w *wireErr) err() error {
 		}
 		return te
 	case codeUnknownTask:
-		return fmt.Errorf("%w: %s", coordinator.ErrUnknownTask, trimPrefix(w.Msg))
+		return fmt.Errorf("%w: %s", coordinator.ErrUnknownTask, trimPrefix(w.Msg, coordinator.ErrUnknownTask))
+	case codeUnknownPool:
+		return fmt.Errorf("%w: %s", coordinator.ErrUnknownPool, trimPrefix(w.Msg, coordinator.ErrUnknownPool))
+	case codeTooLarge:
+		return fmt.Errorf("%w: %s", ErrAnswerTooLarge, w.Msg)
 	case codeClosed:
 		return coordinator.ErrClosed
 	case codeFenced:
@@ -203,8 +226,8 @@ func (w *wireErr) err() error {
 }
 
 // trimPrefix drops the sentinel's text that err() puts back.
-func trimPrefix(msg string) string {
-	p := coordinator.ErrUnknownTask.Error() + ": "
+func trimPrefix(msg string, sentinel error) string {
+	p := sentinel.Error() + ": "
 	if len(msg) >= len(p) && msg[:len(p)] == p {
 		return msg[len(p):]
 	}
@@ -275,6 +298,7 @@ type wireInfo struct {
 	Status    uint8        `json:"status"`
 	Pool      string       `json:"pool,omitempty"`
 	Priority  int          `json:"prio,omitempty"`
+	When      int          `json:"when,omitempty"`
 	Attempts  int          `json:"attempts,omitempty"`
 	Runs      int          `json:"runs,omitempty"`
 	Err       *wireTaskErr `json:"err,omitempty"`
@@ -284,7 +308,7 @@ type wireInfo struct {
 }
 
 func infoToWire(ti coordinator.TaskInfo) wireInfo {
-	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, Attempts: ti.Attempts,
+	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, When: int(ti.When), Attempts: ti.Attempts,
 		Runs: ti.Runs, Err: taskErrToWire(ti.Err), Cause: ti.Cause}
 	if b, ok := ti.Result.([]byte); ok {
 		w.Result, w.HasResult = b, true
@@ -294,7 +318,7 @@ func infoToWire(ti coordinator.TaskInfo) wireInfo {
 
 func (w wireInfo) info() coordinator.TaskInfo {
 	ti := coordinator.TaskInfo{ID: w.ID, Status: coordinator.Status(w.Status), Pool: w.Pool, Priority: w.Priority,
-		Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
+		When: coordinator.Trigger(w.When), Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
 	if w.HasResult {
 		ti.Result = w.Result
 		if w.Result == nil {
