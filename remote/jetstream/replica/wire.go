@@ -298,6 +298,7 @@ type wireInfo struct {
 	Status    uint8        `json:"status"`
 	Pool      string       `json:"pool,omitempty"`
 	Priority  int          `json:"prio,omitempty"`
+	Key       string       `json:"key,omitempty"`
 	When      int          `json:"when,omitempty"`
 	Attempts  int          `json:"attempts,omitempty"`
 	Runs      int          `json:"runs,omitempty"`
@@ -305,11 +306,14 @@ type wireInfo struct {
 	Cause     string       `json:"cause,omitempty"`
 	Result    []byte       `json:"result,omitempty"`
 	HasResult bool         `json:"has_result,omitempty"`
+	Parent    string       `json:"parent,omitempty"`
+	Children  int          `json:"children,omitempty"`
+	Joining   bool         `json:"joining,omitempty"`
 }
 
 func infoToWire(ti coordinator.TaskInfo) wireInfo {
-	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, When: int(ti.When), Attempts: ti.Attempts,
-		Runs: ti.Runs, Err: taskErrToWire(ti.Err), Cause: ti.Cause}
+	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, Key: ti.Key, When: int(ti.When), Attempts: ti.Attempts,
+		Runs: ti.Runs, Err: taskErrToWire(ti.Err), Cause: ti.Cause, Parent: ti.Parent, Children: ti.Children, Joining: ti.Joining}
 	if b, ok := ti.Result.([]byte); ok {
 		w.Result, w.HasResult = b, true
 	}
@@ -318,7 +322,7 @@ func infoToWire(ti coordinator.TaskInfo) wireInfo {
 
 func (w wireInfo) info() coordinator.TaskInfo {
 	ti := coordinator.TaskInfo{ID: w.ID, Status: coordinator.Status(w.Status), Pool: w.Pool, Priority: w.Priority,
-		When: coordinator.Trigger(w.When), Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
+		Key: w.Key, When: coordinator.Trigger(w.When), Parent: w.Parent, Children: w.Children, Joining: w.Joining, Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
 	if w.HasResult {
 		ti.Result = w.Result
 		if w.Result == nil {
@@ -337,16 +341,17 @@ type wireEvent struct {
 	Err     *wireTaskErr  `json:"err,omitempty"`
 	Wait    time.Duration `json:"wait,omitempty"`
 	Cause   string        `json:"cause,omitempty"`
+	Parent  string        `json:"parent,omitempty"`
 	At      time.Time     `json:"at"`
 	Term    uint64        `json:"term"`
 }
 
 func eventToWire(ev coordinator.Event, term uint64) wireEvent {
 	return wireEvent{Kind: uint8(ev.Kind), TaskID: ev.TaskID, Pool: ev.Pool, Attempt: ev.Attempt, Run: ev.Run,
-		Err: taskErrToWire(ev.Err), Wait: ev.Wait, Cause: ev.Cause, At: ev.At, Term: term}
+		Err: taskErrToWire(ev.Err), Wait: ev.Wait, Cause: ev.Cause, Parent: ev.Parent, At: ev.At, Term: term}
 }
 
 func (w wireEvent) event() coordinator.Event {
 	return coordinator.Event{Kind: coordinator.EventKind(w.Kind), TaskID: w.TaskID, Pool: w.Pool, Attempt: w.Attempt,
-		Run: w.Run, Err: w.Err.err(), Wait: w.Wait, Cause: w.Cause, At: w.At}
+		Run: w.Run, Err: w.Err.err(), Wait: w.Wait, Cause: w.Cause, Parent: w.Parent, At: w.At}
 }
