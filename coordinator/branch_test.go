@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 )
@@ -157,6 +158,35 @@ func TestBranchInFamily(t *testing.T) {
 		for id, st := range want {
 			if got := status(t, s, id); got != st {
 				t.Fatalf("status(%s) = %v; want %v (a child not chosen is a benign end of the join)", id, got, st)
+			}
+		}
+	})
+}
+
+// A recurring task's choice is its last run's (Choose's doc): a last run
+// that does not call Choose chooses nothing, whatever an earlier run
+// chose, and every dependent runs.
+func TestRecurringBranchChoiceIsLastRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		var run atomic.Int32
+		err := s.Submit(
+			coordinator.Task{ID: "b", Every: time.Minute, Times: 2, Run: func(ctx context.Context) error {
+				if run.Add(1) == 1 {
+					return coordinator.Choose(ctx, "x")
+				}
+				return nil
+			}},
+			coordinator.Task{ID: "x", Deps: []string{"b"}, Run: ok},
+			coordinator.Task{ID: "y", Deps: []string{"b"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"b", "x", "y"} {
+			if st := status(t, s, id); st != coordinator.Succeeded {
+				t.Fatalf("status(%s) = %v; want succeeded: the last run chose nothing", id, st)
 			}
 		}
 	})

@@ -150,6 +150,12 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 			s.cancelled(t, now)
 			return
 		}
+		if r.x != nil && r.x.branched && (p == nil || !p.chose) {
+			// A recurring task's choice is its last run's: a run that
+			// does not call Choose chooses nothing.
+			r.x.branched, r.x.chosen = false, nil
+			s.touched(t)
+		}
 		if p != nil {
 			s.commitPending(t, p, now)
 			return
