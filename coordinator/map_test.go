@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -238,4 +240,107 @@ func TestMapHundredThousand(t *testing.T) {
 			t.Fatalf("reducer: sum %d, %d in order; want %d, %d", sum, ordered, n*(n-1), n)
 		}
 	})
+}
+
+// A Map task cannot recur (Map's doc): Submit and Spawn refuse Every,
+// Cron or Schedule on it, since a second run would spawn the same
+// element IDs; a recurring task spawning a Map named after its run works.
+func TestMapCannotRecur(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		double := func(_ context.Context, x int) (int, error) { return 2 * x, nil }
+		every := coordinator.Map("every", "in", double, values)
+		every.Every = time.Minute
+		cron := coordinator.Map("cron", "in", double, values)
+		cron.Cron = "@hourly"
+		for _, m := range []coordinator.Task{every, cron} {
+			err := s.Submit(coordinator.Task{ID: "in", Run: list([]int{1, 2})}, m)
+			if !errors.Is(err, coordinator.ErrInvalidTask) || !strings.Contains(err.Error(), "cannot recur") {
+				t.Fatalf("Submit(recurring Map %s) = %v; want ErrInvalidTask saying it cannot recur", m.ID, err)
+			}
+		}
+		var spawnErr error
+		var run atomic.Int32
+		err := s.Submit(coordinator.Task{ID: "in", Run: list([]int{1, 2})},
+			coordinator.Task{ID: "spawns", Deps: []string{"in"}, Run: func(ctx context.Context) error {
+				spawnErr = coordinator.Spawn(ctx, every)
+				return nil
+			}},
+			coordinator.Task{ID: "cron", Deps: []string{"in"}, Every: time.Minute, Times: 2, Run: func(ctx context.Context) error {
+				return coordinator.Spawn(ctx, coordinator.Map(fmt.Sprint("m", run.Add(1)), "in", double, values))
+			}})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if !errors.Is(spawnErr, coordinator.ErrInvalidTask) {
+			t.Fatalf("Spawn(recurring Map) = %v; want ErrInvalidTask", spawnErr)
+		}
+		for _, id := range []string{"cron", "m1", "m2"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Succeeded {
+				t.Fatalf("Info(%s) = %+v; want succeeded", id, info)
+			}
+		}
+		if info, _ := s.Info("m2"); !slices.Equal(info.Result.([]int), []int{2, 4}) {
+			t.Fatalf("Info(m2).Result = %v; want [2 4]", info.Result)
+		}
+	})
+}
+
+// The reducer's rules (MapReduce's doc): AllDone runs it and shows each
+// element's error; NoneFailed and NoneFailedMinOneSuccess skip it on a
+// failed element, as AllSucceeded does; AnyFailed runs it on the first
+// failure, and skips it by its rule when none fails (the map succeeds
+// with no result).
+func TestMapReducerRules(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		when    coordinator.Trigger
+		fail    bool
+		reducer coordinator.Status
+		mapped  coordinator.Status
+	}{
+		{coordinator.AllSucceeded, true, coordinator.Skipped, coordinator.Failed},
+		{coordinator.AllDone, true, coordinator.Succeeded, coordinator.Succeeded},
+		{coordinator.NoneFailed, true, coordinator.Skipped, coordinator.Failed},
+		{coordinator.NoneFailedMinOneSuccess, true, coordinator.Skipped, coordinator.Failed},
+		{coordinator.AnyFailed, true, coordinator.Succeeded, coordinator.Succeeded},
+		{coordinator.AnyFailed, false, coordinator.Skipped, coordinator.Succeeded},
+	} {
+		t.Run(fmt.Sprintf("%v/fail=%v", tc.when, tc.fail), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(2))
+				each := func(_ context.Context, x int) (int, error) {
+					if tc.fail && x == 2 {
+						return 0, boom
+					}
+					return x, nil
+				}
+				var seen []coordinator.Mapped[int]
+				reduce := func(_ context.Context, rs []coordinator.Mapped[int]) (int, error) {
+					seen = rs
+					return len(rs), nil
+				}
+				err := s.Submit(coordinator.Task{ID: "in", Run: list([]int{1, 2, 3})},
+					coordinator.Map("m", "in", each, reduce, coordinator.MapReduce(coordinator.Task{When: tc.when})))
+				if err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				settle(t, s)
+				if st := status(t, s, "m/reduce"); st != tc.reducer {
+					t.Fatalf("status(m/reduce) = %v; want %v", st, tc.reducer)
+				}
+				info, _ := s.Info("m")
+				if info.Status != tc.mapped {
+					t.Fatalf("Info(m) = %+v; want %v", info, tc.mapped)
+				}
+				if tc.reducer == coordinator.Succeeded && (len(seen) != 3 || !errors.Is(seen[1].Err, boom)) {
+					t.Fatalf("reducer saw %v; want element 1's error", seen)
+				}
+				if tc.reducer == coordinator.Skipped && tc.mapped == coordinator.Succeeded && info.Result != nil {
+					t.Fatalf("Info(m).Result = %v; want none", info.Result)
+				}
+			})
+		})
+	}
 }

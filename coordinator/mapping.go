@@ -35,11 +35,19 @@ type mapConfig struct {
 func MapEach(t Task) MapOption { return func(c *mapConfig) { c.each = t; c.check("MapEach", t) } }
 
 // MapReduce sets what the reducer of a Map has besides its ID, function
-// and dependencies: When (AllSucceeded by default: any element that does
-// not succeed skips it and fails the map; AllDone or NoneFailed let it
-// run and see each element's error), Pool, Priority, Retry, Timeout. An
-// ID, Run, Func, Payload, Deps or a recurring schedule in t makes the
-// mapping task fail with ErrInvalidTask.
+// and dependencies: When, Pool, Priority, Retry, Timeout. An ID, Run,
+// Func, Payload, Deps or a recurring schedule in t makes the mapping task
+// fail with ErrInvalidTask.
+//
+// Two rules make sense for a reducer. AllSucceeded, the default: any
+// element that does not succeed skips it and fails the map. AllDone: it
+// runs once every element is final and sees each one's error. NoneFailed
+// and NoneFailedMinOneSuccess act as AllSucceeded here (an element has no
+// dependencies, so it is never skipped by a rule: its failure or cancel
+// skips the reducer). AnyFailed runs the reducer at the first failure,
+// with other elements possibly still running (their Mapped.Err wraps
+// ErrNoResult), and skips it by its rule if none fails, so that the map
+// succeeds with no result.
 func MapReduce(t Task) MapOption { return func(c *mapConfig) { c.reduce = t; c.check("MapReduce", t) } }
 
 func (c *mapConfig) check(opt string, t Task) {
@@ -60,14 +68,18 @@ func (c *mapConfig) check(opt string, t Task) {
 //
 // Under the default rule an element that fails (after its retries), is
 // cancelled or times out skips the reducer and fails the map with a
-// *JoinError; MapReduce(Task{When: AllDone}) (or NoneFailed) runs the
-// reducer anyway, each Mapped telling its element's end. Element
+// *JoinError; MapReduce(Task{When: AllDone}) runs the reducer anyway,
+// each Mapped telling its element's end. Element
 // results stay in memory, outside the coordinator: reading 100,000 of
 // them costs the reducer one round trip to the coordinator when its rule
 // lets failures through, none otherwise.
 //
 // The task returned may be changed before it is submitted (Priority,
-// Pool, Retry, more Deps); its Run must be kept. Its own errors: the
+// Pool, Retry, more Deps); its Run must be kept. It cannot recur: Submit
+// and Spawn refuse it with Every, Cron or Schedule set (ErrInvalidTask),
+// since a second run would spawn the same element IDs; a recurring task
+// may instead spawn a Map whose ID names its run (fmt.Sprint("m", run)),
+// which gives each run's elements IDs of their own. Its own errors: the
 // dependency's Result errors (ErrNoResult, ErrResultType), Spawn's, and
 // ErrInvalidTask for a template MapEach or MapReduce refuses. Map's
 // closures cannot be stored: a durable scheduler refuses it (spawn Func
@@ -80,7 +92,7 @@ func Map[E, R, T any](id, over string, each func(ctx context.Context, e E) (R, e
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return Task{ID: id, Deps: []string{over}, Run: func(ctx context.Context) error {
+	return Task{ID: id, Deps: []string{over}, mapped: true, Run: func(ctx context.Context) error {
 		if cfg.err != nil {
 			return cfg.err
 		}

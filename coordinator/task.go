@@ -81,6 +81,8 @@ type Task struct {
 	// that many workers of its pool are free, and holds them until its
 	// attempt ends. It must not exceed the pool's size.
 	Slots int
+
+	mapped bool // made by Map: it cannot recur (validateTask)
 }
 
 // Trigger is a task's rule for running after its dependencies, as in

@@ -51,6 +51,10 @@ func validateTask(t *Task, handles bool, pool string, pools map[string]worker.Wo
 	if err != nil {
 		return nil, bad("%v", err)
 	}
+	if t.mapped && (t.Every > 0 || sched != nil) {
+		return nil, bad("a Map task cannot recur (Every, Cron or Schedule): its elements' IDs would repeat; " +
+			"make a recurring task that spawns a Map with an ID of its run")
+	}
 	for _, d := range t.Deps {
 		if d == "" {
 			return nil, bad("empty dependency ID")
