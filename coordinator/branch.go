@@ -53,7 +53,7 @@ var (
 func Choose(ctx context.Context, successors ...string) error {
 	c, ok := lane.Of(ctx)
 	if !ok {
-		return ErrNoAttempt
+		return errNotLocal
 	}
 	task, owner, ok := c.Attempt()
 	s, _ := owner.(*Scheduler)

@@ -106,6 +106,10 @@ func (e *JoinError) Is(target error) bool { return target == ErrChildFailed }
 // Unwrap returns the children's errors.
 func (e *JoinError) Unwrap() []error { return e.errs }
 
+// errNotLocal is what Spawn and Choose return for a context that is no
+// attempt's of this process: most often a remote handler's.
+var errNotLocal = fmt.Errorf("%w: Spawn and Choose work in a task's function or a local Worker's Do; remote handlers cannot spawn or choose", ErrNoAttempt)
+
 // Spawn adds tasks that belong to the running attempt whose context is
 // ctx (the context of a task's function or of a custom Worker's Do, or one
 // derived from it): children of its task, the spawner. It returns nil or
@@ -113,7 +117,9 @@ func (e *JoinError) Unwrap() []error { return e.errs }
 // wrapping ErrInvalidTask, ErrDuplicateID, ErrUnknownDependency,
 // ErrUnknownPool or ErrNotDurable, a *CycleError (a child depending on its
 // spawner, or on a task that waits for it, makes a cycle through the
-// join), ErrNoAttempt if ctx is not a running attempt's, the context's
+// join), ErrNoAttempt if ctx is not a running attempt's (an error that
+// wraps it and says so if ctx is no attempt's of this process, a remote
+// handler's for one), the context's
 // cause if the attempt was cancelled or timed out, ErrClosed after
 // Shutdown. A spawner may handle the error as it likes.
 //
@@ -175,7 +181,7 @@ func SpawnGraph(ctx context.Context, g *Graph) error {
 func spawn(ctx context.Context, b *submission, adopt int32) error {
 	c, ok := lane.Of(ctx)
 	if !ok {
-		return ErrNoAttempt
+		return errNotLocal
 	}
 	task, owner, ok := c.Attempt()
 	s, _ := owner.(*Scheduler)
