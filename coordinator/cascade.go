@@ -79,6 +79,7 @@ func (s *state) settledSkip(t int32) {
 	if s.retain {
 		s.settledEnds = append(s.settledEnds, t)
 	}
+	s.childSettled(t)
 	s.notes = append(s.notes, note{t, noteSettled})
 }
 

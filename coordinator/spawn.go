@@ -591,8 +591,8 @@ func (s *state) childEnded(p int32) {
 	}
 }
 
-// joinAll completes the joins whose children are all final, and the joins
-// their ends complete in turn.
+// joinAll completes the joins whose children are all final and settled,
+// and the joins their ends complete in turn.
 func (s *state) joinAll(now time.Time) {
 	if s.joinBusy || len(s.joins) == 0 {
 		return
@@ -601,12 +601,41 @@ func (s *state) joinAll(now time.Time) {
 	for len(s.joins) > 0 {
 		t := s.joins[0]
 		s.joins = s.joins[1:]
-		if s.hot[t].status == joining && s.fam[t].open == 0 {
+		if s.hot[t].status == joining && s.fam[t].open == 0 && s.joinSettled(t) {
 			s.completeJoin(t, now)
 		}
 	}
 	s.joins = s.joins[:0]
 	s.joinBusy = false
+}
+
+// joinSettled reports whether the join of t, whose children are all
+// final, may end: its outcome is known once no child is Skipped with a
+// class that may still get worse (a dependency outside the family still
+// running: cascade.go). Such a child's settlement queues t again
+// (childSettled). A join that Cancel or Shutdown reached ends Cancelled
+// whatever its leaves say, and does not wait.
+func (s *state) joinSettled(t int32) bool {
+	if s.hot[t].flags&fCancelReq != 0 {
+		return true
+	}
+	for _, c := range s.tasks[t].x.children[s.fam[t].first:] {
+		if h := &s.hot[c]; h.status == Skipped && h.unmet > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// childSettled queues the join of the spawner of t, a Skipped task whose
+// end has just settled, if that join waits for nothing else.
+func (s *state) childSettled(t int32) {
+	if s.fam == nil {
+		return
+	}
+	if p := s.fam[t].parent; p != noTask && s.hot[p].status == joining && s.fam[p].open == 0 {
+		s.joins = append(s.joins, p)
+	}
 }
 
 // completeJoin ends the join of t, whose children are all final: by its
