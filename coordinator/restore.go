@@ -154,6 +154,7 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 	}
 	finals := s.layStates(stored)
 	s.restoreJoins(stored)
+	s.restoreRuns()
 	s.restoreCounts(finals)
 	s.resume(stored, now)
 	return nil
@@ -518,6 +519,29 @@ func (s *state) restoreFamilies(stored []storedTask) error {
 		}
 	}
 	return nil
+}
+
+// restoreRuns gives the children of the finished runs of each recurring
+// spawner not final, those not forgotten yet, a family of their own
+// again (detachRun): one for all of them, which is forgotten whole.
+func (s *state) restoreRuns() {
+	if s.fam == nil || !s.retain {
+		return
+	}
+	for i := range s.fam {
+		t := int32(i)
+		x := s.tasks[t].x
+		if x == nil || len(x.children) == 0 || !x.recurring() || s.hot[t].status.Final() {
+			continue
+		}
+		end := int32(len(x.children))
+		if s.hot[t].status == joining {
+			end = s.fam[t].first
+		}
+		if end > 0 {
+			s.detachRun(t, x.children[:end])
+		}
+	}
 }
 
 // restoreJoins puts the spawners whose join was under way back to

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/internal/lane"
@@ -83,6 +84,9 @@ func (s *state) free(t int32) bool {
 	if !h.dropDue || h.preds != 0 {
 		return false
 	}
+	if s.fam != nil && s.fam[t].split != 0 {
+		return false // the children of its finished runs name it their parent
+	}
 	if h.kids == 0 && h.refs == 0 {
 		return true
 	}
@@ -117,22 +121,124 @@ func (s *state) famFree(t int32, work []int32) []int32 {
 	if !whole {
 		return work
 	}
+	parent := s.fam[root].parent // a finished run's family: its spawner, which outlives it
 	for _, m := range members {
 		work = s.drop(m, work)
+	}
+	if parent != noTask {
+		work = s.runForgotten(parent, work)
 	}
 	return work
 }
 
-// members lists root's family: root, and the children of every member,
-// through a worklist.
+// members lists root's family: root (with, for a finished run's family,
+// the other children of that run), and the children of every member in
+// the same family, through a worklist.
 func (s *state) members(root int32) []int32 {
 	out := []int32{root}
+	for m := s.fam[root].sib; m != noTask; m = s.fam[m].sib {
+		out = append(out, m)
+	}
 	for i := 0; i < len(out); i++ {
 		if x := s.tasks[out[i]].x; x != nil {
-			out = append(out, x.children...)
+			for _, c := range x.children {
+				if s.fam[c].root == root {
+					out = append(out, c)
+				}
+			}
 		}
 	}
 	return out
+}
+
+// detachRun makes kids, the children of a finished run of recurring
+// spawner t (its join succeeded), with their own children, a family of
+// their own, rooted at kids[0]: a family is forgotten only whole, and t,
+// which runs again, would otherwise keep every run's children for as
+// long as its series lasts. The new family is forgotten whole, as any,
+// once each member is free; t is not forgotten before it (split), and
+// then drops them from its children (runForgotten).
+func (s *state) detachRun(t int32, kids []int32) {
+	if len(kids) == 0 {
+		return
+	}
+	old, sub := s.fam[t].root, kids[0]
+	members := slices.Clone(kids)
+	for i := 0; i < len(members); i++ {
+		if x := s.tasks[members[i]].x; x != nil {
+			for _, c := range x.children {
+				if s.fam[c].root == old {
+					members = append(members, c)
+				}
+			}
+		}
+	}
+	for i, c := range kids {
+		s.fam[c].sib = noTask
+		if i+1 < len(kids) {
+			s.fam[c].sib = kids[i+1]
+		}
+	}
+	for _, m := range members {
+		f := &s.fam[m]
+		if f.ok {
+			s.fam[old].ready--
+		}
+		f.ok, f.root, f.famIn = false, sub, 0
+	}
+	s.fam[old].size -= int32(len(members))
+	s.fam[sub].size, s.fam[sub].ready = int32(len(members)), 0
+	// The holds inside a family do not keep it (famIn): count again those
+	// inside the new family, and no longer those of its members on the
+	// tasks left in the old one.
+	refam := func(held int32) {
+		switch f := &s.fam[held]; f.root {
+		case sub:
+			f.famIn++
+		case old:
+			f.famIn--
+		}
+	}
+	for _, m := range members {
+		r := &s.tasks[m]
+		for _, d := range s.edges(r, r.deps) {
+			refam(d)
+		}
+		if s.hot[m].status == Skipped && r.link != noTask {
+			refam(r.link)
+		}
+	}
+	s.fam[t].split++
+	for _, m := range members {
+		s.maybeDrop(m)
+	}
+}
+
+// runForgotten is called when a finished run's family, children of t,
+// has been forgotten: t's list of children drops them, and t may be
+// forgotten in its turn (appended to work).
+func (s *state) runForgotten(t int32, work []int32) []int32 {
+	x := s.tasks[t].x
+	f := &s.fam[t]
+	n, cut := 0, int32(0)
+	for i, c := range x.children {
+		if s.hot[c].status == dropped {
+			if int32(i) < f.first {
+				cut++
+			}
+			continue
+		}
+		x.children[n] = c
+		n++
+	}
+	clear(x.children[n:])
+	x.children = x.children[:n]
+	f.first -= cut
+	s.touched(t) // its stored JoinFrom counts its children
+	if f.split--; f.split == 0 && s.free(t) {
+		work = append(work, t)
+	}
+	return work
 }
 
 // famHold adds delta to what holder, retained, holds of held as its

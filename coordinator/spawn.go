@@ -45,11 +45,13 @@ type famRec struct {
 	famIn  int32 // retention: holds on it (kids, refs) from its own family (retention.go)
 	size   int32 // a root: the members of its family, itself included
 	ready  int32 // a root: the members counted ready to be forgotten
+	sib    int32 // a member of a finished run's family (detachRun): the next of that run's children (noTask: none)
+	split  int32 // retention: its finished runs' families not yet forgotten (detachRun); it is not forgotten before them
 	ok     bool  // counted in its root's ready
 	cut    bool  // its join was ended by Shutdown: a durable scheduler keeps it joining (durable.go)
 }
 
-var noFam = famRec{parent: noTask, root: noTask, adopt: noTask}
+var noFam = famRec{parent: noTask, root: noTask, adopt: noTask, sib: noTask}
 
 // pending is what a running attempt asked for that takes effect only if
 // it succeeds: the batches it spawned (reserved, in order) and its branch
@@ -152,8 +154,21 @@ var errNotLocal = fmt.Errorf("%w: Spawn and Choose work in a task's function or 
 // AllDone and returns what it decides. Cancel of a joining spawner
 // cancels every task of its family not final and ends it Cancelled once
 // they are all final; Shutdown does the same. WaitTasks on a spawner waits
-// for its family. With WithRetention a family is forgotten only when
-// every member of it can be.
+// for its family. The join ends once each leaf's outcome is settled: a
+// leaf skipped by a rule whose other dependencies (outside the family)
+// still run may yet be skipped because of a failure, and the join waits.
+//
+// With WithRetention a family is forgotten only when every member of it
+// can be. A recurring spawner (Every, Cron, Schedule) is not final while
+// its series lasts: each run's children (and theirs) become a family of
+// their own once that run's join has succeeded, forgotten whole as any,
+// while the spawner runs on; it is not forgotten before them. Until then
+// their IDs are taken, and a later run that spawns the same IDs gets
+// ErrDuplicateID: a later run may reuse the IDs of an earlier run's
+// children only once those are forgotten (at once under WithRetention(0),
+// as its join ends), so give each run's children IDs of their own (the
+// run's time or number in them) unless retention is 0. Without retention
+// every run's children are kept, as every task is.
 //
 // Spawn blocks for a round trip to the coordinator. It is safe for
 // concurrent use by the goroutines of one attempt. Remote handlers
@@ -654,6 +669,10 @@ func (s *state) completeJoin(t int32, now time.Time) {
 		h.status = Running
 		s.failed(t, err, false, now)
 		return
+	}
+	if s.retain && x.recurring() {
+		// Its next run spawns a family of its own: this one's can go.
+		s.detachRun(t, x.children[f.first:])
 	}
 	if a := f.adopt; a != noTask {
 		if ax := s.tasks[a].x; ax != nil && ax.hasResult {

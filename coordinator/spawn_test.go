@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -594,4 +595,148 @@ func TestSpawnSnapshotClusters(t *testing.T) {
 			t.Fatalf("Mermaid:\n%s\nwant two nested subgraphs", m)
 		}
 	})
+}
+
+// A recurring spawner's finished runs are forgotten (Spawn's doc, "A
+// recurring spawner"): once a run's join has succeeded, its children
+// (and theirs) are a family of their own, forgotten whole when their
+// retention is up, while the spawner runs on; a task outside holding one
+// member keeps that run's family whole.
+func TestRecurringSpawnerForgetsFinishedRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithRetention(time.Minute), coordinator.WithWorkers(2))
+		var run atomic.Int32
+		family := func(k int32) []string {
+			return []string{fmt.Sprint("a", k), fmt.Sprint("b", k), fmt.Sprint("b", k, "/leaf")}
+		}
+		err := s.Submit(coordinator.Task{ID: "p", Every: time.Minute, Run: func(ctx context.Context) error {
+			ids := family(run.Add(1))
+			return coordinator.Spawn(ctx,
+				coordinator.Task{ID: ids[0], Run: ok},
+				coordinator.Task{ID: ids[1], Deps: ids[:1], Run: spawner(coordinator.Task{ID: ids[2], Run: ok})})
+		}})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		time.Sleep(30 * time.Second) // run 1 started at once and is over
+		synctest.Wait()
+		if err := s.Submit(coordinator.Task{ID: "outside", Deps: []string{"b1/leaf"}, Delay: time.Hour, Run: ok}); err != nil {
+			t.Fatalf("Submit(outside) = %v", err)
+		}
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		n := run.Load()
+		if n < 30 {
+			t.Fatalf("%d runs in 30m30s; want at least 30", n)
+		}
+		for _, id := range family(1) {
+			if _, found := s.Info(id); !found {
+				t.Fatalf("Info(%s): unknown; want known, its run's family is held by outside", id)
+			}
+		}
+		for k := int32(2); k <= n-3; k++ {
+			for _, id := range family(k) {
+				if info, found := s.Info(id); found {
+					t.Fatalf("Info(%s) = %+v after run %d; want forgotten", id, info, n)
+				}
+			}
+		}
+		if st := status(t, s, "p"); st != coordinator.Pending {
+			t.Fatalf("status(p) = %v; want pending, its series goes on", st)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		for _, id := range append(family(1), "outside") {
+			if info, found := s.Info(id); found {
+				t.Fatalf("Info(%s) = %+v after outside's retention; want forgotten", id, info)
+			}
+		}
+		if c := s.Counts(); c.Succeeded > 4 {
+			t.Fatalf("Counts() = %+v; want the last runs' children only", c)
+		}
+		if !s.Cancel("p") {
+			t.Fatalf("Cancel(p) = false; want true")
+		}
+		settle(t, s)
+	})
+}
+
+// A later run may reuse an earlier run's child IDs once they are
+// forgotten (Spawn's doc): with WithRetention(0), at once.
+func TestRecurringSpawnerReusesForgottenIDs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithRetention(0), coordinator.WithWorkers(2))
+		var errs []error
+		err := s.Submit(coordinator.Task{ID: "p", Every: time.Minute, Times: 3, Run: func(ctx context.Context) error {
+			err := coordinator.Spawn(ctx, coordinator.Task{ID: "c", Run: ok})
+			errs = append(errs, err)
+			return err
+		}}, coordinator.Task{ID: "after", Deps: []string{"p"}, Delay: time.Hour, Run: ok})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if len(errs) != 3 || errors.Join(errs...) != nil {
+			t.Fatalf("Spawn(c) in each run = %v; want three nils", errs)
+		}
+		if st := status(t, s, "p"); st != coordinator.Succeeded {
+			t.Fatalf("status(p) = %v; want succeeded", st)
+		}
+		settle(t, s)
+	})
+}
+
+// A join ends only once its leaves' outcomes are settled (Spawn's doc,
+// "The join"): a leaf skipped by a rule, whose other dependency outside
+// the family still runs, may yet be skipped because of a failure; the
+// spawner waits, and fails when that dependency fails.
+func TestJoinWaitsForSettledLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(3))
+		gate := make(chan struct{})
+		boom := errors.New("boom")
+		err := s.Submit(
+			coordinator.Task{ID: "x", Run: func(context.Context) error { <-gate; return boom }},
+			coordinator.Task{ID: "p", Run: spawner(
+				coordinator.Task{ID: "br", Run: chooser()},
+				coordinator.Task{ID: "leaf", Deps: []string{"br", "x"}, Run: ok},
+			)},
+			coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		if st := status(t, s, "leaf"); st != coordinator.Skipped {
+			t.Fatalf("status(leaf) = %v; want skipped, not chosen", st)
+		}
+		if info, _ := s.Info("p"); !info.Joining {
+			t.Fatalf("Info(p) = %+v while x runs; want joining", info)
+		}
+		close(gate)
+		settle(t, s)
+		if info, _ := s.Info("leaf"); info.Cause != "x" {
+			t.Fatalf("Info(leaf) = %+v; want skipped because of x", info)
+		}
+		if info, _ := s.Info("p"); info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrChildFailed) || !errors.Is(info.Err, boom) {
+			t.Fatalf("Info(p) = %+v; want failed by its join, with x's error", info)
+		}
+		if st := status(t, s, "after"); st != coordinator.Skipped {
+			t.Fatalf("status(after) = %v; want skipped", st)
+		}
+	})
+}
+
+// Spawn and Choose outside any attempt of this process (a remote
+// handler's context) say so, and wrap ErrNoAttempt.
+func TestSpawnOutsideAttemptSaysWhy(t *testing.T) {
+	for name, err := range map[string]error{
+		"Spawn":  coordinator.Spawn(context.Background(), coordinator.Task{ID: "c", Run: ok}),
+		"Choose": coordinator.Choose(context.Background(), "c"),
+	} {
+		if !errors.Is(err, coordinator.ErrNoAttempt) || !strings.Contains(err.Error(), "remote handlers cannot spawn or choose") {
+			t.Fatalf("%s(context.Background()) = %v; want ErrNoAttempt saying remote handlers cannot spawn or choose", name, err)
+		}
+	}
 }
