@@ -43,9 +43,14 @@ func restored(t *testing.T, mem *storetest.Memory, opts ...coordinator.Option) *
 // subscriber asked every attempt to be reported); with nobody listening,
 // an attempt claimed right after another one ended was not written until
 // its own end, and a crash in between brought it back Ready, uncounted.
+// A subscriber of other kinds than starts (Kinds) changes nothing.
 func TestInterruptedAttemptCountsWithoutObservers(t *testing.T) {
-	for _, maxAttempts := range []int{1, 2} {
-		t.Run(fmt.Sprintf("MaxAttempts=%d", maxAttempts), func(t *testing.T) {
+	for _, c := range []struct {
+		maxAttempts int
+		failures    bool // a subscriber of failures only
+	}{{1, false}, {2, false}, {1, true}, {2, true}} {
+		maxAttempts := c.maxAttempts
+		t.Run(fmt.Sprintf("MaxAttempts=%d failures-subscriber=%v", maxAttempts, c.failures), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := storetest.NewMemory()
 				release, running := make(chan struct{}), make(chan struct{})
@@ -63,6 +68,9 @@ func TestInterruptedAttemptCountsWithoutObservers(t *testing.T) {
 				s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1), step)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if c.failures {
+					s.Subscribe(func(coordinator.Event) {}, coordinator.Kinds(coordinator.EventFailed, coordinator.EventRetrying))
 				}
 				task := func(id string, deps ...string) coordinator.Task {
 					return coordinator.Task{ID: id, Func: "step", Payload: []byte(id), Deps: deps}

@@ -127,7 +127,7 @@ func (s *state) poolEvent(kind EventKind, i int, now time.Time) {
 	if s.dur != nil {
 		s.dur.touchPool(i)
 	}
-	if s.observe {
+	if s.kinds.has(kind) {
 		s.events = append(s.events, Event{Kind: kind, Pool: s.pools[i].name, At: now})
 	}
 }

@@ -177,14 +177,22 @@ func (l *loop) do(out *outbox) error {
 	return nil
 }
 
-// publish hands this iteration's events to every subscriber.
+// publish hands this iteration's events to every subscriber that wants
+// one of their kinds.
 func (l *loop) publish(events []Event) {
 	if len(events) == 0 {
 		return
 	}
+	kinds := allKinds
+	for _, sub := range l.subs {
+		if sub.kinds != allKinds {
+			kinds = kindsOf(events) // a filtered subscriber is not woken for nothing
+			break
+		}
+	}
 	kept := l.subs[:0]
 	for _, sub := range l.subs {
-		if sub.publish(events) {
+		if sub.kinds&kinds == 0 || sub.publish(events) {
 			kept = append(kept, sub)
 		}
 	}
@@ -200,20 +208,29 @@ func (l *loop) drop() {
 	l.observed()
 }
 
-// observed tells the state whether events are to be recorded (somebody
-// subscribed, or the task log has a level enabled) and how late they may
-// be told: at once if the task log or any subscriber wants them so, else
-// the smallest lag the subscribers accept (MaxLag).
+// observed tells the state which kinds of events to record (those a
+// subscriber or the task log at a level it enables wants) and how late
+// they may be told: at once if the task log or any subscriber of a late
+// kind wants them so, else the smallest lag the subscribers of late kinds
+// accept (MaxLag). A subscriber of timely kinds only (lateKinds) is told
+// them at once whatever the lag.
 func (l *loop) observed() {
-	on := len(l.subs) > 0 || (l.tl != nil && l.tl.enabled != 0)
-	var lag time.Duration
-	if on && (l.tl == nil || l.tl.enabled == 0) {
-		lag = l.subs[0].lag
-		for _, sub := range l.subs[1:] {
-			lag = min(lag, sub.lag)
+	var kinds kindSet
+	lag := time.Duration(-1) // no listener of a late kind yet
+	for _, sub := range l.subs {
+		kinds |= sub.kinds
+		if sub.kinds&lateKinds != 0 && (lag < 0 || sub.lag < lag) {
+			lag = sub.lag
 		}
 	}
-	l.st.setObserved(on, lag)
+	if l.tl != nil {
+		k := l.tl.want
+		kinds |= k
+		if k&lateKinds != 0 {
+			lag = 0
+		}
+	}
+	l.st.setObserved(kinds, max(lag, 0))
 }
 
 // timerCmd is what the loop tells the timer goroutine: arm for due, or

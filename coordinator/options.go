@@ -202,10 +202,11 @@ func WithAbandonAfter(d time.Duration) Option {
 // these levels: the scheduler asks it (Handler.Enabled, for each of the
 // four levels, on the coordinator's goroutine once per loop iteration, so
 // Enabled must be quick and must not wait for Handle) and records nothing
-// for them until it does. While one is enabled, every event is recorded
-// and handed to the log's goroutine: at Info or Error, 2-4 times the
-// run-phase cost of empty tasks, even though most events are then not
-// written. The lines are written on a goroutine of their own, in the
+// for them until it does. While one is enabled, the events of the
+// enabled levels are recorded and handed to the log's goroutine (the
+// kinds of Debug, starts and successes, cost as much as empty tasks
+// do; a log at Warn or Error records failures only, and makes no
+// attempt report itself at once: see Kinds). The lines are written on a goroutine of their own, in the
 // order the events were decided, and Shutdown waits until the last is
 // written; a Handle that panics loses its line only. The default logger
 // never receives them.

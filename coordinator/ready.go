@@ -117,7 +117,7 @@ func (s *state) ready(now time.Time) outbox {
 		s.urged = false
 		s.harvestAll(now)
 	}
-	look := s.lagDue(now)
+	look := s.lagDue(now) && s.tellsStarts() // the look also finds the starts nobody reported, if anyone wants them
 	s.dispatch(now)
 	for {
 		for s.watchesStarts() || look {

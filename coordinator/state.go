@@ -275,8 +275,8 @@ type state struct {
 
 	frozen   bool          // a scan is under way: status reads items from frontier on as unclaimed
 	frontier []uint32      // per lane, while frozen: the first item its worker had not claimed at freeze
-	observe  bool          // somebody subscribed: record events
-	lag      time.Duration // while observe: 0, events are told at once; else every subscriber accepts events this late (lagged.go)
+	kinds    kindSet       // the kinds of events some listener wants: those are recorded (none: nobody listens)
+	lag      time.Duration // while kinds is not empty: 0, events are told at once; else every listener accepts events this late (lagged.go)
 	lagAt    time.Time     // while lagged: when to look at every lane for what the workers did unreported (zero: nothing out)
 	events   []Event       // decided since the last ready
 	eventCap int           // how many the last iteration that decided any decided: the next one's first allocation (emit)
@@ -418,7 +418,7 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	if s.dur != nil {
 		s.dur.touch(t) // every transition with an event is written
 	}
-	if !s.observe {
+	if !s.kinds.has(kind) {
 		return nil
 	}
 	if s.events == nil {
@@ -437,28 +437,32 @@ func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	return e
 }
 
-// setObserved says whether events are recorded (somebody listens), and
-// how late they may be told: lag 0, at once (prompt); otherwise up to lag
-// after they happened (lagged.go). As they start being told at once,
-// every attempt handed out is asked to be reported as soon as it ends.
-func (s *state) setObserved(on bool, lag time.Duration) {
-	if !on {
+// setObserved says which kinds of events are recorded (those some
+// listener wants; none: nobody listens), and how late they may be told:
+// lag 0, at once (prompt); otherwise up to lag after they happened
+// (lagged.go). As they start being told at once, every attempt handed out
+// is asked to be reported as soon as it ends.
+func (s *state) setObserved(kinds kindSet, lag time.Duration) {
+	if kinds == 0 {
 		lag = 0
 	}
-	if on && lag == 0 && !s.prompt() {
+	was := s.prompt()
+	s.kinds = kinds
+	if kinds&lateKinds != 0 && lag == 0 && !was {
 		s.hurryAll()
 	}
 	if lag != s.lag {
 		s.lagAt = time.Time{} // planned again by ready, for the new lag
 	}
-	s.observe, s.lag = on, lag
+	s.lag = lag
 }
 
-// prompt reports whether events are told as soon as they happen: every
-// attempt is reported by its worker as soon as it ends, and every start
-// is looked for in every iteration (ready). A lagged listener (MaxLag)
-// alone is not prompt: lagged.go.
-func (s *state) prompt() bool { return s.observe && s.lag == 0 }
+// prompt reports whether events are told as soon as they happen, which
+// takes every attempt reported by its worker as soon as it ends, and
+// every start looked for in every iteration (ready). A lagged listener
+// (MaxLag) alone is not prompt (lagged.go), nor are listeners of timely
+// kinds only (lateKinds): a worker reports every failure at once anyway.
+func (s *state) prompt() bool { return s.kinds&lateKinds != 0 && s.lag == 0 }
 
 // poolLanes returns the lanes of pool i, for New to start their workers.
 func (s *state) poolLanes(i int) []*lane.Lane {
@@ -476,17 +480,21 @@ func (s *state) empty() bool { return len(s.tasks) == 0 }
 func (s *state) settledAll() bool { return s.open == 0 }
 
 // tellsStarts reports whether starts are recorded as the workers claim
-// their attempts: for subscribers and the task log (events), and on a
-// durable scheduler, which commits every start whether or not anyone
-// listens (a crash during the attempt must count it). A start found while
-// the lanes are looked at for another reason is told then; whether they
-// are looked at in every iteration is watchesStarts'.
-func (s *state) tellsStarts() bool { return s.observe || s.dur != nil }
+// their attempts: for listeners of EventStarted (subscribers, the task
+// log at Debug), and on a durable scheduler, which commits every start
+// whether or not anyone listens (a crash during the attempt must count
+// it). A start found while the lanes are looked at for another reason is
+// told then; whether they are looked at in every iteration is
+// watchesStarts'.
+func (s *state) tellsStarts() bool { return s.kinds.has(EventStarted) || s.dur != nil }
 
 // watchesStarts reports whether ready looks at every lane for starts in
-// every iteration: for a prompt listener, and on a durable scheduler.
-// For lagged listeners alone, only at the look lagDue plans.
-func (s *state) watchesStarts() bool { return s.prompt() || s.dur != nil }
+// every iteration: for a prompt listener of EventStarted, and on a
+// durable scheduler. For lagged listeners alone, only at the look lagDue
+// plans.
+func (s *state) watchesStarts() bool {
+	return (s.lag == 0 && s.kinds.has(EventStarted)) || s.dur != nil
+}
 
 func (e *Event) setCause(s *state, cause int32) {
 	if e != nil && cause != noTask {

@@ -20,6 +20,7 @@ type subscriber struct {
 	fn     func(Event)   // immutable
 	log    *slog.Logger  // immutable
 	lag    time.Duration // immutable: how late it accepts events (MaxLag; 0: at once)
+	kinds  kindSet       // immutable: the kinds of events it is told (Kinds; default: every kind)
 	gone   actor.Signal  // immutable: notified by unsubscribe, so that the loop drops it (zero: nobody to tell)
 	signal actor.Signal
 	goid   atomic.Uint64 // the delivery goroutine's id, once it runs
@@ -33,11 +34,70 @@ type subscriber struct {
 }
 
 func newSubscriber(fn func(Event), log *slog.Logger) *subscriber {
-	return &subscriber{fn: fn, log: log, signal: actor.NewSignal(), exited: make(chan struct{})}
+	return &subscriber{fn: fn, log: log, kinds: allKinds, signal: actor.NewSignal(), exited: make(chan struct{})}
 }
 
 // SubscribeOption configures one subscription (Subscribe).
 type SubscribeOption func(*subscriber)
+
+// Kinds says which kinds of events the subscriber is told: only those
+// listed, in the order they happen, as an unfiltered subscriber is told
+// them. Without Kinds a subscriber is told every kind; Kinds() with none
+// listed, none at all (it costs nothing). Kinds panics on a kind the
+// package does not define.
+//
+// The coordinator makes only the kinds some listener wants (subscribers,
+// and WithLogger's task log at the levels its handler enables), so that
+// a subscriber that leaves out the two kinds every attempt makes,
+// EventStarted and EventSucceeded, costs the scheduler next to nothing
+// on short tasks (bench/README.md, BenchmarkObserve). Starts cost more
+// than their events: while somebody wants EventStarted, the coordinator
+// looks at the workers' lanes for attempts they claimed and did not
+// report; without it, it looks for none (a durable scheduler
+// (WithStore) commits every start all the same).
+//
+// Some kinds are timely: EventFailed, EventRetrying, EventPaused and
+// EventResumed are decided as soon as they happen, since a worker reports
+// every failure at once. A subscriber of these kinds only is told at once
+// without making the coordinator have every attempt reported (which a
+// prompt subscriber of any other kind does: see MaxLag), and MaxLag
+// changes nothing for it.
+func Kinds(kinds ...EventKind) SubscribeOption {
+	var m kindSet
+	for _, k := range kinds {
+		if int(k) >= len(kindNames) {
+			panic("coordinator: Kinds: unknown " + k.String())
+		}
+		m |= 1 << k
+	}
+	return func(sub *subscriber) { sub.kinds = m }
+}
+
+// kindSet is a set of event kinds: bit k for EventKind k.
+type kindSet uint16
+
+// allKinds holds every kind the package defines.
+const allKinds kindSet = 1<<len(kindNames) - 1
+
+// lateKinds are the kinds a listener may be told late: those decided when
+// the coordinator learns what a worker did, which it learns at once only
+// if it asks for every attempt to be reported (a prompt listener), or
+// looks at the lanes (a lagged one). The others, failures and pauses,
+// are decided as soon as they happen (Kinds).
+const lateKinds = allKinds &^ (1<<EventFailed | 1<<EventRetrying | 1<<EventPaused | 1<<EventResumed)
+
+var _ = [16 - len(kindNames)]struct{}{} // every kind has its bit in a kindSet
+
+func (m kindSet) has(k EventKind) bool { return m&(1<<k) != 0 }
+
+// kindsOf returns the kinds of events holds.
+func kindsOf(events []Event) kindSet {
+	var m kindSet
+	for i := range events {
+		m |= 1 << events[i].Kind
+	}
+	return m
+}
 
 // MaxLag says that the subscriber accepts every event up to d after it
 // happened, on the scheduler's clock (WithClock), in exchange for a
@@ -63,7 +123,8 @@ type SubscribeOption func(*subscriber)
 // waited for); only later, and in larger groups. With several lagged
 // subscribers, the smallest d counts for all; with a prompt one (or
 // WithLogger's task log at an enabled level), every subscriber is told
-// at once, until it goes.
+// at once, until it goes. Subscribers of timely kinds only (Kinds) do
+// not count: they are told at once without costing a report per attempt.
 //
 // What a lag changes is the times: an event's At is when the coordinator
 // learned of it, up to d after the worker claimed or ended the attempt,
@@ -135,6 +196,9 @@ func (sub *subscriber) run() {
 			}
 			for _, events := range chunks {
 				for _, e := range events {
+					if !sub.kinds.has(e.Kind) {
+						continue
+					}
 					if sub.isClosed() {
 						return
 					}

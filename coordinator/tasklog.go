@@ -67,6 +67,7 @@ type taskLog struct {
 	// level slog.LevelDebug + 4k (Debug, Info, Warn, Error). Owned by the
 	// coordinator goroutine.
 	enabled uint8
+	want    kindSet // the kinds of events the enabled levels log; owned by the coordinator goroutine
 }
 
 func newTaskLog(l *slog.Logger) *taskLog {
@@ -84,7 +85,14 @@ func (tl *taskLog) check() {
 			m |= 1 << k
 		}
 	}
-	tl.enabled = m
+	if m != tl.enabled {
+		tl.enabled, tl.want = m, 0
+		for k := range kindNames {
+			if l := eventLevel(EventKind(k)); m&(1<<((l-slog.LevelDebug)/4)) != 0 {
+				tl.want |= 1 << k
+			}
+		}
+	}
 }
 
 func eventLevel(k EventKind) slog.Level {
@@ -170,7 +178,7 @@ func (l *loop) logTasks(events []Event) {
 	if tl == nil {
 		return
 	}
-	if len(events) > 0 && tl.enabled != 0 {
+	if len(events) > 0 && tl.want&kindsOf(events) != 0 {
 		tl.sub.publish(events)
 	}
 	tl.check()
