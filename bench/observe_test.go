@@ -13,7 +13,9 @@ import (
 
 // observeSetups are the ways of listening to a scheduler that
 // BenchmarkObserve compares: nobody; a subscriber whose callback does
-// nothing, told every event at once; the same with coordinator.MaxLag.
+// nothing, told every event at once; the same with coordinator.MaxLag;
+// one told failures only (coordinator.Kinds), and one told the ends that
+// are not successes with MaxLag (what the dashboard subscribes to).
 var observeSetups = []struct {
 	name      string
 	subscribe func(*coordinator.Scheduler) (unsubscribe func())
@@ -22,6 +24,13 @@ var observeSetups = []struct {
 	{"prompt", func(s *coordinator.Scheduler) func() { return s.Subscribe(func(coordinator.Event) {}) }},
 	{"lag=50ms", func(s *coordinator.Scheduler) func() {
 		return s.Subscribe(func(coordinator.Event) {}, coordinator.MaxLag(50*time.Millisecond))
+	}},
+	{"failures", func(s *coordinator.Scheduler) func() {
+		return s.Subscribe(func(coordinator.Event) {}, coordinator.Kinds(coordinator.EventFailed, coordinator.EventRetrying))
+	}},
+	{"ends-lag=50ms", func(s *coordinator.Scheduler) func() {
+		return s.Subscribe(func(coordinator.Event) {}, coordinator.MaxLag(50*time.Millisecond),
+			coordinator.Kinds(coordinator.EventFailed, coordinator.EventRetrying, coordinator.EventCancelled, coordinator.EventSkipped))
 	}},
 }
 
