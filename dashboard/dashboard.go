@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -33,10 +34,11 @@ type Dashboard struct {
 	closed    chan struct{} // closed by Close: live streams end
 	closeOnce sync.Once
 
-	ovMu     sync.Mutex // guards ov, ovAt, ovEvents
+	ovMu     sync.Mutex // guards ov, ovAt, ovEvents, ovTotals
 	ov       *overviewView
 	ovAt     time.Time
 	ovEvents uint64
+	ovTotals uint64 // totalsSum when ov was built
 }
 
 // Option configures a Dashboard.
@@ -127,19 +129,21 @@ func WithHistory(recent, failed int) Option {
 	}
 }
 
-// WithAlwaysRecord subscribes the dashboard to the scheduler's events from
-// New on, instead of only while a live page is open, so that the task
-// pages list the attempts made while nobody was looking, and the overview
-// knows when every running attempt started. It has a price: while anyone
-// subscribes, the coordinator has every attempt reported as soon as it
-// ends, about 1µs of its time per attempt (see the package doc).
+// WithAlwaysRecord subscribes the dashboard to the scheduler's events
+// (failures and the like: see the package doc) from New on, instead of
+// only while a live page is open, so that the task pages list the
+// failures of attempts made while nobody was looking. Starts and
+// successes are learnt from looks at the scheduler made while a page is
+// open, so the attempts that started and succeeded while none was are
+// counted in the rates (spread over that time) and not listed.
 func WithAlwaysRecord() Option {
 	return func(c *config) { c.always = true }
 }
 
 // New returns a dashboard of s. While a live page is open (or from New
-// on, WithAlwaysRecord), it subscribes to s's events, to learn when each
-// attempt started and how each ended; it starts no goroutine of its own
+// on, WithAlwaysRecord), it subscribes to s's events of failures, and
+// looks at s on each update, to learn when each attempt started and how
+// each ended; it starts no goroutine of its own
 // (the subscription's callback runs on s's goroutine for it, and each open
 // live page on its request's goroutine). On a scheduler already shut
 // down, the pages show its final state. New blocks for a round trip to
@@ -167,7 +171,7 @@ func New(s *coordinator.Scheduler, opts ...Option) *Dashboard {
 		o(&cfg)
 	}
 	cfg.refresh = max(2*time.Second, cfg.interval)
-	d := &Dashboard{s: s, cfg: cfg, rec: newRecorder(cfg.recent, cfg.failed), closed: make(chan struct{})}
+	d := &Dashboard{s: s, cfg: cfg, rec: newRecorder(cfg.recent, cfg.failed, cfg.interval), closed: make(chan struct{})}
 	if cfg.always {
 		d.unsub = d.subscribe()
 	}
@@ -203,12 +207,41 @@ func (d *Dashboard) Close() {
 	})
 }
 
-// subscribe subscribes the recorder to the scheduler's events, lagged by
-// half an update interval (coordinator.MaxLag): a page shows nothing more
-// often than that, and a lagged subscriber costs the scheduler next to
-// nothing, where a prompt one has every attempt reported at once.
+// subscribe subscribes the recorder to the scheduler's events of the
+// kinds it cannot learn otherwise (failures, retries, cancellations,
+// skips, pauses: coordinator.Kinds), lagged by half an update interval
+// (coordinator.MaxLag): a page shows nothing more often than that. The
+// two kinds every attempt makes, starts and successes, it learns from
+// looks at the scheduler on each update (recorder.sample), so that an
+// open page costs the scheduler no event per attempt.
 func (d *Dashboard) subscribe() (unsubscribe func()) {
-	return d.s.Subscribe(d.rec.record, coordinator.MaxLag(d.cfg.interval/2))
+	unsubscribe = d.s.Subscribe(d.rec.record, coordinator.Kinds(recordedKinds...), coordinator.MaxLag(d.cfg.interval/2))
+	d.sample(d.cfg.clk.Now(), nil) // what runs now started unseen; what starts later, the next look sees
+	return unsubscribe
+}
+
+// sample looks at the scheduler for the recorder (its Totals, and its
+// running tasks unless totals is given: nil, it asks for them), and
+// reports whether anything changed since the last look. Only while the
+// dashboard is subscribed: the recorder's running attempts are told
+// apart from failed ones by the events.
+func (d *Dashboard) sample(now time.Time, totals map[string]coordinator.Totals) bool {
+	if totals == nil {
+		totals = d.s.Totals()
+	}
+	snap, err := d.s.Snapshot(context.Background(), coordinator.SnapshotFilter{Statuses: []coordinator.Status{coordinator.Running}, Limit: runningLooked})
+	if err != nil {
+		return false
+	}
+	return d.rec.sample(now, totals, snap.Tasks)
+}
+
+// subscribed reports whether the dashboard listens to the scheduler's
+// events now.
+func (d *Dashboard) subscribed() bool {
+	d.subMu.Lock()
+	defer d.subMu.Unlock()
+	return d.unsub != nil
 }
 
 // watch counts a live page open and subscribes if nobody did; it blocks

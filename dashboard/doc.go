@@ -59,24 +59,33 @@
 // the pages' Content-Security-Policy allows nothing else.
 //
 // While a live page is open (or always, WithAlwaysRecord), the dashboard
-// subscribes to the scheduler's events and keeps from them what no query
-// tells: when each running attempt started, how recent attempts ended and
-// how long they took (WithHistory bounds this), and attempts started,
-// ended and failed per ten seconds over the last fifteen minutes, by the
-// events' own times. Its callback does a few map and array writes per
-// event. It subscribes with coordinator.MaxLag, half the update interval:
-// the coordinator need not have every attempt reported as soon as it ends
-// (what a prompt subscriber costs it, a wake per attempt), and tells the
-// events when it learns of them anyway, at most that lag late (docs/dashboard.md gives the figures). Events still cost
-// the coordinator their making, hence no subscription while nobody looks.
-// Times the pages show from events (how long an attempt has run) are
-// accurate to about that lag. The live stream
-// coalesces: however many events come, an open page gets at most one
-// update per interval (WithUpdateInterval, 250ms), and one at least every
-// 2s, since a submission sends no event. The overview an update carries
-// is built at most once per interval for all the open pages: one
-// CountsByPool and one Totals (1.3ms of the coordinator's time at a
-// million tasks).
+// keeps what no single query tells: when each running attempt started,
+// how recent attempts ended and how long they took (WithHistory bounds
+// this), and attempts started, ended and failed per ten seconds over the
+// last fifteen minutes. It makes the scheduler build no event per
+// attempt for it: it subscribes only to the kinds that are rare by
+// nature and that it cannot learn otherwise (coordinator.Kinds: retries,
+// failures, cancellations, skips, pauses; each with its own time and
+// error), lagged by half the update interval (coordinator.MaxLag), and
+// learns the rest from a look at the scheduler on each update of the
+// overview: its Totals, whose growth since the last look it counts, and
+// its running tasks (a Snapshot of the Running ones), of which a task not
+// running at the last look started at this one, and a task no longer
+// running, with no failure told of its attempt within an update
+// interval, succeeded. Starts, successes and the durations of successful
+// attempts are so accurate to about an update interval, and an attempt
+// that starts and ends between two looks is counted in the rates but not
+// listed in its task's attempts (failed ones always are). While no page
+// is open nothing looks, and the rates of that time are spread evenly
+// over it at the next look. The live stream coalesces: an open page gets
+// at most one update per interval (WithUpdateInterval, 250ms): at the
+// next interval after an event, or after the scheduler's totals grew
+// (one Totals per interval and page, a round trip that costs the same
+// at any number of tasks), and one at least every 2s. The overview an
+// update carries is built at most once per interval for all the open
+// pages: one CountsByPool, one Totals and one Snapshot of the running
+// tasks (each about 1.3ms of the coordinator's time at a million tasks;
+// docs/dashboard.md gives the figures).
 //
 // The tasks table asks the scheduler for the page alone when it is in
 // the scheduler's order with at most a status filter (a Snapshot with a

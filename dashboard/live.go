@@ -27,8 +27,10 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	defer d.watch()()
 	ctx := r.Context()
 	var buf bytes.Buffer
+	var seen uint64 // the scheduler's totals, summed, at the last update
 	for {
 		changed := d.rec.watch() // before reading: a change while we read wakes the next round
+		d.grew(&seen)
 		buf.Reset()
 		writeEvent(&buf, "overview", d.overview())
 		if taskID != "" {
@@ -54,12 +56,24 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 			pace.Stop()
 			return
 		}
+		// Then the next update comes with the next event, the next
+		// interval in which the scheduler's totals grew (starts and
+		// successes send no event the dashboard listens to), or the
+		// refresh.
 		refresh := d.cfg.clk.Timer(d.cfg.refresh - d.cfg.interval)
-		select {
-		case <-changed:
-		case <-refresh.C:
-		case <-ctx.Done():
-		case <-d.closed:
+	wait:
+		for !d.grew(&seen) {
+			poll := d.cfg.clk.Timer(d.cfg.interval)
+			select {
+			case <-poll.C:
+				continue
+			case <-changed:
+			case <-refresh.C:
+			case <-ctx.Done():
+			case <-d.closed:
+			}
+			poll.Stop()
+			break wait
 		}
 		refresh.Stop()
 		select {
@@ -84,4 +98,14 @@ func writeEvent(buf *bytes.Buffer, name string, v any) {
 	buf.WriteString("\ndata: ")
 	buf.Write(b)
 	buf.WriteString("\n\n")
+}
+
+// grew reports whether the scheduler's totals, summed (totalsSum), are
+// no longer *seen, and sets *seen to them: a round trip to the
+// coordinator, whatever the number of tasks.
+func (d *Dashboard) grew(seen *uint64) bool {
+	n := totalsSum(d.s.Totals())
+	grew := n != *seen
+	*seen = n
+	return grew
 }

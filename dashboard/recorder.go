@@ -9,12 +9,24 @@ import (
 	"github.com/batonhq/baton/coordinator"
 )
 
-// The recorder keeps, from the scheduler's events, what no query of the
-// scheduler tells: when each running attempt started, how every recent
-// attempt ended and how long it took, and how many attempts started,
-// ended and failed in each bucket of time. Its callback runs on the
-// subscription's goroutine for every event, so it does a few map and
-// array writes and allocates nothing, except for a failure's error text.
+// The recorder keeps what no single query of the scheduler tells: when
+// each running attempt started, how recent attempts ended and how long
+// they took, and how many attempts started, ended and failed in each
+// bucket of time. It learns it two ways, so that the scheduler makes no
+// event per attempt for it:
+//
+//   - from the events it subscribes to (Kinds): failures, retries,
+//     cancellations, skips and pauses, rare by nature, each with its own
+//     time and error (record, on the subscription's goroutine: a few map
+//     and array writes, nothing allocated but a failure's error text);
+//   - from a look at the scheduler on each update of the overview
+//     (sample): the Totals, whose growth since the last look is counted
+//     in the current bucket, and the tasks running now, of which a task
+//     not running at the last look is taken to have started at this one,
+//     and a task no longer running, with no failure told of its attempt
+//     within an update interval, to have succeeded. Starts and successes
+//     are so known to an update interval; an attempt that starts and ends
+//     between two looks is counted, and not listed.
 
 const (
 	bucketWidth   = 10 * time.Second // the resolution of the rate history
@@ -63,10 +75,12 @@ func (a *attempt) Duration(now time.Time) time.Duration {
 	return max(0, end.Sub(a.Start))
 }
 
-// bucket counts one bucketWidth of one pool's events.
+// bucket counts one bucketWidth of one pool's attempts, from the Totals
+// (OK: tasks that succeeded; Started: attempts that ended, plus the
+// growth of those running).
 type bucket struct {
-	stamp                                                  int64 // which bucket of time it holds (At / bucketWidth)
-	Started, OK, Retried, Failed, Cancelled, Skipped, Runs uint64
+	stamp                                            int64 // which bucket of time it holds (At / bucketWidth)
+	Started, OK, Retried, Failed, Cancelled, Skipped uint64
 }
 
 // poolRec is what the recorder keeps per pool.
@@ -116,31 +130,45 @@ func (r *ring) each(f func(*attempt) bool) {
 	}
 }
 
-// recorder is fed by the scheduler's events (see record) and read by the
-// handlers. Safe for concurrent use.
+// recorder is fed by the scheduler's events (record) and by looks at the
+// scheduler (sample), and read by the handlers. Safe for concurrent use.
 type recorder struct {
-	mu       sync.Mutex
-	running  map[string]attempt  // guarded by mu: attempts running, by task
-	pools    map[string]*poolRec // guarded by mu
-	lastPool string              // guarded by mu: the pool of the last event, and
-	lastRec  *poolRec            // its record, so that one pool costs no map lookup
-	recent   ring                // guarded by mu: attempts that ended, every outcome
-	failed   ring                // guarded by mu: attempts that failed or were cancelled
-	events   uint64              // guarded by mu: events seen
-	lastAt   time.Time           // guarded by mu: the newest event's time
-	dirty    bool                // guarded by mu: changed closed since the last read
-	changed  chan struct{}       // guarded by mu: closed at the first event after a read
+	mu      sync.Mutex
+	settle  time.Duration       // immutable: how long an attempt gone from the running must wait for a failure before it counts as a success
+	running map[string]attempt  // guarded by mu: attempts running at the last look, by task (Start zero: running at the first look)
+	gone    map[string]attempt  // guarded by mu: attempts that were running and no longer are, not yet known to have failed (End: the look that missed them)
+	pools   map[string]*poolRec // guarded by mu
+	recent  ring                // guarded by mu: attempts that ended, every outcome
+	failed  ring                // guarded by mu: attempts that failed or were cancelled
+	events  uint64              // guarded by mu: events seen
+	lastAt  time.Time           // guarded by mu: the newest event's time
+	dirty   bool                // guarded by mu: changed closed since the last read
+	changed chan struct{}       // guarded by mu: closed at the first event after a read
+
+	// The last look (sample), guarded by mu.
+	looked     bool                          // a look was made: the next counts what grew since
+	blind      bool                          // the subscription started or ended since (forgetRunning): the tasks running at the next look started unseen
+	lookAt     time.Time                     // when
+	lookTotals map[string]coordinator.Totals // the Totals then
+	lookPools  map[string]int                // tasks running then, by pool
 }
 
-func newRecorder(recent, failed int) *recorder {
+func newRecorder(recent, failed int, settle time.Duration) *recorder {
 	return &recorder{
+		settle:  settle,
 		running: make(map[string]attempt),
+		gone:    make(map[string]attempt),
 		pools:   make(map[string]*poolRec),
 		recent:  newRing(recent),
 		failed:  newRing(failed),
 		changed: make(chan struct{}),
 	}
 }
+
+// recordedKinds are the kinds the recorder subscribes to: the rest it learns by
+// sampling.
+var recordedKinds = []coordinator.EventKind{coordinator.EventRetrying, coordinator.EventFailed, coordinator.EventCancelled,
+	coordinator.EventSkipped, coordinator.EventPaused, coordinator.EventResumed}
 
 // record applies one event. It is the subscription's callback.
 func (r *recorder) record(e coordinator.Event) {
@@ -150,66 +178,162 @@ func (r *recorder) record(e coordinator.Event) {
 	if e.At.After(r.lastAt) {
 		r.lastAt = e.At
 	}
-	p := r.lastRec
-	if p == nil || e.Pool != r.lastPool {
-		if p = r.pools[e.Pool]; p == nil {
-			p = new(poolRec)
-			r.pools[e.Pool] = p
-		}
-		r.lastPool, r.lastRec = e.Pool, p
-	}
-	b := p.at(e.At.UnixNano() / int64(bucketWidth))
 	switch e.Kind {
-	case coordinator.EventStarted:
-		b.Started++
-		r.running[e.TaskID] = attempt{Task: e.TaskID, Pool: e.Pool, Attempt: e.Attempt, Run: e.Run, Start: e.At}
-	case coordinator.EventSucceeded:
-		b.OK++
-		r.end(e, outcomeOK)
-	case coordinator.EventRecurred:
-		b.OK++
-		b.Runs++
-		r.end(e, outcomeOK)
 	case coordinator.EventRetrying:
-		b.Retried++
-		r.end(e, outcomeRetry)
+		r.end(e, outcomeRetry, true)
 	case coordinator.EventFailed:
-		b.Failed++
-		r.end(e, outcomeFailed)
+		r.end(e, outcomeFailed, true)
 	case coordinator.EventCancelled:
-		b.Cancelled++
-		if _, ok := r.running[e.TaskID]; ok {
-			r.end(e, outcomeCancelled)
-		}
-	case coordinator.EventSkipped:
-		b.Skipped++
-	case coordinator.EventPaused, coordinator.EventResumed:
-		// Nothing to count: the scheduler tells whether a pool is paused
-		// (CountsByPool); the event only wakes the live pages.
+		r.end(e, outcomeCancelled, false)
 	}
+	r.notify()
+}
+
+// notify wakes the live pages. Called with mu held.
+func (r *recorder) notify() {
 	if !r.dirty {
 		r.dirty = true
 		close(r.changed)
 	}
 }
 
-// end closes the running attempt of e's task with o. Called with mu held.
-func (r *recorder) end(e coordinator.Event, o outcome) {
+// end closes the attempt of e's task with o: the one running, or gone
+// since the last look, if it is e's attempt; otherwise (always, if ran),
+// one the recorder did not see start. A cancel of a task that was not
+// running ends no attempt. Called with mu held.
+func (r *recorder) end(e coordinator.Event, o outcome, ran bool) {
+	same := func(a attempt) bool { return a.Attempt == e.Attempt && a.Run == e.Run }
 	a, ok := r.running[e.TaskID]
-	if ok {
+	if ok && same(a) {
 		delete(r.running, e.TaskID)
-	} else {
-		// Started before the subscription: its start is unknown.
-		a = attempt{Task: e.TaskID, Pool: e.Pool, Attempt: e.Attempt, Run: e.Run}
+	} else if a, ok = r.gone[e.TaskID]; ok && same(a) {
+		delete(r.gone, e.TaskID)
+	} else if ran {
+		// Started and ended between two looks, or before the first.
+		a, ok = attempt{Task: e.TaskID, Pool: e.Pool, Attempt: e.Attempt, Run: e.Run}, true
+	}
+	if !ok {
+		return
 	}
 	a.End, a.Outcome = e.At, o
-	if e.Err != nil && o != outcomeOK {
+	if e.Err != nil {
 		a.Err = cut(e.Err.Error(), errTextLimit)
 	}
 	r.recent.push(a)
-	if o != outcomeOK {
-		r.failed.push(a)
+	r.failed.push(a)
+}
+
+// sample records one look at the scheduler, at now: its Totals and the
+// tasks running (in at most a bucket's time since the last look, the
+// growth of the totals is counted in now's bucket; over a longer gap,
+// spread evenly over it). It reports whether anything changed since the
+// last look.
+func (r *recorder) sample(now time.Time, totals map[string]coordinator.Totals, running []coordinator.SnapshotTask) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byPool := make(map[string]int, len(totals))
+	for _, t := range running {
+		byPool[t.Pool]++
 	}
+	changed := false
+	if r.looked {
+		for pool, t := range totals {
+			was := r.lookTotals[pool]
+			d := bucket{
+				OK: t.Succeeded - was.Succeeded, Retried: t.Retries - was.Retries, Failed: t.Failed - was.Failed,
+				Cancelled: t.Cancelled - was.Cancelled, Skipped: t.Skipped - was.Skipped,
+			}
+			started := int64(d.OK+d.Retried+d.Failed) + int64(byPool[pool]-r.lookPools[pool])
+			d.Started = uint64(max(started, 0))
+			if d != (bucket{}) {
+				changed = true
+				r.add(pool, d, r.lookAt, now)
+			}
+		}
+	}
+	// Attempts gone long enough with no failure told: successes.
+	for id, a := range r.gone {
+		if now.Sub(a.End) >= r.settle {
+			delete(r.gone, id)
+			a.Outcome = outcomeOK
+			r.recent.push(a)
+		}
+	}
+	seen := make(map[string]bool, len(running))
+	for _, t := range running {
+		seen[t.ID] = true
+		a, ok := r.running[t.ID]
+		if ok && a.Attempt == t.Attempts && a.Run == t.Runs+1 {
+			continue
+		}
+		if ok {
+			r.leave(a, now)
+		}
+		start := now
+		if !r.looked || r.blind {
+			start = time.Time{} // running before the first look: its start is unknown
+		}
+		r.running[t.ID] = attempt{Task: t.ID, Pool: t.Pool, Attempt: t.Attempts, Run: t.Runs + 1, Start: start}
+		changed = true
+	}
+	for id, a := range r.running {
+		if !seen[id] {
+			delete(r.running, id)
+			r.leave(a, now)
+			changed = true
+		}
+	}
+	r.looked, r.blind, r.lookAt, r.lookTotals, r.lookPools = true, false, now, totals, byPool
+	return changed
+}
+
+// leave moves a running attempt the last look missed to gone, ended at
+// now, where a failure told of it within settle finds it. Called with mu
+// held.
+func (r *recorder) leave(a attempt, now time.Time) {
+	if a.Start.IsZero() {
+		return // neither its start nor its outcome: nothing to list
+	}
+	a.End = now
+	r.gone[a.Task] = a
+}
+
+// add counts d in pool's buckets: in to's if from is in the same bucket
+// or the one before, else spread evenly over the buckets from from to to
+// (the scheduler was not looked at meanwhile). Called with mu held.
+func (r *recorder) add(pool string, d bucket, from, to time.Time) {
+	p := r.pools[pool]
+	if p == nil {
+		p = new(poolRec)
+		r.pools[pool] = p
+	}
+	last := to.UnixNano() / int64(bucketWidth)
+	first := max(from.UnixNano()/int64(bucketWidth)+1, last-bucketCount+1)
+	if first >= last {
+		p.at(last).plus(d, 1, 0)
+		return
+	}
+	n := uint64(last - first + 1)
+	for i, stamp := uint64(0), first; stamp <= last; i, stamp = i+1, stamp+1 {
+		p.at(stamp).plus(d, n, i)
+	}
+}
+
+// plus adds the i'th of n even shares of d (the remainders go to the
+// last share).
+func (b *bucket) plus(d bucket, n, i uint64) {
+	share := func(v uint64) uint64 {
+		if i == n-1 {
+			return v/n + v%n
+		}
+		return v / n
+	}
+	b.Started += share(d.Started)
+	b.OK += share(d.OK)
+	b.Retried += share(d.Retried)
+	b.Failed += share(d.Failed)
+	b.Cancelled += share(d.Cancelled)
+	b.Skipped += share(d.Skipped)
 }
 
 // forgetRunning forgets the running attempts: their ends will not be
@@ -218,6 +342,8 @@ func (r *recorder) forgetRunning() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.running)
+	clear(r.gone)
+	r.blind = true
 }
 
 // watch returns a channel closed at the first event after the call.
@@ -272,7 +398,9 @@ func (r *recorder) runningNow(limit int) ([]attempt, int) {
 	r.mu.Lock()
 	out := make([]attempt, 0, len(r.running))
 	for _, a := range r.running {
-		out = append(out, a)
+		if !a.Start.IsZero() {
+			out = append(out, a)
+		}
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b attempt) int {
@@ -327,7 +455,6 @@ func (r *recorder) rates(pool string, all bool, now time.Time, n int) []bucket {
 			o.Failed += b.Failed
 			o.Cancelled += b.Cancelled
 			o.Skipped += b.Skipped
-			o.Runs += b.Runs
 		}
 	}
 	for i := range out {

@@ -18,26 +18,43 @@ func ev(k coordinator.EventKind, id string, attempt int, at time.Duration, err e
 	return coordinator.Event{Kind: k, TaskID: id, Attempt: attempt, Run: 1, At: t0.Add(at), Err: err}
 }
 
+// run is a running task as a look at the scheduler sees it.
+func run(id string, attempt int) coordinator.SnapshotTask {
+	return coordinator.SnapshotTask{ID: id, Status: coordinator.Running, Attempts: attempt}
+}
+
+// The recorder learns the attempts from looks (sample) and failure
+// events: a task running at the first look started unseen; one seen
+// running later started at that look; one gone from the running with no
+// failure told within settle succeeded when the look missed it; a
+// failure told ends the attempt it names, running or gone, or one the
+// recorder never saw.
 func TestRecorderHistory(t *testing.T) {
-	r := newRecorder(4, 2)
+	r := newRecorder(4, 3, time.Second)
 	boom := errors.New("boom")
-	for _, e := range []coordinator.Event{
-		ev(coordinator.EventStarted, "a", 1, 0, nil),
-		ev(coordinator.EventRetrying, "a", 1, time.Second, boom),
-		ev(coordinator.EventStarted, "a", 2, 2*time.Second, nil),
-		ev(coordinator.EventStarted, "b", 1, 2*time.Second, nil),
-		ev(coordinator.EventSucceeded, "b", 1, 3*time.Second, nil),
-		ev(coordinator.EventFailed, "c", 3, 3*time.Second, boom), // started before the recorder
-	} {
-		r.record(e)
+	look := func(at time.Duration, running ...coordinator.SnapshotTask) {
+		r.sample(t0.Add(at), map[string]coordinator.Totals{}, running)
 	}
+	look(0, run("old", 1))
+	look(time.Second, run("old", 1), run("a", 1))
+	r.record(ev(coordinator.EventRetrying, "a", 1, 2*time.Second, boom))
+	look(3*time.Second, run("a", 2), run("b", 1))
+	look(4*time.Second, run("a", 2))                                   // b gone: ended by 4s
+	r.record(ev(coordinator.EventFailed, "c", 3, 4*time.Second, boom)) // never seen running
+	look(5500*time.Millisecond, run("a", 2))                           // b: no failure within settle, a success
 	h := r.history("a")
-	if len(h) != 2 || h[0].Outcome != outcomeRunning || h[0].Attempt != 2 ||
+	if len(h) != 2 || h[0].Outcome != outcomeRunning || h[0].Attempt != 2 || !h[0].Start.Equal(t0.Add(3*time.Second)) ||
 		h[1].Outcome != outcomeRetry || h[1].Err != "boom" || h[1].Duration(t0) != time.Second {
-		t.Errorf("history(a) = %+v; want attempt 2 running, then attempt 1 retried after 1s", h)
+		t.Errorf("history(a) = %+v; want attempt 2 running since 3s, then attempt 1 retried after 1s", h)
+	}
+	if h := r.history("b"); len(h) != 1 || h[0].Outcome != outcomeOK || h[0].Duration(t0) != time.Second {
+		t.Errorf("history(b) = %+v; want one success of 1s", h)
 	}
 	if h := r.history("c"); len(h) != 1 || !h[0].Start.IsZero() || h[0].Duration(t0) != 0 || h[0].Outcome != outcomeFailed {
 		t.Errorf("history(c) = %+v; want one failed attempt of unknown start", h)
+	}
+	if h := r.history("old"); len(h) != 0 {
+		t.Errorf("history(old) = %+v; want nothing: it started before the first look and is gone", h)
 	}
 	running, n := r.runningNow(10)
 	if n != 1 || running[0].Task != "a" {
@@ -47,12 +64,22 @@ func TestRecorderHistory(t *testing.T) {
 	if len(f) != 2 || f[0].Task != "c" || f[1].Task != "a" {
 		t.Errorf("recentFailures = %+v; want c then a", f)
 	}
-	// The rings forget the oldest: four attempts of every outcome, two failed.
+	// A failure told of an attempt gone from the running, within settle,
+	// ends it as failed, with its start: not as a success.
+	look(6*time.Second, run("a", 2), run("d", 1))
+	look(7*time.Second, run("a", 2))
+	r.record(ev(coordinator.EventFailed, "d", 1, 6500*time.Millisecond, boom))
+	look(9*time.Second, run("a", 2))
+	if h := r.history("d"); len(h) != 1 || h[0].Outcome != outcomeFailed || h[0].Duration(t0) != 500*time.Millisecond {
+		t.Errorf("history(d) = %+v; want one failure after 0.5s", h)
+	}
+	// The rings forget the oldest: four attempts of every outcome, three failed.
 	for i := range 5 {
 		id := fmt.Sprint("x", i)
-		r.record(ev(coordinator.EventStarted, id, 1, 4*time.Second, nil))
-		r.record(ev(coordinator.EventSucceeded, id, 1, 5*time.Second, nil))
+		look(time.Duration(10+2*i)*time.Second, run("a", 2), run(id, 1))
+		look(time.Duration(11+2*i)*time.Second, run("a", 2))
 	}
+	look(30*time.Second, run("a", 2))
 	if h := r.history("b"); len(h) != 0 {
 		t.Errorf("history(b) after 5 more attempts = %+v; want forgotten", h)
 	}
@@ -61,25 +88,36 @@ func TestRecorderHistory(t *testing.T) {
 	}
 }
 
+// The rates come from the growth of the Totals between looks, counted in
+// the bucket of the later look, or spread over a gap of several buckets;
+// starts are the attempts that ended plus the growth of those running.
 func TestRecorderRates(t *testing.T) {
-	r := newRecorder(8, 8)
-	boom := errors.New("boom")
+	r := newRecorder(8, 8, time.Second)
+	tot := func(ok, retries, skipped uint64) map[string]coordinator.Totals {
+		return map[string]coordinator.Totals{"": {Succeeded: ok, Retries: retries}, "gpu": {Skipped: skipped}}
+	}
 	// Bucket 0 holds t0 to t0+10s; bucket 1 from t0+10s.
-	r.record(ev(coordinator.EventStarted, "a", 1, time.Second, nil))
-	r.record(ev(coordinator.EventSucceeded, "a", 1, 2*time.Second, nil))
-	r.record(ev(coordinator.EventStarted, "b", 1, 11*time.Second, nil))
-	r.record(ev(coordinator.EventRetrying, "b", 1, 12*time.Second, boom))
-	r.record(coordinator.Event{Kind: coordinator.EventSkipped, TaskID: "c", Pool: "gpu", At: t0.Add(12 * time.Second)})
+	r.sample(t0, tot(5, 0, 0), nil) // the first look counts nothing: what came before is unknown
+	r.sample(t0.Add(2*time.Second), tot(6, 0, 0), []coordinator.SnapshotTask{run("b", 1)})
+	r.sample(t0.Add(12*time.Second), tot(6, 1, 1), nil)
 	bs := r.rates("", false, t0.Add(15*time.Second), 2)
-	if len(bs) != 2 || bs[0].Started != 1 || bs[0].OK != 1 || bs[1].Started != 1 || bs[1].Retried != 1 || bs[1].Skipped != 0 {
+	if len(bs) != 2 || bs[0].Started != 2 || bs[0].OK != 1 || bs[1].Started != 0 || bs[1].Retried != 1 || bs[1].Skipped != 0 {
 		t.Errorf("rates(default) = %+v", bs)
 	}
 	all := r.rates("", true, t0.Add(15*time.Second), 2)
 	if all[1].Skipped != 1 {
 		t.Errorf("rates(all) = %+v; want gpu's skip", all)
 	}
+	// Not looked at for a minute: 60 successes spread over six buckets.
+	r.sample(t0.Add(72*time.Second), tot(66, 1, 1), nil)
+	for _, b := range r.rates("", false, t0.Add(72*time.Second), 6) {
+		if b.OK != 10 {
+			t.Errorf("after a gap, rates = %+v; want 10 successes in each of the last six buckets", r.rates("", false, t0.Add(72*time.Second), 6))
+			break
+		}
+	}
 	// Fifteen minutes later the buckets are stale: nothing is counted twice.
-	late := r.rates("", true, t0.Add(15*time.Minute+15*time.Second), 2)
+	late := r.rates("", true, t0.Add(72*time.Second+15*time.Minute), 2)
 	if late[0] != (bucket{stamp: late[0].stamp}) || late[1] != (bucket{stamp: late[1].stamp}) {
 		t.Errorf("rates 15 minutes later = %+v; want empty", late)
 	}
@@ -87,7 +125,7 @@ func TestRecorderRates(t *testing.T) {
 
 // watch's channel closes at the first event after the call, once.
 func TestRecorderWatch(t *testing.T) {
-	r := newRecorder(4, 4)
+	r := newRecorder(4, 4, time.Second)
 	c := r.watch()
 	select {
 	case <-c:

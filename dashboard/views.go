@@ -133,6 +133,7 @@ type overviewView struct {
 
 const (
 	runningShown  = 25
+	runningLooked = 1 << 14 // running tasks a look (sample) takes in: more are counted, not listed
 	failuresShown = 10
 	rateBuckets   = 60 // 10 minutes
 )
@@ -145,21 +146,34 @@ func poolLabel(name string) string {
 }
 
 // overview builds the overview, or returns the one built less than half
-// an interval ago (or, with no event since, less than a refresh ago), so
-// that many open pages cost the scheduler what one does.
+// an interval ago (or, with no event since and the scheduler's totals
+// as they were, less than a refresh ago), so that many open pages cost
+// the scheduler what one does.
 func (d *Dashboard) overview() *overviewView {
 	d.ovMu.Lock()
 	defer d.ovMu.Unlock()
 	now := d.cfg.clk.Now()
 	events, _ := d.rec.seen()
+	totals := d.s.Totals()
+	sum := totalsSum(totals)
 	if d.ov != nil {
 		age := now.Sub(d.ovAt)
-		if age >= 0 && (age < d.cfg.interval/2 || (events == d.ovEvents && age < d.cfg.refresh/2)) {
+		if age >= 0 && (age < d.cfg.interval/2 || (events == d.ovEvents && sum == d.ovTotals && age < d.cfg.refresh/2)) {
 			return d.ov
 		}
 	}
-	d.ov, d.ovAt, d.ovEvents = d.buildOverview(now), now, events
+	d.ov, d.ovAt, d.ovEvents, d.ovTotals = d.buildOverview(now, totals), now, events, sum
 	return d.ov
+}
+
+// totalsSum sums the scheduler's totals over its pools and statuses: it
+// grows with every attempt that ends.
+func totalsSum(totals map[string]coordinator.Totals) uint64 {
+	var n uint64
+	for _, t := range totals {
+		n += t.Succeeded + t.Failed + t.Cancelled + t.Skipped + t.Retries
+	}
+	return n
 }
 
 // forgetOverview drops the overview built last, so that the next page
@@ -171,10 +185,12 @@ func (d *Dashboard) forgetOverview() {
 	d.ovMu.Unlock()
 }
 
-func (d *Dashboard) buildOverview(now time.Time) *overviewView {
+func (d *Dashboard) buildOverview(now time.Time, totals map[string]coordinator.Totals) *overviewView {
 	byPool := d.s.CountsByPool()
-	totals := d.s.Totals()
 	sizes := d.s.PoolSizes()
+	if d.subscribed() {
+		d.sample(now, totals)
+	}
 	v := &overviewView{At: now, Pools: []poolView{}, Running: []runningView{}, Rate: []rateView{}, Failures: []failureView{}, Paused: []string{}}
 	v.Events, _ = d.rec.seen()
 	for name := range sizes {
