@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -235,13 +236,16 @@ func (r *recorder) sample(now time.Time, totals map[string]coordinator.Totals, r
 	for _, t := range running {
 		byPool[t.Pool]++
 	}
+	if r.looked && now.Before(r.lookAt) {
+		return false // a look overtaken by a later one (two pages, or a subscription, at once)
+	}
 	changed := false
 	if r.looked {
 		for pool, t := range totals {
 			was := r.lookTotals[pool]
 			d := bucket{
-				OK: t.Succeeded - was.Succeeded, Retried: t.Retries - was.Retries, Failed: t.Failed - was.Failed,
-				Cancelled: t.Cancelled - was.Cancelled, Skipped: t.Skipped - was.Skipped,
+				OK: grown(t.Succeeded, was.Succeeded), Retried: grown(t.Retries, was.Retries), Failed: grown(t.Failed, was.Failed),
+				Cancelled: grown(t.Cancelled, was.Cancelled), Skipped: grown(t.Skipped, was.Skipped),
 			}
 			started := int64(d.OK+d.Retried+d.Failed) + int64(byPool[pool]-r.lookPools[pool])
 			d.Started = uint64(max(started, 0))
@@ -283,8 +287,26 @@ func (r *recorder) sample(now time.Time, totals map[string]coordinator.Totals, r
 			changed = true
 		}
 	}
+	totals = maps.Clone(totals)
+	for pool, was := range r.lookTotals {
+		// Totals only grow; ones read a little earlier by a concurrent
+		// look, applied after, do not take the baseline back.
+		t := totals[pool]
+		t.Succeeded, t.Failed, t.Cancelled = max(t.Succeeded, was.Succeeded), max(t.Failed, was.Failed), max(t.Cancelled, was.Cancelled)
+		t.Skipped, t.Retries = max(t.Skipped, was.Skipped), max(t.Retries, was.Retries)
+		totals[pool] = t
+	}
 	r.looked, r.blind, r.lookAt, r.lookTotals, r.lookPools = true, false, now, totals, byPool
 	return changed
+}
+
+// grown is how much a total grew from was to now (0 if a concurrent
+// look's later reading came first).
+func grown(now, was uint64) uint64 {
+	if now < was {
+		return 0
+	}
+	return now - was
 }
 
 // leave moves a running attempt the last look missed to gone, ended at

@@ -116,6 +116,14 @@ func TestRecorderRates(t *testing.T) {
 			break
 		}
 	}
+	// Looks made at once, applied out of order: a look older than the
+	// last is dropped, and totals read before the last look's count no
+	// growth (never a negative one).
+	r.sample(t0.Add(71*time.Second), tot(100, 1, 1), nil)
+	r.sample(t0.Add(73*time.Second), tot(66, 1, 1), nil)
+	if b := r.rates("", false, t0.Add(73*time.Second), 1)[0]; b.OK != 10 || b.Started != 10 {
+		t.Errorf("after looks out of order, rates = %+v; want the 10 successes of before", b)
+	}
 	// Fifteen minutes later the buckets are stale: nothing is counted twice.
 	late := r.rates("", true, t0.Add(72*time.Second+15*time.Minute), 2)
 	if late[0] != (bucket{stamp: late[0].stamp}) || late[1] != (bucket{stamp: late[1].stamp}) {
