@@ -910,3 +910,28 @@ func TestInfoKey(t *testing.T) {
 	}
 	close(hold)
 }
+
+// Calls a user gets wrong fail at once and clearly: WaitTasks on a task's
+// own ID from its own attempt (it would wait for ever), Subscribe(nil).
+func TestSelfWaitAndNilSubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		got := make(chan error, 2)
+		if err := s.Submit(coordinator.Task{ID: "other", Run: ok}, coordinator.Task{ID: "self", Run: func(ctx context.Context) error {
+			got <- s.WaitTasks(ctx, "other", "self")
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if err := <-got; !errors.Is(err, coordinator.ErrFromTask) || !strings.Contains(err.Error(), `"self"`) {
+			t.Errorf("WaitTasks(self) from self = %v; want ErrFromTask naming self", err)
+		}
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil function") {
+				t.Errorf("Subscribe(nil) recovered %v; want a panic saying the function is nil", r)
+			}
+		}()
+		s.Subscribe(nil)
+	})
+}

@@ -429,11 +429,15 @@ func (s *Scheduler) startSubscriber(sub *subscriber) {
 // says so with MaxLag, and then costs the scheduler only the making of
 // the events (see MaxLag).
 //
-// Subscribe blocks until the coordinator has registered fn. Safe for
-// concurrent use. After Shutdown, fn is never called and unsubscribe does
+// Subscribe blocks until the coordinator has registered fn; it panics if
+// fn is nil (a programming error, as a nil func given to sort.Slice).
+// Safe for concurrent use. After Shutdown, fn is never called and unsubscribe does
 // nothing. Events decided during Shutdown are delivered before Shutdown
 // returns.
 func (s *Scheduler) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
+	if fn == nil {
+		panic("coordinator: Subscribe with a nil function")
+	}
 	sub := newSubscriber(fn, s.log)
 	for _, o := range opts {
 		o(sub)

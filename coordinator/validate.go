@@ -64,7 +64,10 @@ func validateTask(t *Task, handles bool, pool string, pools map[string]worker.Wo
 	if !ok {
 		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(pool)}
 	}
-	if t.Slots < 0 || t.Slots > sizes[pool] {
+	if t.Slots < 0 {
+		return nil, bad("negative Slots %d", t.Slots)
+	}
+	if t.Slots > sizes[pool] {
 		return nil, bad("Slots %d: its pool %s has %d workers", t.Slots, quoteID(pool), sizes[pool])
 	}
 	if _, plain := w.(worker.Func); plain && t.Run == nil {

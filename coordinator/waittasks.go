@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/batonhq/baton/actor"
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // ErrUnknownTask: WaitTasks, or a Snapshot's Roots, named a task the
@@ -60,8 +61,8 @@ func (e *TasksError) Error() string {
 // of them succeeded, and otherwise a *TasksError listing those that did
 // not, with how each ended: a Skipped task's Cause as bad as it had got
 // when the call answers (a dependency of it that still runs may make it
-// worse later: see Trigger; TaskInfo.Cause then tells). An ID the scheduler does not know is an error
-// at once, naming it (errors.Is(err, ErrUnknownTask)); so is any ID of a
+// worse later: see Trigger; TaskInfo.Cause then tells). An ID the
+// scheduler does not know is an error at once, naming it (errors.Is(err, ErrUnknownTask)); so is any ID of a
 // call after a failed one: nothing is waited for. If ctx ends first it
 // returns ctx.Err() and forgets the call; a ctx that has ended already
 // gets ctx.Err() even for unknown IDs (nothing was looked at).
@@ -74,6 +75,11 @@ func (e *TasksError) Error() string {
 // no listed task's function runs (at once, unless a Shutdown whose
 // context ended left one running).
 func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
+	if c, ok := lane.Of(ctx); ok {
+		if self, owner, ok := c.TaskID(); ok && owner == s && slices.Contains(ids, self) {
+			return fmt.Errorf("%w: WaitTasks(%s) from that task's own attempt", ErrFromTask, quoteID(self))
+		}
+	}
 	id := s.waitSeq.Add(1)
 	reply := make(chan error, 1)
 	if err := s.mailbox.Send(ctx, watchReq{id: id, ids: ids, reply: reply}); err != nil {

@@ -127,6 +127,15 @@ func (c *Context) Attempt() (task int32, owner any, ok bool) {
 	return c.task.Load(), c.lane.env.Owner, true
 }
 
+// TaskID is Attempt with the task's ID instead of its index.
+func (c *Context) TaskID() (id string, owner any, ok bool) {
+	t, owner, ok := c.Attempt()
+	if !ok {
+		return "", nil, false
+	}
+	return c.lane.env.Specs.At(t).ID, owner, true
+}
+
 // Item reports the lane and slot of the attempt c belongs to (the lane's
 // ID and the slot its item occupies), marking c touched; ok is false for
 // a context of no lane. The coordinator checks it against its own record
