@@ -82,7 +82,7 @@ func TestSpawnDurable(t *testing.T) {
 
 		// After the first crash: no child; p runs again and spawns; crash
 		// during the join.
-		spawned := make(chan struct{}, 1)
+		spawned := make(chan struct{}) // unbuffered: p's second attempt has not returned when Info looks
 		s2, err := coordinator.New(coordinator.WithStore(crash1.Open()), durableFamily(nil, spawned), blockOrRelease(never), okFunc)
 		if err != nil {
 			t.Fatal(err)
