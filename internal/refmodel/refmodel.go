@@ -798,6 +798,25 @@ func (m *Model) Forget() {
 			changed = true
 		}
 	}
+	m.forgetKeys()
+}
+
+// forgetKeys drops the turns of the keys no kept task has any more: the
+// scheduler forgets such a key, and a task of that name later starts a
+// new one, whose turn goes to the back of its level.
+func (m *Model) forgetKeys() {
+	if !m.keyed {
+		return
+	}
+	kept := map[string]bool{"": true}
+	for _, r := range m.Tasks {
+		if !r.Dropped {
+			kept[r.Key] = true
+		}
+	}
+	for lv, ts := range m.turns {
+		m.turns[lv] = slices.DeleteFunc(ts, func(u *turn) bool { return !kept[u.key] })
+	}
 }
 
 func (m *Model) free(t int) bool {
