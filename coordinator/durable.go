@@ -334,6 +334,10 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 		}
 		switch {
 		case x.err == nil || status == Succeeded || status == Skipped:
+		case errors.Is(x.err, ErrChildFailed):
+			// First: a *JoinError wraps its children's errors, which may
+			// be any of the kinds below.
+			st.ErrKind, st.ErrMsg = record.ErrKindJoin, x.err.Error()
 		case errors.Is(x.err, ErrCancelled):
 			st.ErrKind = record.ErrKindCancelled
 		case errors.Is(x.err, ErrClosed):
@@ -403,6 +407,8 @@ func stateErr(st *record.State) error {
 		return ErrInterrupted
 	case record.ErrKindOther:
 		return errors.New(st.ErrMsg)
+	case record.ErrKindJoin:
+		return storedJoinError(st.ErrMsg)
 	case record.ErrKindTimeout:
 		te := &worker.TimeoutError{After: st.Timeout}
 		if st.ErrMsg != "" {
@@ -412,6 +418,16 @@ func stateErr(st *record.State) error {
 	}
 	return nil
 }
+
+// storedJoinError is a failed join's error after a restart: the
+// *JoinError's text, wrapping ErrChildFailed (the children's own errors
+// are not stored).
+type storedJoinError string
+
+func (e storedJoinError) Error() string { return string(e) }
+
+// Is makes errors.Is(err, ErrChildFailed) true.
+func (e storedJoinError) Is(target error) bool { return target == ErrChildFailed }
 
 func ownerOf(o any) *Scheduler {
 	s, _ := o.(*Scheduler)

@@ -22,6 +22,7 @@ func TestStateErrorsKeepTheirIdentity(t *testing.T) {
 		{record.ErrKindInterrupted, ErrInterrupted},
 		{record.ErrKindTimeout, worker.ErrTimeout},
 		{record.ErrKindTimeout, context.DeadlineExceeded},
+		{record.ErrKindJoin, ErrChildFailed},
 	} {
 		st := record.State{ErrKind: tc.kind, Timeout: time.Second}
 		if err := stateErr(&st); !errors.Is(err, tc.is) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
@@ -165,6 +166,58 @@ func TestSpawnDurableShutdownAndRefusal(t *testing.T) {
 		for _, id := range []string{"p", "p/a", "p/b", "yes"} {
 			if info, _ := s2.Info(id); info.Status != coordinator.Succeeded {
 				t.Fatalf("Info(%s) after Shutdown and restart = %+v; want succeeded", id, info)
+			}
+		}
+	})
+}
+
+// A failed join's error wraps ErrChildFailed after a restart too, and
+// says what it said: whether a child failed, was cancelled or timed out
+// (the JoinError wraps the children's errors, and a cancelled or timed
+// out child's made the stored error that child's own).
+func TestFailedJoinWrapsErrChildFailedAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		fail := coordinator.WithFunc("fail", func(context.Context, []byte) error { return errors.New("boom") })
+		spawn := coordinator.WithFunc("spawn", func(ctx context.Context, p []byte) error {
+			c := coordinator.Task{ID: string(p) + "/c", Func: string(p)}
+			if c.Func == "timeout" {
+				c.Timeout = time.Second
+			}
+			return coordinator.Spawn(ctx, c)
+		})
+		never := make(chan struct{})
+		timeout := coordinator.WithFunc("timeout", func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() })
+		s1, err := coordinator.New(coordinator.WithStore(mem.Open()), spawn, fail, blockOrRelease(never), timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Submit(coordinator.Task{ID: "fail", Func: "spawn", Payload: []byte("fail")},
+			coordinator.Task{ID: "block", Func: "spawn", Payload: []byte("block")},
+			coordinator.Task{ID: "timeout", Func: "spawn", Payload: []byte("timeout")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s1.Cancel("block/c")
+		if err := s1.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]string{}
+		for _, id := range []string{"fail", "block", "timeout"} {
+			info, _ := s1.Info(id)
+			if info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrChildFailed) {
+				t.Fatalf("Info(%s) = %+v; want failed by its join", id, info)
+			}
+			before[id] = info.Err.Error()
+		}
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2 := newScheduler(t, coordinator.WithStore(mem.Open()), spawn, fail, blockOrRelease(never), timeout)
+		for id, msg := range before {
+			info, _ := s2.Info(id)
+			if info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrChildFailed) || info.Err.Error() != msg {
+				t.Errorf("Info(%s) after a restart = %v, err %v; want failed, wrapping ErrChildFailed, saying %q", id, info.Status, info.Err, msg)
 			}
 		}
 	})

@@ -30,7 +30,8 @@ import (
 // 2 definition reads with neither); version 4 the family of a spawned
 // task (Def.Parent) and a spawner's join and a branch's choice
 // (State.Joining, JoinFrom, Adopt, Branched, Chosen), each read only if
-// present, so that an older record reads as before.
+// present, so that an older record reads as before, and the error kind of
+// a failed join (ErrKindJoin).
 const Version = 4
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
@@ -220,7 +221,7 @@ type State struct {
 	Planned   time.Time     // recurring: the planned start of the current run
 	At        time.Time     // when the state was written
 	ErrKind   uint8         // ErrKind...
-	ErrMsg    string        // ErrKindOther: the error's text; ErrKindTimeout: the function's error's, if any
+	ErrMsg    string        // ErrKindOther, ErrKindJoin: the error's text; ErrKindTimeout: the function's error's, if any
 	Timeout   time.Duration // ErrKindTimeout: the attempt's timeout
 	Cause     string        // Skipped: the task to blame
 	Result    []byte
@@ -240,6 +241,7 @@ const (
 	ErrKindInterrupted
 	ErrKindOther
 	ErrKindTimeout
+	ErrKindJoin // a spawner's join failed (its error wraps the coordinator's ErrChildFailed); version 4
 )
 
 // Append appends st's encoding.
@@ -271,7 +273,7 @@ func (st *State) Append(b []byte) []byte {
 	b = appendTime(b, st.Planned)
 	b = appendTime(b, st.At)
 	b = append(b, st.ErrKind)
-	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout {
+	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout || st.ErrKind == ErrKindJoin {
 		b = appendString(b, st.ErrMsg)
 	}
 	if st.ErrKind == ErrKindTimeout {
@@ -309,7 +311,7 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	st.Planned = rd.time()
 	st.At = rd.time()
 	st.ErrKind = rd.byte()
-	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout {
+	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout || st.ErrKind == ErrKindJoin {
 		st.ErrMsg = rd.string()
 	}
 	if st.ErrKind == ErrKindTimeout {
@@ -336,7 +338,7 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	if err := rd.done(); err != nil {
 		return st, err
 	}
-	if st.Status >= statuses || st.ErrKind > ErrKindTimeout || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 {
+	if st.Status >= statuses || st.ErrKind > ErrKindJoin || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 {
 		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrCorrupt, st.Status, st.ErrKind)
 	}
 	return st, nil

@@ -22,6 +22,8 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(st.Append(nil))
 	timedOut := State{Status: 4, Attempts: 1, ErrKind: ErrKindTimeout, ErrMsg: "query users", Timeout: time.Second}
 	f.Add(timedOut.Append(nil))
+	joinFailed := State{Status: 4, Attempts: 1, ErrKind: ErrKindJoin, ErrMsg: `task "p": spawned "p/a" failed: boom`, JoinFrom: 2}
+	f.Add(joinFailed.Append(nil))
 	def := Def{ID: "a", Func: "f", Payload: []byte{1}, HasPayload: true, Deps: []string{"b", "c"}, Jitter: 0.5, Cron: "@daily", NotBefore: time.Unix(9, 0)}
 	f.Add(def.Append(nil))
 	f.Add([]byte{})
