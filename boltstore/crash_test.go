@@ -52,17 +52,37 @@ const (
 // crashTask is one task of the random graph, as both processes build it.
 type crashTask struct {
 	task   coordinator.Task
-	batch  int
-	cancel bool // the child cancels it once every batch is in
+	batch  int    // -1: spawned, not submitted
+	cancel bool   // the child cancels it once every batch is in
+	parent string // the task whose attempt spawns it ("": submitted)
+	branch bool   // its function chooses among its direct dependents of its batch (Choose)
 }
+
+// Growth: of the submitted tasks of the default pool that run once, a
+// spawner (Func "grow") spawns 2 to 4 children in two Spawns (a child
+// depends on an earlier one at random, a few are spawners of their own,
+// one level deeper); a branch (Func "grow" too) chooses at random, on
+// every attempt, among its direct dependents of its own batch (the next
+// two tasks of its batch depend on it; the last of a batch has none, and
+// chooses none); a few do both.
+const (
+	crashSpawnIn  = 16 // one submitted task in crashSpawnIn spawns
+	crashBranchIn = 24 // one in crashBranchIn branches
+	crashDepth    = 2  // children of children, no deeper
+)
 
 // crashGraph builds the graph of a round from its seed: tasks in batches,
 // each depending on up to three earlier ones; two pools; retries, delays,
-// series and trigger rules.
+// series and trigger rules; spawners and their children, and branches
+// (growth, above: from a generator of their own, so that the rest is the
+// graph it always was).
 func crashGraph(seed uint64) []crashTask {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	var out []crashTask
+	grow := rand.New(rand.NewPCG(seed, 11))
+	var out, kids []crashTask
 	for b := range crashBatches {
+		var branches []string // of this batch, each taking the next two tasks as dependents
+		var owed []int
 		for i := range crashBatch {
 			id := fmt.Sprintf("b%d-%d", b, i)
 			t := coordinator.Task{ID: id, Func: "work", Payload: []byte(id)}
@@ -91,10 +111,81 @@ func crashGraph(seed uint64) []crashTask {
 			if rng.IntN(2) == 0 {
 				t.Retry = coordinator.RetryPolicy{MaxAttempts: 2 + rng.IntN(3), BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, Jitter: 0.5}
 			}
-			out = append(out, crashTask{task: t, batch: b, cancel: rng.IntN(25) == 0})
+			for k, br := range branches {
+				if owed[k] > 0 && !slices.Contains(t.Deps, br) {
+					t.Deps, owed[k] = append(t.Deps, br), owed[k]-1
+				}
+			}
+			ct := crashTask{task: t, batch: b, cancel: rng.IntN(25) == 0}
+			if t.Func == "work" && t.Every == 0 {
+				if grow.IntN(crashSpawnIn) == 0 {
+					ct.task.Func = "grow"
+					kids = append(kids, crashKids(grow, id, 1)...)
+				}
+				if grow.IntN(crashBranchIn) == 0 {
+					ct.task.Func, ct.branch = "grow", true
+					branches, owed = append(branches, id), append(owed, 2)
+				}
+			}
+			out = append(out, ct)
 		}
 	}
-	return out
+	return append(out, kids...)
+}
+
+// crashKids returns the children the spawner id spawns, and theirs: data-
+// only Func tasks, named after it.
+func crashKids(grow *rand.Rand, id string, depth int) []crashTask {
+	var out, nested []crashTask
+	n := 2 + grow.IntN(3)
+	for k := range n {
+		c := coordinator.Task{ID: fmt.Sprintf("%s/%d", id, k), Func: "work"}
+		c.Payload = []byte(c.ID)
+		if k > 0 && grow.IntN(2) == 0 {
+			c.Deps = []string{out[grow.IntN(k)].task.ID}
+			if grow.IntN(4) == 0 {
+				c.When = coordinator.AllDone
+			}
+		}
+		if grow.IntN(2) == 0 {
+			c.Retry = coordinator.RetryPolicy{MaxAttempts: 2 + grow.IntN(2), BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+		}
+		if depth < crashDepth && grow.IntN(4) == 0 {
+			c.Func = "grow"
+			nested = append(nested, crashKids(grow, c.ID, depth+1)...)
+		}
+		out = append(out, crashTask{task: c, batch: -1, parent: id})
+	}
+	return append(out, nested...)
+}
+
+// crashGrowth is what a child's "grow" function reads of the graph: the
+// children of each spawner, and the candidates of each branch.
+type crashGrowth struct {
+	kids  map[string][]coordinator.Task
+	cands map[string][]string
+}
+
+func growthOf(graph []crashTask) crashGrowth {
+	g := crashGrowth{kids: map[string][]coordinator.Task{}, cands: map[string][]string{}}
+	branchOf := map[string]int{} // a branch's batch
+	for _, ct := range graph {
+		if ct.branch {
+			branchOf[ct.task.ID] = ct.batch
+			g.cands[ct.task.ID] = nil // a branch with no candidate (last of its batch) chooses none
+		}
+		if ct.parent != "" {
+			g.kids[ct.parent] = append(g.kids[ct.parent], ct.task)
+		}
+	}
+	for _, ct := range graph {
+		for _, d := range ct.task.Deps {
+			if b, ok := branchOf[d]; ok && b == ct.batch {
+				g.cands[d] = append(g.cands[d], ct.task.ID)
+			}
+		}
+	}
+	return g
 }
 
 // sideLog is the children's append-only record: "run ID gen", "submitted
@@ -129,8 +220,72 @@ func crashChild() {
 	log := &sideLog{f: lf}
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	var mu sync.Mutex
+	var simulate func(ctx context.Context, p []byte) error
 	work := func(ctx context.Context, p []byte) error {
 		log.printf("run %s %s %d", p, gen, time.Now().UnixNano())
+		return simulate(ctx, p)
+	}
+	graph := crashGraph(seed)
+	growth := growthOf(graph)
+	// grow spawns the children its task has (in two Spawns), chooses
+	// among its candidates if it is a branch ("chose ID gen a,b,...", "-"
+	// for none: its attempt's choice, logged before it can be committed),
+	// then works as work does.
+	grow := func(ctx context.Context, p []byte) error {
+		id := string(p)
+		log.printf("run %s %s %d", id, gen, time.Now().UnixNano())
+		kids := growth.kids[id]
+		for _, part := range [][]coordinator.Task{kids[:len(kids)/2], kids[len(kids)/2:]} {
+			if len(part) == 0 {
+				continue
+			}
+			if err := coordinator.Spawn(ctx, part...); err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintln(os.Stderr, "child: Spawn:", id, err)
+					os.Exit(3)
+				}
+				log.printf("end %s %s %d", id, gen, time.Now().UnixNano())
+				return err
+			}
+		}
+		if cands, ok := growth.cands[id]; ok {
+			mu.Lock()
+			var chosen []string
+			for _, c := range cands {
+				if rng.IntN(2) == 0 {
+					chosen = append(chosen, c)
+				}
+			}
+			mu.Unlock()
+			err := coordinator.Choose(ctx, chosen...)
+			if errors.Is(err, coordinator.ErrNotDependent) {
+				// A candidate ended before it and was forgotten (retention):
+				// choose among those still known.
+				var known []string
+				for _, c := range chosen {
+					if coordinator.Choose(ctx, c) == nil {
+						known = append(known, c)
+					}
+				}
+				chosen, err = known, coordinator.Choose(ctx, known...)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintln(os.Stderr, "child: Choose:", id, err)
+					os.Exit(3)
+				}
+				log.printf("end %s %s %d", id, gen, time.Now().UnixNano())
+				return err
+			}
+			list := strings.Join(chosen, ",")
+			if list == "" {
+				list = "-"
+			}
+			log.printf("chose %s %s %s", id, gen, list)
+		}
+		return simulate(ctx, p)
+	}
+	simulate = func(ctx context.Context, p []byte) error {
 		mu.Lock()
 		fail, d := rng.IntN(5) == 0, time.Duration(rng.IntN(6000))*time.Microsecond
 		if rng.IntN(20) == 0 {
@@ -150,7 +305,7 @@ func crashChild() {
 		return coordinator.SetResult(ctx, append([]byte("res:"), p...))
 	}
 	opts := []coordinator.Option{coordinator.WithStore(boltstore.New(dbFile)), coordinator.WithWorkers(3),
-		coordinator.WithFunc("work", work), coordinator.WithPool("io", 2, workerFunc(work))}
+		coordinator.WithFunc("work", work), coordinator.WithFunc("grow", grow), coordinator.WithPool("io", 2, workerFunc(work))}
 	if retain {
 		opts = append(opts, coordinator.WithRetention(0))
 	}
@@ -159,8 +314,7 @@ func crashChild() {
 		fmt.Fprintln(os.Stderr, "child: New:", err)
 		os.Exit(3)
 	}
-	fmt.Println("up") // the parent's kill timer starts now
-	graph := crashGraph(seed)
+	fmt.Println("up")              // the parent's kill timer starts now
 	in := submittedBefore(logFile) // batches in since an earlier life (retention may have forgotten them)
 	for b := range crashBatches {
 		var batch []coordinator.Task
@@ -221,7 +375,8 @@ func inspect(t *testing.T, path string, graph []crashTask) snapshot {
 	t.Helper()
 	block := func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() }
 	s, err := coordinator.New(coordinator.WithStore(boltstore.New(path, boltstore.WithLockTimeout(10*time.Second))),
-		coordinator.WithWorkers(1), coordinator.WithFunc("work", block), coordinator.WithPool("io", 1, workerFunc(block)))
+		coordinator.WithWorkers(1), coordinator.WithFunc("work", block), coordinator.WithFunc("grow", block),
+		coordinator.WithPool("io", 1, workerFunc(block)))
 	if err != nil {
 		t.Fatalf("inspection: New = %v", err)
 	}
@@ -242,13 +397,14 @@ func inspect(t *testing.T, path string, graph []crashTask) snapshot {
 	return snap
 }
 
-// logEntry is one line of the side log: a function's start or end, or a
-// batch submitted.
+// logEntry is one line of the side log: a function's start or end, a
+// branch's choice, or a batch submitted.
 type logEntry struct {
-	kind string // "run", "end", "submitted"
+	kind string // "run", "end", "chose", "submitted"
 	id   string // the task; for "submitted", the batch
 	gen  int
-	at   int64 // UnixNano, for run and end
+	at   int64  // UnixNano, for run and end
+	arg  string // for chose, the tasks chosen: a,b,... or - for none
 }
 
 // readLog returns the side log's entries, in order.
@@ -272,6 +428,12 @@ func readLog(t *testing.T, path string) []logEntry {
 			continue
 		}
 		e := logEntry{kind: w[0], id: w[1], gen: gen}
+		if e.kind == "chose" {
+			if len(w) != 4 {
+				continue
+			}
+			e.arg = w[3]
+		}
 		if e.kind == "run" || e.kind == "end" {
 			if len(w) != 4 {
 				continue
@@ -394,6 +556,7 @@ func TestCrashRestart(t *testing.T) {
 			where := fmt.Sprintf("round %d (seed %d, retention %v) gen %d", rounds, seed, retain == 1, gen)
 			checkGeneration(t, where, graph, prev, snap, expected, ranIn(log, gen), retain == 1)
 			checkOrder(t, where, graph, log, snap)
+			checkGrowth(t, where, graph, snap, log, gen, retain == 1)
 			if killedAt != 0 && !done {
 				checkCounted(t, where, graph, prev, snap, log, gen, killedAt)
 			}
@@ -408,8 +571,8 @@ func TestCrashRestart(t *testing.T) {
 			if done {
 				for _, ct := range graph {
 					ti, ok := snap[ct.task.ID]
-					if !ok && retain == 1 {
-						continue // forgotten, or never accepted (a dependency forgotten first)
+					if !ok && (retain == 1 || ct.parent != "") {
+						continue // forgotten, or never accepted (a dependency forgotten first), or never spawned (checkGrowth)
 					}
 					if !ok || !ti.Status.Final() {
 						t.Errorf("round %d: %s is %v at the end; want final", rounds, ct.task.ID, ti.Status)
@@ -423,6 +586,8 @@ func TestCrashRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills, %d rounds, %d children; %d long attempts checked for being counted", kills, rounds, gens, checkedCounts)
+	t.Logf("growth, over the inspections: %d whole families, %d spawners stored without theirs, %d children's runs checked, %d dependents of joins, %d branch dependents skipped as not chosen, %d chosen that ran",
+		grown.families, grown.childless, grown.childRuns, grown.joinHeld, grown.notChosen, grown.chosenRan)
 }
 
 // checkGeneration compares what the parent read before a child (prev) and
@@ -614,6 +779,172 @@ func checkCounted(t *testing.T, where string, graph []crashTask, prev, snap snap
 		if want := prev[id].Attempts + starts[id]; now.Attempts < want {
 			t.Errorf("%s: %s had run %v when the child was killed; after the restart it has %d attempts, want at least %d (its start was not committed)",
 				where, id, time.Duration(killedAt-at), now.Attempts, want)
+		}
+	}
+}
+
+// checkGrowth checks families and branches in the store (snap, as read
+// after the child: with retention, what it forgot is not in it) against
+// what the children ran (the side log, every child so far):
+//
+//   - a family is whole or absent: a spawner has all its children stored
+//     or none; with them, it is joining (Pending), Succeeded, Failed by
+//     its join (ErrChildFailed) or Cancelled, and counts them
+//     (TaskInfo.Children); without them, none of these but Cancelled and
+//     Failed by its own error; no child is stored without its spawner;
+//   - no child ran in this child process unless its spawner's spawning
+//     attempt was committed: a child that ran is stored, unless retention
+//     forgot its whole family (its root is gone too);
+//   - a spawner's dependents (AnyFailed aside, which starts at a failure)
+//     started after every start and end of its family's functions: its
+//     join held them until the family was final;
+//   - a branch's unchosen dependents never ran: a dependent Skipped as not
+//     chosen never ran, and one that ran after its branch's success was
+//     in the choice of the branch's last attempt before it started (the
+//     attempt whose success was committed).
+var grown struct{ families, childless, childRuns, joinHeld, notChosen, chosenRan int }
+
+func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, log []logEntry, gen int, retain bool) {
+	t.Helper()
+	kids := map[string][]string{}
+	parent := map[string]string{}
+	var branches []string
+	dependents := map[string][]crashTask{}
+	for _, ct := range graph {
+		if ct.parent != "" {
+			kids[ct.parent] = append(kids[ct.parent], ct.task.ID)
+			parent[ct.task.ID] = ct.parent
+		}
+		if ct.branch {
+			branches = append(branches, ct.task.ID)
+		}
+		for _, d := range ct.task.Deps {
+			dependents[d] = append(dependents[d], ct)
+		}
+	}
+	for sp, cs := range kids {
+		si, sok := snap[sp]
+		stored := 0
+		for _, c := range cs {
+			ci, ok := snap[c]
+			if !ok {
+				continue
+			}
+			stored++
+			if ci.Parent != sp {
+				t.Errorf("%s: %s is stored with parent %q; want %s", where, c, ci.Parent, sp)
+			}
+		}
+		switch {
+		case stored > 0 && !sok:
+			t.Errorf("%s: %d children of %s are stored, and it is not", where, stored, sp)
+		case stored > 0 && stored < len(cs):
+			t.Errorf("%s: half a family: %d of the %d children of %s (%v) are stored", where, stored, len(cs), sp, si.Status)
+		case stored > 0:
+			grown.families++
+			ok := si.Status == coordinator.Succeeded || si.Status == coordinator.Cancelled ||
+				(si.Status == coordinator.Pending && si.Joining) ||
+				(si.Status == coordinator.Failed && errors.Is(si.Err, coordinator.ErrChildFailed))
+			if !ok || si.Children != len(cs) {
+				t.Errorf("%s: %s has its %d children stored, and is %v (joining %v, err %v, %d children); want its spawning attempt's success committed",
+					where, sp, len(cs), si.Status, si.Joining, si.Err, si.Children)
+			}
+		case sok:
+			grown.childless++
+			bad := si.Joining || si.Children != 0 || si.Status == coordinator.Succeeded ||
+				(si.Status == coordinator.Failed && errors.Is(si.Err, coordinator.ErrChildFailed))
+			if bad {
+				t.Errorf("%s: %s has none of its %d children stored, and is %v (joining %v, err %v, %d children)",
+					where, sp, len(cs), si.Status, si.Joining, si.Err, si.Children)
+			}
+		}
+	}
+	root := func(id string) string {
+		for parent[id] != "" {
+			id = parent[id]
+		}
+		return id
+	}
+	for c, n := range ranIn(log, gen) {
+		if parent[c] == "" {
+			continue
+		}
+		grown.childRuns++
+		if _, ok := snap[c]; ok {
+			continue
+		}
+		if _, kept := snap[root(c)]; kept || !retain {
+			t.Errorf("%s: %s ran %d times in this child, and is not stored: its spawner's attempt (%s: %v) was not committed",
+				where, c, n, parent[c], snap[parent[c]].Status)
+		}
+	}
+
+	firstRun := map[string]int{}
+	lastChose := map[string][]int{} // a branch's choices, by line
+	for i, e := range log {
+		switch e.kind {
+		case "run":
+			if _, ok := firstRun[e.id]; !ok {
+				firstRun[e.id] = i
+			}
+		case "chose":
+			lastChose[e.id] = append(lastChose[e.id], i)
+		}
+	}
+	family := func(sp string) map[string]bool {
+		in := map[string]bool{}
+		work := []string{sp}
+		for len(work) > 0 {
+			p := work[len(work)-1]
+			work = work[:len(work)-1]
+			for _, c := range kids[p] {
+				in[c] = true
+				work = append(work, c)
+			}
+		}
+		return in
+	}
+	for sp := range kids {
+		fam := family(sp)
+		for _, d := range dependents[sp] {
+			at, ok := firstRun[d.task.ID]
+			if !ok || d.task.When == coordinator.AnyFailed || len(fam) == 0 {
+				continue
+			}
+			grown.joinHeld++
+			for i, e := range log {
+				if i > at && (e.kind == "run" || e.kind == "end") && fam[e.id] {
+					t.Errorf("%s: %s (%v) started (line %d) before %s of its dependency %s's family (line %d): the join did not hold it",
+						where, d.task.ID, d.task.When, at, e.kind, sp, i)
+					break
+				}
+			}
+		}
+	}
+	for _, br := range branches {
+		bi, bok := snap[br]
+		for _, d := range dependents[br] {
+			id := d.task.ID
+			at, ran := firstRun[id]
+			if di, ok := snap[id]; ok && di.Status == coordinator.Skipped && errors.Is(di.Err, coordinator.ErrNotChosen) && di.Cause == br {
+				grown.notChosen++
+				if ran {
+					t.Errorf("%s: %s is skipped as not chosen by %s, and ran (line %d)", where, id, br, at)
+				}
+			}
+			if !ran || !bok || bi.Status != coordinator.Succeeded || d.task.When == coordinator.AnyFailed {
+				continue
+			}
+			grown.chosenRan++
+			last := ""
+			for _, i := range lastChose[br] {
+				if i < at {
+					last = log[i].arg
+				}
+			}
+			if !slices.Contains(strings.Split(last, ","), id) {
+				t.Errorf("%s: %s ran (line %d) after its branch %s succeeded, and was not in its last choice before that (%q)", where, id, at, br, last)
+			}
 		}
 	}
 }
