@@ -89,7 +89,14 @@
 // The Pool applies the first outcome of an attempt and ignores every later
 // one (Stats.Duplicates; an outcome published twice within the duplicate
 // window is stored once, and the Pool remembers the last 65,536 settled
-// attempts). After WithMaxDeliver deliveries without an outcome, Do
+// attempts). Before Do returns an outcome, the Pool takes the attempt out
+// of the work stream (it is usually gone already: the worker acknowledges
+// it once the outcome is published), so that a lost acknowledgement (the
+// worker's connection, or the server leading the work consumer, lost in
+// between) does not have JetStream deliver it again, to run after its end
+// was decided and after the tasks waiting for that end began. Only a
+// delivery already on its way to a worker then may still run; through an
+// outage Do waits for the stream to answer, up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
 // returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
 //
 // The last delivery's end, without a worker. JetStream may give up an

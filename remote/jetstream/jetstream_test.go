@@ -400,6 +400,53 @@ func TestMaxDeliveries(t *testing.T) {
 	}
 }
 
+// A worker that published an attempt's outcome and whose ack was lost
+// (its connection, or the server leading the work consumer, gone): Do
+// applies the outcome and takes the attempt out of the work stream
+// before it returns, so that JetStream delivers it to no worker again
+// when its lease expires: it would run again after the coordinator
+// committed its end, and after what waits for that end had started.
+func TestAppliedAttemptLeavesTheWorkStream(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	pool := newPool(t, nc, "lostack", bjs.WithInstance("coord"))
+	done := make(chan error, 1)
+	go func() {
+		done <- pool.Do(context.Background(), worker.Job{ID: "x", Attempt: 1, Round: 1, Payload: bjs.Payload{Kind: "echo"}})
+	}()
+	js, _ := njs.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	cons, err := js.Consumer(ctx, "BATON_lostack_ATTEMPTS", "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(njs.FetchMaxWait(long))
+	if err != nil {
+		t.Fatalf("Next = %v", err)
+	}
+	// The "worker" publishes the outcome; its ack is lost: it sends none.
+	outcome := bjs.EncodeOutcome(m.Headers().Get(nats.MsgIdHdr), "ok", "w1", 1, "")
+	if _, err := js.Publish(ctx, "baton.lostack.results.coord.x", outcome); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, done, "Do's return"); err != nil {
+		t.Fatalf("Do = %v; want nil", err)
+	}
+	st, err := js.Stream(ctx, "BATON_lostack_ATTEMPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si, err := st.Info(ctx); err != nil || si.State.Msgs != 0 {
+		t.Fatalf("attempts stream once Do returned the outcome: %d messages (err %v); want 0: the attempt would be delivered again", si.State.Msgs, err)
+	}
+	// The worker's ack, late, finds nothing to acknowledge.
+	_ = m.Ack()
+	if st := pool.Stats(); st.Outcomes != 1 {
+		t.Errorf("Stats() = %+v; want 1 outcome", st)
+	}
+}
+
 // A Pool created again with the same instance (a coordinator restart)
 // applies the outcome a worker published while no Pool was running; the
 // repeated Do of the same attempt does not run it again.

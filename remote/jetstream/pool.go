@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -929,6 +930,11 @@ func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 	if o.Delivery > 1 {
 		p.counts.redelivered.Add(1)
 	}
+	seq := o.Seq
+	if seq == 0 {
+		seq = c.seq.Load()
+	}
+	p.retire(ctx, seq)
 	_ = d.msg.Ack()
 	if o.Status == statusOK {
 		// Outside a coordinator (a direct Do) there is no attempt to set
@@ -954,6 +960,98 @@ func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 		re.Message = "stopped by a cancel: " + o.Error
 	}
 	return re
+}
+
+// retire takes the attempt message seq, whose outcome is being applied,
+// out of the work stream before Do returns that outcome. Serve
+// acknowledges an attempt only after publishing its outcome, and without
+// waiting for an answer: an ack that is lost (the worker's connection, or
+// the server leading the work consumer, lost meanwhile) leaves the
+// attempt pending, and JetStream would deliver it again once its lease
+// expired, to run again after the coordinator had committed its end and
+// started what waits for it. A work queue has dropped an acknowledged
+// message already: the server then says it has no such message, which is
+// as good. Retried while the stream does not answer (an outage, a stream
+// leader being elected) until WithMaxOutage; after that, or if the server
+// refuses, the outcome is returned all the same (failing the attempt
+// would run it again too), and a warning says that it may run again.
+func (p *Pool) retire(ctx context.Context, seq uint64) {
+	if seq == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	began := time.Now()
+	backoff := publishBackoffMin
+	for {
+		gone, err := p.deleteAttempt(ctx, seq)
+		if gone {
+			return
+		}
+		if errors.Is(err, errDeleteRefused) || time.Since(began) >= p.cfg.maxOutage {
+			p.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "jetstream: an attempt whose outcome is applied could not be taken out of the work stream: it may run again",
+				slog.String("pool", p.name), slog.Uint64("seq", seq), slog.Any("err", err))
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-p.closing:
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, publishBackoffMax)
+	}
+}
+
+// errDeleteRefused is a delete of an attempt message the stream answered
+// with an error other than its absence (deletes not permitted, say).
+var errDeleteRefused = errors.New("jetstream: delete refused")
+
+// JetStream's error codes for a message delete of a sequence the stream
+// does not hold: 10043 (sequence not found), and 10057 (message delete
+// failed), which the clustered path gives with "no message found".
+const (
+	errCodeSequenceNotFound = 10043
+	errCodeMsgDeleteFailed  = 10057
+)
+
+// deleteAttempt asks the work stream to delete the message seq once, and
+// reports whether it is gone: deleted now, or not there. It asks the API
+// itself rather than through njs's DeleteMsg, whose error does not tell
+// an absent message (gone) from a stream that could not answer (try
+// again).
+func (p *Pool) deleteAttempt(ctx context.Context, seq uint64) (gone bool, err error) {
+	ctx, done := context.WithTimeout(ctx, min(deleteQueuedBudget, p.cfg.maxOutage))
+	defer done()
+	req, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	m, err := p.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+attemptsStream(p.name), req)
+	if err != nil {
+		return false, err
+	}
+	var resp struct {
+		Success bool `json:"success"`
+		Error   *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return false, fmt.Errorf("jetstream: undecodable answer to a delete: %w", err)
+	}
+	switch e := resp.Error; {
+	case resp.Success:
+		return true, nil
+	case e == nil:
+		return false, errors.New("jetstream: a delete answered neither success nor error")
+	case e.ErrCode == errCodeSequenceNotFound, e.ErrCode == errCodeMsgDeleteFailed && strings.Contains(e.Description, "no message found"):
+		return true, nil
+	case e.ErrCode == errCodeMsgDeleteFailed:
+		return false, fmt.Errorf("%w: %s (code %d)", errDeleteRefused, e.Description, e.ErrCode)
+	default:
+		return false, fmt.Errorf("jetstream: delete: %s (code %d)", e.Description, e.ErrCode)
+	}
 }
 
 // cancel stops an attempt whose Do's context ended.
