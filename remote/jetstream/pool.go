@@ -1023,9 +1023,12 @@ const (
 func (p *Pool) deleteAttempt(ctx context.Context, seq uint64) (gone bool, err error) {
 	ctx, done := context.WithTimeout(ctx, min(deleteQueuedBudget, p.cfg.maxOutage))
 	defer done()
+	// no_erase: removed, not overwritten (as njs's DeleteMsg, not its
+	// SecureDeleteMsg): it costs a write less.
 	req, _ := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
+		Seq     uint64 `json:"seq"`
+		NoErase bool   `json:"no_erase"`
+	}{seq, true})
 	m, err := p.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+attemptsStream(p.name), req)
 	if err != nil {
 		return false, err
