@@ -410,6 +410,19 @@ func (m *Model) settleTurns() {
 	}
 }
 
+// settlePool is settleTurns for one pool.
+func (m *Model) settlePool(pool string) {
+	if m.Closing || m.Paused[pool] {
+		return
+	}
+	for _, r := range m.Tasks {
+		if r.Status == Ready && r.Pool == pool {
+			m.nextKeyed(pool)
+			return
+		}
+	}
+}
+
 // Pause stops pool from starting anything; Resume lets it start again.
 func (m *Model) Pause(pool string) {
 	if !m.Closing {
@@ -653,6 +666,7 @@ func (m *Model) run() {
 		r.Status = Running
 		if m.keyed {
 			m.handedOut(best)
+			m.settlePool(r.Pool) // the scheduler looks again in the iteration that hands it out, before its end
 		}
 		r.Attempts++
 		r.calls++
