@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/batonhq/baton/actor"
 	"github.com/batonhq/baton/internal/lane"
 )
 
@@ -51,31 +50,12 @@ var (
 // a round trip to the coordinator and is safe for concurrent use. Remote
 // handlers (remote/jetstream) cannot choose; see Spawn.
 func Choose(ctx context.Context, successors ...string) error {
-	c, ok := lane.Of(ctx)
-	if !ok {
-		return errNotLocal
-	}
-	task, owner, ok := c.Attempt()
-	s, _ := owner.(*Scheduler)
-	if !ok || s == nil {
-		return ErrNoAttempt
-	}
-	laneID, slot, _ := c.Item()
-	if s.closed.Load() {
-		return s.closedErr()
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
+	a, err := graphAttempt(ctx)
+	if err != nil {
+		return err
 	}
 	reply := make(chan error, 1)
-	req := chooseReq{task: task, ctx: c, laneID: laneID, slot: slot, ids: slices.Clone(successors), reply: reply}
-	if err := s.mailbox.Send(ctx, req); err != nil {
-		if errors.Is(err, actor.ErrStopped) {
-			return s.closedErr()
-		}
-		return context.Cause(ctx)
-	}
-	return <-reply
+	return a.call(ctx, chooseReq{task: a.task, ctx: a.c, laneID: a.laneID, slot: a.slot, ids: slices.Clone(successors), reply: reply}, reply)
 }
 
 type chooseReq struct {

@@ -194,26 +194,15 @@ func SpawnGraph(ctx context.Context, g *Graph) error {
 // coordinator; adopt, if not noTask, is the place in the batch of the
 // child whose result becomes the spawner's at a good join.
 func spawn(ctx context.Context, b *submission, adopt int32) error {
-	c, ok := lane.Of(ctx)
-	if !ok {
-		return errNotLocal
+	a, err := graphAttempt(ctx)
+	if err != nil {
+		return err
 	}
-	task, owner, ok := c.Attempt()
-	s, _ := owner.(*Scheduler)
-	if !ok || s == nil {
-		return ErrNoAttempt
-	}
-	laneID, slot, _ := c.Item()
-	if s.closed.Load() {
-		return s.closedErr()
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx) // cancelled or timed out: it cannot succeed
-	}
+	s, c := a.s, a.c
 	if len(b.tasks) == 0 {
 		return nil
 	}
-	if err := s.check(b, s.lanePools[laneID]); err != nil {
+	if err := s.check(b, s.lanePools[a.laneID]); err != nil {
 		return err
 	}
 	if ctx != context.Context(c) {
@@ -223,10 +212,48 @@ func spawn(ctx context.Context, b *submission, adopt int32) error {
 		b.values = context.WithoutCancel(ctx)
 	}
 	reply := make(chan error, 1)
-	req := spawnReq{task: task, ctx: c, laneID: laneID, slot: slot, b: b, adopt: adopt, reply: reply}
-	if err := s.mailbox.Send(ctx, req); err != nil {
+	return a.call(ctx, spawnReq{task: a.task, ctx: c, laneID: a.laneID, slot: a.slot, b: b, adopt: adopt, reply: reply}, reply)
+}
+
+// attempt is the running local attempt a call from inside a task (Spawn,
+// Choose) belongs to: its scheduler, its context, and its task and item.
+type attempt struct {
+	s      *Scheduler
+	c      *lane.Context
+	task   int32
+	laneID int
+	slot   uint32
+}
+
+// graphAttempt returns the attempt of ctx, or why a call from it cannot
+// change the graph: errNotLocal outside any local attempt, ErrNoAttempt
+// for an attempt that is over (attemptOf), the scheduler's closed error
+// after Shutdown, and the context's cause once the attempt was cancelled
+// or timed out (it cannot succeed).
+func graphAttempt(ctx context.Context) (attempt, error) {
+	c, ok := lane.Of(ctx)
+	if !ok {
+		return attempt{}, errNotLocal
+	}
+	s, task, err := attemptOf(ctx)
+	if err != nil {
+		return attempt{}, err
+	}
+	laneID, slot, _ := c.Item()
+	if s.closed.Load() {
+		return attempt{}, s.closedErr()
+	}
+	if ctx.Err() != nil {
+		return attempt{}, context.Cause(ctx)
+	}
+	return attempt{s: s, c: c, task: task, laneID: laneID, slot: slot}, nil
+}
+
+// call sends req to a's coordinator and waits for its answer on reply.
+func (a attempt) call(ctx context.Context, req request, reply <-chan error) error {
+	if err := a.s.mailbox.Send(ctx, req); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
-			return s.closedErr()
+			return a.s.closedErr()
 		}
 		return context.Cause(ctx)
 	}
