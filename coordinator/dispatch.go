@@ -650,10 +650,17 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 			took++
 		}
 	}
-	for int32(ls.end-ls.peek) > 0 && ls.l.State(ls.end-1) != lane.Free {
-		ls.end-- // what stealing looks at next time
-	}
+	trimEnd(ls)
 	return took > 0
+}
+
+// trimEnd moves ls.end, where stealing looks next time, back over the
+// items at its end that are no longer free (taken back, or claimed), not
+// below peek.
+func trimEnd(ls *laneState) {
+	for int32(ls.end-ls.peek) > 0 && ls.l.State(ls.end-1) != lane.Free {
+		ls.end--
+	}
 }
 
 // revokeItem takes back the item at seq if it is still free, and puts its

@@ -102,9 +102,7 @@ func (s *state) takeBackUnclaimed(p *poolState) {
 		ls := &s.lanes[li]
 		if ls.open {
 			s.freeTail(ls, math.MinInt32, true)
-			for int32(ls.end-ls.peek) > 0 && ls.l.State(ls.end-1) != lane.Free {
-				ls.end--
-			}
+			trimEnd(ls)
 		}
 	}
 }
@@ -234,9 +232,7 @@ func (s *state) reserve(p *poolState, t int32) {
 	for _, li := range p.lanes {
 		if ls := &s.lanes[li]; ls.open && ls.worst >= prio {
 			s.reserveTail(ls, prio)
-			for int32(ls.end-ls.peek) > 0 && ls.l.State(ls.end-1) != lane.Free {
-				ls.end--
-			}
+			trimEnd(ls)
 		}
 	}
 }
