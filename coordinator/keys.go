@@ -317,11 +317,7 @@ func (s *state) keyOut(t int32) {
 // back, off its key; a key below its limit again gets its turns back.
 func (s *state) keyBack(t int32) {
 	k := &s.keys[s.keyOf[t]]
-	k.out--
-	if k.out == 0 && k.refs == 0 && s.keyOf[t] != 0 {
-		s.forgetKey(s.keyOf[t]) // its last record was dropped while an attempt was out (cannot happen today: a task out is live)
-		return
-	}
+	k.out-- // t is live: its record names the key, which unkey forgets only later
 	if k.blocked && k.out < k.limit {
 		k.blocked = false
 		for _, qi := range k.queues {
