@@ -182,18 +182,8 @@ func TestKindsDefault(t *testing.T) {
 // Nothing is lost when a filtered subscriber goes half way (or is there
 // all along): every task ends as it does with a prompt unfiltered one.
 func TestKindsNothingLost(t *testing.T) {
-	_, opts := lagSizes()
 	run := func(t *testing.T, listen func(*coordinator.Scheduler)) (map[string]string, map[string]coordinator.Totals) {
-		var got map[string]string
-		var totals map[string]coordinator.Totals
-		synctest.Test(t, func(t *testing.T) {
-			s := newScheduler(t, opts...)
-			ids := kindsWorkload(t, s)
-			listen(s)
-			settle(t, s)
-			got, totals = infos(t, s, ids), s.Totals()
-		})
-		return got, totals
+		return endsUnder(t, kindsWorkload, listen)
 	}
 	want, wantTotals := run(t, func(s *coordinator.Scheduler) { record(s) })
 	for _, c := range []struct {

@@ -542,23 +542,29 @@ func infos(t *testing.T, s *coordinator.Scheduler, ids []string) map[string]stri
 	return out
 }
 
+// endsUnder runs workload on a scheduler that listen subscribes to, in a
+// bubble, and returns how each of its tasks ended (infos) and the totals.
+func endsUnder(t *testing.T, workload func(*testing.T, *coordinator.Scheduler) []string, listen func(*coordinator.Scheduler)) (map[string]string, map[string]coordinator.Totals) {
+	_, opts := lagSizes()
+	var got map[string]string
+	var totals map[string]coordinator.Totals
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, opts...)
+		ids := workload(t, s)
+		listen(s)
+		settle(t, s)
+		got, totals = infos(t, s, ids), s.Totals()
+	})
+	return got, totals
+}
+
 // Nothing is lost when nobody listens, or when the only (lagged)
 // listener leaves half way: with no attempt urgent for a subscriber, every
 // end is still applied, and every task ends as it does under a prompt
 // subscriber, with the same totals.
 func TestNothingLostWithoutPromptSubscriber(t *testing.T) {
-	_, opts := lagSizes()
 	run := func(t *testing.T, listen func(*coordinator.Scheduler)) (map[string]string, map[string]coordinator.Totals) {
-		var got map[string]string
-		var totals map[string]coordinator.Totals
-		synctest.Test(t, func(t *testing.T) {
-			s := newScheduler(t, opts...)
-			ids := lagWorkload(t, s)
-			listen(s)
-			settle(t, s)
-			got, totals = infos(t, s, ids), s.Totals()
-		})
-		return got, totals
+		return endsUnder(t, lagWorkload, listen)
 	}
 	want, wantTotals := run(t, func(s *coordinator.Scheduler) { record(s) })
 	for _, c := range []struct {
