@@ -24,10 +24,15 @@ type SnapshotFilter struct {
 	// Descendants adds every task that depends on a root, directly or
 	// not: what waits for them.
 	Descendants bool
+	// Children adds every task the roots' attempts spawned (Spawn,
+	// SpawnGraph, Map), and the tasks those spawned in turn: the roots'
+	// families. SnapshotTask.Parent says whose child each one is.
+	Children bool
 	// Depth, if positive, limits Ancestors and Descendants to the tasks
-	// at most Depth dependency edges away from a root: 1 takes the
-	// direct dependencies (or dependents), 2 theirs too, and so on. A
-	// neighbourhood costs what it visits, however deep the graph is.
+	// at most Depth dependency edges away from a root, and Children to
+	// Depth generations: 1 takes the direct dependencies (or dependents,
+	// or children), 2 theirs too, and so on. A neighbourhood costs what
+	// it visits, however deep the graph is.
 	Depth int
 	// Statuses, if not empty, keeps only the tasks in one of these
 	// statuses (applied after Roots, Ancestors and Descendants).
@@ -170,8 +175,8 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	return snap, nil
 }
 
-// around marks the roots of f and, as f asks, their ancestors and
-// descendants.
+// around marks the roots of f and, as f asks, their ancestors,
+// descendants and children.
 func (s *state) around(f *SnapshotFilter) (bitset, error) {
 	var roots []int32
 	for _, id := range f.Roots {
@@ -202,6 +207,19 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 				// place to an unrelated task: check it still names t.
 				if containsTask(s.edges(&s.tasks[k], s.tasks[k].deps), t) {
 					visit(k)
+				}
+			}
+		})
+	}
+	if f.Children && s.fam != nil {
+		s.walk(roots, f.Depth, picked, func(t int32, visit func(int32)) {
+			if x := s.tasks[t].x; x != nil {
+				for _, c := range x.children {
+					// A child forgotten with its run (detachRun) may have
+					// left its place to an unrelated task.
+					if s.fam[c].parent == t {
+						visit(c)
+					}
 				}
 			}
 		})

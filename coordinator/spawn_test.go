@@ -597,6 +597,48 @@ func TestSpawnSnapshotClusters(t *testing.T) {
 	})
 }
 
+// SnapshotFilter.Children takes a task's family, a generation per Depth,
+// and nothing that only depends on it.
+func TestSnapshotChildrenFilter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		err := s.Submit(nested("p", 3, ok), coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok})
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		ids := func(f coordinator.SnapshotFilter) []string {
+			t.Helper()
+			snap, err := s.Snapshot(context.Background(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, st := range snap.Tasks {
+				out = append(out, st.ID)
+			}
+			slices.Sort(out)
+			return out
+		}
+		for _, tc := range []struct {
+			f    coordinator.SnapshotFilter
+			want []string
+		}{
+			{coordinator.SnapshotFilter{Roots: []string{"p"}, Children: true, Depth: 1}, []string{"p", "p/1", "p/ok"}},
+			{coordinator.SnapshotFilter{Roots: []string{"p/1"}, Children: true, Depth: 1}, []string{"p/1", "p/1/1", "p/1/ok"}},
+			{coordinator.SnapshotFilter{Roots: []string{"p"}, Children: true, Depth: 2}, []string{"p", "p/1", "p/1/1", "p/1/ok", "p/ok"}},
+			{coordinator.SnapshotFilter{Roots: []string{"p"}, Children: true}, []string{"p", "p/1", "p/1/1", "p/1/1/1", "p/1/1/ok", "p/1/ok", "p/ok"}},
+			{coordinator.SnapshotFilter{Roots: []string{"p/1/1/1"}, Children: true}, []string{"p/1/1/1"}},
+			{coordinator.SnapshotFilter{Roots: []string{"after"}, Children: true}, []string{"after"}},
+			{coordinator.SnapshotFilter{Roots: []string{"p"}, Children: true, Descendants: true, Depth: 1}, []string{"after", "p", "p/1", "p/ok"}},
+		} {
+			if got := ids(tc.f); !slices.Equal(got, tc.want) {
+				t.Errorf("Snapshot(%+v) = %v; want %v", tc.f, got, tc.want)
+			}
+		}
+	})
+}
+
 // A recurring spawner's finished runs are forgotten (Spawn's doc, "A
 // recurring spawner"): once a run's join has succeeded, its children
 // (and theirs) are a family of their own, forgotten whole when their
