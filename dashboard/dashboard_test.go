@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -476,5 +477,67 @@ func TestOverviewJSONEmpty(t *testing.T) {
 		if !strings.Contains(w.Body.String(), want) {
 			t.Errorf("overview.json lacks %s: %s", want, w.Body.String())
 		}
+	}
+}
+
+// A spawner's page lists the children its attempts spawned, with their
+// statuses, and each child's page names its parent; a task that spawned
+// nothing has no such section.
+func TestTaskShowsSpawnedChildren(t *testing.T) {
+	s, err := coordinator.New(coordinator.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dashboard.New(s)
+	sc := &scene{s: s, d: d}
+	t.Cleanup(func() {
+		d.Close()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	ok := func(context.Context) error { return nil }
+	err = s.Submit(
+		coordinator.Task{ID: "list", Run: func(ctx context.Context) error {
+			return coordinator.Spawn(ctx,
+				coordinator.Task{ID: "list/a", Run: ok},
+				coordinator.Task{ID: "list/b", Run: func(context.Context) error { return errors.New("disk full") }},
+				coordinator.Task{ID: "list/c", Run: ok, Deps: []string{"list/b"}},
+			)
+		}},
+		coordinator.Task{ID: "merge", Deps: []string{"list"}, Run: ok},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	_ = s.WaitTasks(ctx, "list", "merge")
+	if ctx.Err() != nil {
+		t.Fatal("the graph did not settle")
+	}
+	v := getJSON[struct {
+		ChildCount int `json:"childCount"`
+		Children   []struct {
+			ID, Status, Cause string
+		} `json:"children"`
+		ChildMore bool `json:"childMore"`
+	}](t, sc, "/task.json?id=list")
+	got := fmt.Sprint(v.ChildCount, v.Children, v.ChildMore)
+	if want := "3 [{list/a succeeded } {list/b failed } {list/c skipped list/b}] false"; got != want {
+		t.Errorf("task.json?id=list children = %s; want %s", got, want)
+	}
+	_, body := sc.get(t, "/task?id=list")
+	for _, want := range []string{"Spawned children", `href="/task?id=list%2fb"`, ">failed<", "3 task(s) its attempts spawned"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("task page of list lacks %q", want)
+		}
+	}
+	_, body = sc.get(t, "/task?id=list/c")
+	if !strings.Contains(body, "Spawned by") || !strings.Contains(body, `href="/task?id=list">list</a>`) {
+		t.Errorf("task page of list/c does not name its parent")
+	}
+	if _, body = sc.get(t, "/task?id=merge"); !strings.Contains(body, `id="t-children-box" hidden`) || strings.Contains(body, "Spawned by") {
+		t.Errorf("task page of merge shows a family it does not have")
 	}
 }

@@ -304,9 +304,6 @@ type attemptView struct {
 }
 
 // taskView is the task page, and what its live stream sends.
-//
-// Spawned children (issue 20) add a Children []depView here, filled from
-// the scheduler, and a section of task.html after Dependents.
 type taskView struct {
 	ID         string        `json:"id"`
 	Status     string        `json:"status"`
@@ -324,6 +321,11 @@ type taskView struct {
 	UpMore     bool          `json:"upMore"`
 	Dependents []depView     `json:"dependents"`
 	DownMore   bool          `json:"downMore"`
+	Parent     string        `json:"parent,omitempty"` // the task whose attempt spawned it
+	ChildCount int           `json:"childCount"`       // the tasks its attempts spawned (TaskInfo.Children), live
+	Joining    bool          `json:"joining"`          // its attempt returned; it waits for its children (TaskInfo.Joining)
+	Children   []depView     `json:"children"`         // the first of them, in the order they joined; full only
+	ChildMore  bool          `json:"childMore"`
 	History    []attemptView `json:"history"`
 	Unseen     int           `json:"unseen"` // attempts of the current run the dashboard has no record of
 	CanCancel  bool          `json:"canCancel"`
@@ -339,7 +341,7 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 	now := d.cfg.clk.Now()
 	v := &taskView{ID: info.ID, Status: info.Status.String(), Final: info.Status.Final(), Pool: info.Pool,
 		Priority: info.Priority, When: info.When.String(), Attempts: info.Attempts, Runs: info.Runs,
-		Cause: info.Cause, HasResult: info.Result != nil}
+		Cause: info.Cause, HasResult: info.Result != nil, Parent: info.Parent, ChildCount: info.Children, Joining: info.Joining}
 	if info.Err != nil {
 		v.Err = cut(info.Err.Error(), errTextLimit)
 	}
@@ -381,6 +383,11 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 	if v.Dependents, v.DownMore, err = d.neighbours(ctx, id, false); err != nil {
 		return nil, true, err
 	}
+	if v.ChildCount > 0 {
+		if v.Children, v.ChildMore, err = d.children(ctx, id); err != nil {
+			return nil, true, err
+		}
+	}
 	return v, true, nil
 }
 
@@ -412,6 +419,27 @@ func (d *Dashboard) neighbours(ctx context.Context, id string, up bool) ([]depVi
 		}
 		t := byID[other]
 		out = append(out, depView{ID: t.ID, Status: t.Status.String(), Cause: t.Cause})
+	}
+	more := snap.Truncated
+	if len(out) > neighboursShown {
+		out, more = out[:neighboursShown], true
+	}
+	return out, more, nil
+}
+
+// children returns the tasks a task's attempts spawned, in the order the
+// scheduler holds them, at most neighboursShown.
+func (d *Dashboard) children(ctx context.Context, id string) ([]depView, bool, error) {
+	// One more than shown, and the task itself, to know whether there are more.
+	snap, err := d.s.Snapshot(ctx, coordinator.SnapshotFilter{Roots: []string{id}, Children: true, Depth: 1, Limit: neighboursShown + 2})
+	if err != nil {
+		return nil, false, err
+	}
+	out := []depView{}
+	for _, t := range snap.Tasks {
+		if t.Parent == id {
+			out = append(out, depView{ID: t.ID, Status: t.Status.String(), Cause: t.Cause})
+		}
 	}
 	more := snap.Truncated
 	if len(out) > neighboursShown {

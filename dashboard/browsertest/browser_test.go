@@ -374,6 +374,50 @@ func TestBrowser(t *testing.T) {
 		screenshot(t, ctx, "task-cancelled")
 	})
 
+	t.Run("spawned children live", func(t *testing.T) {
+		running, release := make(chan struct{}), make(chan struct{})
+		ok := func(context.Context) error { return nil }
+		err := dm.s.Submit(coordinator.Task{ID: "fan-out", Run: func(ctx context.Context) error {
+			return coordinator.Spawn(ctx,
+				coordinator.Task{ID: "fan-out/shard-1", Run: ok},
+				coordinator.Task{ID: "fan-out/shard-2", Run: func(context.Context) error {
+					close(running)
+					<-release
+					return nil
+				}},
+			)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-running:
+		case <-time.After(guard):
+			t.Fatal("fan-out/shard-2 never started")
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(dm.base+"task?id=fan-out")); err != nil {
+			t.Fatal(err)
+		}
+		if err := until(ctx, `document.getElementById("live").textContent === "live"`); err != nil {
+			t.Fatal(err)
+		}
+		const row = `[...document.querySelectorAll("#t-children tr")].find(r => r.textContent.includes("fan-out/shard-2"))`
+		if err := until(ctx, `(r => !!r && r.textContent.includes("running"))(`+row+`) && !document.getElementById("t-joining").hidden`); err != nil {
+			t.Fatalf("children = %q; want shard-2 running: %v", text(t, ctx, "#t-children"), err)
+		}
+		screenshot(t, ctx, "task-children")
+		close(release)
+		if err := until(ctx, `(r => !!r && r.textContent.includes("succeeded"))(`+row+`) && document.getElementById("t-status").textContent === "succeeded" && document.getElementById("t-joining").hidden`); err != nil {
+			t.Fatalf("children = %q, status %q; want shard-2 and fan-out succeeded, live: %v", text(t, ctx, "#t-children"), text(t, ctx, "#t-status"), err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#t-children a[href$="shard-2"]`))); err != nil {
+			t.Fatal(err)
+		}
+		if err := until(ctx, `document.querySelector("h1").textContent === "Task fan-out/shard-2" && document.querySelector(".facts").textContent.includes("Spawned by")`); err != nil {
+			t.Errorf("the child's page does not name its parent: %v", err)
+		}
+	})
+
 	t.Run("graph", func(t *testing.T) {
 		err := chromedp.Do(ctx, chromedp.Navigate(dm.base+"graph?id=test&depth=3"))
 		if err != nil {

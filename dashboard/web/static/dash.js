@@ -170,6 +170,7 @@
     var st = document.getElementById("t-status");
     if (!st) return;
     if (st.textContent !== t.status) { st.textContent = t.status; st.className = "status st-" + t.status; }
+    document.getElementById("t-joining").hidden = !t.joining;
     document.getElementById("t-attempts").textContent = t.attempts;
     document.getElementById("t-runs").textContent = t.runs;
     var box = document.getElementById("t-error-box");
@@ -184,6 +185,34 @@
       cell(tr, String(a.run)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, clock(a.start)); cell(tr, a.duration); cell(tr, a.err || "", "err");
       return tr;
     }), "No attempt seen.", 6);
+    if (t.childCount > 0) refreshChildren(t.id, t.childCount);
+  }
+
+  // Spawned children: the live update says how many; their rows come
+  // from the task's JSON, one fetch at a time.
+  var childrenFetch = null;
+  function refreshChildren(id, count) {
+    var box = document.getElementById("t-children-box");
+    if (!box || childrenFetch || !window.fetch) return;
+    childrenFetch = fetch(base + "task?id=" + encodeURIComponent(id), { headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (full) {
+        childrenFetch = null;
+        if (!full) return;
+        box.hidden = false;
+        var cap = document.getElementById("t-children-count");
+        cap.textContent = full.childCount + " task(s) its attempts spawned; its dependents wait for all of them.";
+        var rows = (full.children || []).map(function (c) {
+          var tr = el("tr");
+          var td = el("td"); td.appendChild(taskLink(c.id)); tr.appendChild(td);
+          var st = el("td"); st.appendChild(el("span", { class: "status st-" + c.status }, c.status)); tr.appendChild(st);
+          cell(tr, c.cause || "");
+          return tr;
+        });
+        if (full.childMore) { var more = el("tr"); more.appendChild(el("td", { colspan: "3" }, "More not shown.")); rows.push(more); }
+        replaceRows(document.getElementById("t-children"), rows, "None held: forgotten by retention.", 3);
+      })
+      .catch(function () { childrenFetch = null; });
   }
 
   // Cancel without leaving the page: the status changes with the stream.
