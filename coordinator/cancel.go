@@ -225,7 +225,7 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 	h := &s.hot[t]
 	st := s.status(t)
 	ti := TaskInfo{ID: id, Status: st, Pool: s.pools[h.pool].name, Priority: int(h.prio),
-		When: s.when(t), Attempts: int(r.attempts), Runs: int(r.runs)}
+		When: s.when(t), Attempts: int(r.attempts), Runs: int(r.runs), Slots: s.slots(t)}
 	if h.status == dispatched && st != Running {
 		ti.Attempts-- // handed out, not started
 	}

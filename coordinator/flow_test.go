@@ -870,6 +870,30 @@ func TestSlotsValidated(t *testing.T) {
 	}
 }
 
+// Info tells the slots a task takes: 1 unless it asked for more (0 and 1
+// alike), before and after it ran.
+func TestInfoSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(3))
+		if err := s.Submit(coordinator.Task{ID: "zero", Run: ok}, coordinator.Task{ID: "one", Slots: 1, Run: ok},
+			coordinator.Task{ID: "three", Slots: 3, Delay: time.Second, Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"zero": 1, "one": 1, "three": 3}
+		for id, n := range want {
+			if info, _ := s.Info(id); info.Slots != n {
+				t.Errorf("Info(%s).Slots = %d before it ran; want %d", id, info.Slots, n)
+			}
+		}
+		settle(t, s)
+		for id, n := range want {
+			if info, _ := s.Info(id); info.Slots != n || info.Status != coordinator.Succeeded {
+				t.Errorf("Info(%s) = %v, %d slots after; want succeeded, %d", id, info.Status, info.Slots, n)
+			}
+		}
+	})
+}
+
 // Info and Snapshot tell a task's key: "" before any task had one and for
 // a task without one, its own afterwards, whatever its status.
 func TestInfoKey(t *testing.T) {

@@ -307,6 +307,7 @@ type TaskInfo struct {
 	Status   Status
 	Pool     string
 	Key      string // its flow-control key (Task.Key); "" for none
+	Slots    int    // the workers of its pool an attempt takes (Task.Slots): 1 unless more were asked
 	Priority int
 	When     Trigger // its trigger rule (Task.When)
 	Attempts int     // attempts made in the current (or last) run

@@ -299,6 +299,7 @@ type wireInfo struct {
 	Pool      string       `json:"pool,omitempty"`
 	Priority  int          `json:"prio,omitempty"`
 	Key       string       `json:"key,omitempty"`
+	Slots     int          `json:"slots,omitempty"`
 	When      int          `json:"when,omitempty"`
 	Attempts  int          `json:"attempts,omitempty"`
 	Runs      int          `json:"runs,omitempty"`
@@ -312,7 +313,7 @@ type wireInfo struct {
 }
 
 func infoToWire(ti coordinator.TaskInfo) wireInfo {
-	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, Key: ti.Key, When: int(ti.When), Attempts: ti.Attempts,
+	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, Key: ti.Key, Slots: ti.Slots, When: int(ti.When), Attempts: ti.Attempts,
 		Runs: ti.Runs, Err: taskErrToWire(ti.Err), Cause: ti.Cause, Parent: ti.Parent, Children: ti.Children, Joining: ti.Joining}
 	if b, ok := ti.Result.([]byte); ok {
 		w.Result, w.HasResult = b, true
@@ -322,7 +323,7 @@ func infoToWire(ti coordinator.TaskInfo) wireInfo {
 
 func (w wireInfo) info() coordinator.TaskInfo {
 	ti := coordinator.TaskInfo{ID: w.ID, Status: coordinator.Status(w.Status), Pool: w.Pool, Priority: w.Priority,
-		Key: w.Key, When: coordinator.Trigger(w.When), Parent: w.Parent, Children: w.Children, Joining: w.Joining, Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
+		Key: w.Key, Slots: w.Slots, When: coordinator.Trigger(w.When), Parent: w.Parent, Children: w.Children, Joining: w.Joining, Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
 	if w.HasResult {
 		ti.Result = w.Result
 		if w.Result == nil {
