@@ -147,6 +147,7 @@ func TestRoutes(t *testing.T) {
 		{"/task?id=lint", 200, []string{"<h1>Task lint</h1>", "style: tabs", ">failed<", "docs", "cleanup"}},
 		{"/task?id=gpu/render", 200, []string{"frame-0001.png", "gpu"}},
 		{"/task?id=cleanup", 200, []string{"AllDone", "lint"}},
+		{"/task?id=fetch", 200, []string{"<dt>Key</dt>", `href="/tasks?key=acme"`}},
 		{"/task?id=block", 200, []string{"Cancel task", `action="/task/cancel"`}},
 		{"/graph", 200, []string{"9 tasks, 4 dependencies", "dagre.min.js", "graph.js"}},
 		{"/graph?id=build&depth=1", 200, []string{"at most 1 dependencies away from build", "2 tasks, 1 dependencies"}},

@@ -309,6 +309,8 @@ type taskView struct {
 	Status     string        `json:"status"`
 	Final      bool          `json:"final"`
 	Pool       string        `json:"pool"`
+	Key        string        `json:"key,omitempty"` // its flow-control key
+	Slots      int           `json:"slots"`         // the workers of its pool an attempt takes
 	Priority   int           `json:"priority"`
 	When       string        `json:"when"`
 	Attempts   int           `json:"attempts"`
@@ -341,7 +343,7 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 	now := d.cfg.clk.Now()
 	v := &taskView{ID: info.ID, Status: info.Status.String(), Final: info.Status.Final(), Pool: info.Pool,
 		Priority: info.Priority, When: info.When.String(), Attempts: info.Attempts, Runs: info.Runs,
-		Cause: info.Cause, HasResult: info.Result != nil, Parent: info.Parent, ChildCount: info.Children, Joining: info.Joining}
+		Cause: info.Cause, HasResult: info.Result != nil, Parent: info.Parent, ChildCount: info.Children, Joining: info.Joining, Key: info.Key, Slots: info.Slots}
 	if info.Err != nil {
 		v.Err = cut(info.Err.Error(), errTextLimit)
 	}
