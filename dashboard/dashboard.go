@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -78,9 +79,9 @@ func WithReadOnly() Option {
 }
 
 // WithClock sets the clock the dashboard paces its live updates with and
-// measures "running for" against (default: the real clock). Give it the
-// clock the scheduler was given with coordinator.WithClock, if any: the
-// attempts' start times are the scheduler's.
+// measures "running for" against (default, and for nil: the real clock).
+// Give it the clock the scheduler was given with coordinator.WithClock,
+// if any: the attempts' start times are the scheduler's.
 func WithClock(c clock.Clock) Option {
 	return func(cfg *config) {
 		if c != nil {
@@ -93,9 +94,13 @@ func WithClock(c clock.Clock) Option {
 // updates (default 250ms): however many events the scheduler decides,
 // each open page costs at most one update per interval. A page is updated
 // at least every 2s, or every interval if that is longer, events or not,
-// so that tasks submitted (which send no event) show up.
+// so that tasks submitted (which send no event) show up. 0 keeps the
+// default; New panics on a negative d.
 func WithUpdateInterval(d time.Duration) Option {
 	return func(c *config) {
+		if d < 0 {
+			panic(fmt.Sprintf("dashboard: WithUpdateInterval(%v): the interval must not be negative", d))
+		}
 		if d > 0 {
 			c.interval = d
 		}
@@ -104,9 +109,13 @@ func WithUpdateInterval(d time.Duration) Option {
 
 // WithGraphLimit sets the most tasks the graph page draws at once
 // (default 300; the browser lays out a few hundred tasks in well under a
-// second). A larger graph is cut, and the page says so.
+// second). A larger graph is cut, and the page says so. 0 keeps the
+// default; New panics on a negative n.
 func WithGraphLimit(n int) Option {
 	return func(c *config) {
+		if n < 0 {
+			panic(fmt.Sprintf("dashboard: WithGraphLimit(%d): the limit must not be negative", n))
+		}
 		if n > 0 {
 			c.graphLimit = n
 		}
@@ -117,9 +126,12 @@ func WithGraphLimit(n int) Option {
 // task pages' attempt lists: recent of every outcome (default 65,536) and,
 // besides, failed of those that failed or were cancelled (default 8,192),
 // so that failures are remembered longer than successes. Each costs about
-// 100 bytes.
+// 100 bytes. 0 keeps a default; New panics on a negative count.
 func WithHistory(recent, failed int) Option {
 	return func(c *config) {
+		if recent < 0 || failed < 0 {
+			panic(fmt.Sprintf("dashboard: WithHistory(%d, %d): the counts must not be negative", recent, failed))
+		}
 		if recent > 0 {
 			c.recent = recent
 		}
@@ -155,7 +167,8 @@ func WithAlwaysRecord() Option {
 // It refuses a state-changing request that a browser says comes from
 // another site (http.CrossOriginProtection).
 //
-// New panics if s is nil.
+// New panics if s is nil, or if an option was given a negative value: a
+// mistake in the program, as a bad pattern is to http.ServeMux.
 func New(s *coordinator.Scheduler, opts ...Option) *Dashboard {
 	if s == nil {
 		panic("dashboard: New with a nil scheduler")

@@ -542,3 +542,29 @@ func TestTaskShowsSpawnedChildren(t *testing.T) {
 		t.Errorf("task page of merge shows a family it does not have")
 	}
 }
+
+// A negative option value is a mistake in the program: New panics naming
+// the option; zero keeps the default.
+func TestNegativeOptionsPanic(t *testing.T) {
+	s, err := coordinator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	for name, opt := range map[string]dashboard.Option{
+		"WithUpdateInterval": dashboard.WithUpdateInterval(-time.Second),
+		"WithGraphLimit":     dashboard.WithGraphLimit(-1),
+		"WithHistory":        dashboard.WithHistory(10, -1),
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "dashboard: "+name) {
+					t.Errorf("New with a negative %s: recovered %v; want a panic naming it", name, r)
+				}
+			}()
+			dashboard.New(s, dashboard.WithAlwaysRecord(), opt).Close()
+		}()
+	}
+	d := dashboard.New(s, dashboard.WithUpdateInterval(0), dashboard.WithGraphLimit(0), dashboard.WithHistory(0, 0), dashboard.WithClock(nil))
+	d.Close()
+}
