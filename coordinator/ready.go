@@ -105,10 +105,11 @@ type stopReq struct {
 // on a durable scheduler.
 func (s *state) later(a answer) { s.answers = append(s.answers, a) }
 
-// ready settles retention, dispatches, reports the starts it can see, and
-// returns what the loop must do (outbox). The loop must call advance
-// before it touches the state again.
+// ready makes what is due ready, settles retention, dispatches, reports
+// the starts it can see, and returns what the loop must do (outbox). The
+// loop must call advance before it touches the state again.
 func (s *state) ready(now time.Time) outbox {
+	s.fireDue(now)
 	s.joinAll(now)
 	s.settle(now)
 	if s.urged {

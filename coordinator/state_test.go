@@ -510,3 +510,30 @@ func TestStateShutdownMeetsEveryKind(t *testing.T) {
 		t.Fatalf("submit after shutdown = %v; want ErrClosed", err)
 	}
 }
+
+// A task whose delay has passed is ready before anything is handed out,
+// whatever message woke the coordinator: a rate limit's token due at the
+// same instant as a better task's delay goes to that task, not to worse
+// work that waited for the token (the coordinator woken at that instant
+// by a request, before the timer's wake, gave it to the worse task; the
+// model test found it).
+func TestStateTokenGoesToTheBestTaskDueByThen(t *testing.T) {
+	r := newRig(1)
+	r.s.pools[0].rate = newRateLimit(1, 1, r.now)
+	var order []string
+	rec := func(id string) func(context.Context) error {
+		return func(context.Context) error { order = append(order, id); return nil }
+	}
+	r.submit(t, Task{ID: "first", Run: rec("first")})
+	r.runAll(t, 3) // first takes the token: the next one comes at t0+1s
+	r.submit(t, Task{ID: "worse", Priority: 1, Run: rec("worse")}, Task{ID: "better", Delay: time.Second, Run: rec("better")})
+	r.step()
+	if got := r.items(0); len(got) != 0 {
+		t.Fatalf("lane = %v before the token; want nothing", got)
+	}
+	r.now = r.now.Add(time.Second) // the token and better's delay are due; a request, not the timer, wakes the loop
+	r.step()
+	if got := r.items(0); !slices.Equal(got, []string{"better"}) {
+		t.Fatalf("lane = %v at the token's instant; want [better], due by then and better than worse", got)
+	}
+}

@@ -47,6 +47,16 @@ func (s *state) schedule(t int32, due, now time.Time) {
 	s.pushReady(t, now)
 }
 
+// fireDue makes the delayed entries due by now ready, whatever woke the
+// loop: what is handed out at now is chosen among every task due by then
+// (a rate limit's token due at the instant of a better task's delay goes
+// to that task, whether the timer's wake or a request came first).
+func (s *state) fireDue(now time.Time) {
+	if due, ok := s.wheel.NextDue(); ok && !due.After(now) {
+		s.fire(now)
+	}
+}
+
 // fire makes the delayed entries due by now ready: the timer goroutine
 // woke the loop.
 func (s *state) fire(now time.Time) {
