@@ -59,7 +59,12 @@ type program struct {
 	keep    time.Duration  // 0 or 1s
 	weights map[string]int // WithKeys(KeyPolicy{Weights}), when tasks have keys
 	limit   int            // WithKeys(KeyPolicy{Limit}), with two pools
-	rate    bool           // WithRateLimit("gpu", 2, 1), with two pools
+	rate    bool           // WithRateLimit(ratePool, perSecond, burst)
+	// The rate limit: "gpu", 2, 1 with two pools; on the default pool,
+	// 2 or 3 a second and bursts of 1 or 2, for the model.
+	ratePool  string
+	perSecond float64
+	burst     int
 }
 
 func (p program) String() string {
@@ -74,7 +79,7 @@ func (p program) String() string {
 		fmt.Fprintf(&b, "  key limit %d\n", p.limit)
 	}
 	if p.rate {
-		fmt.Fprintf(&b, "  rate limit of gpu: 2/s, burst 1\n")
+		fmt.Fprintf(&b, "  rate limit of %q: %v/s, burst %d\n", p.ratePool, p.perSecond, p.burst)
 	}
 	for k, st := range p.steps {
 		fmt.Fprintf(&b, "  %d: %v\n", k, st)
@@ -108,6 +113,11 @@ func genProgram(t *rapid.T, twoPools bool) program {
 			p.limit = rapid.IntRange(0, 2).Draw(t, "keyLimit")
 		}
 		p.rate = rapid.IntRange(0, 3).Draw(t, "rate") == 0
+		p.ratePool, p.perSecond, p.burst = "gpu", 2, 1
+	} else if timed && rapid.IntRange(0, 2).Draw(t, "rate") == 0 {
+		p.rate = true
+		p.perSecond = float64(rapid.IntRange(2, 3).Draw(t, "perSecond"))
+		p.burst = rapid.IntRange(1, 2).Draw(t, "burst")
 	}
 	second := func(label string, hi int) time.Duration {
 		if !timed {
@@ -272,7 +282,7 @@ func programOptions(p program, workers, maxBatch int) []coordinator.Option {
 		opts = append(opts, coordinator.WithKeys(coordinator.KeyPolicy{Limit: p.limit, Weights: p.weights}))
 	}
 	if p.rate {
-		opts = append(opts, coordinator.WithRateLimit("gpu", 2, 1))
+		opts = append(opts, coordinator.WithRateLimit(p.ratePool, p.perSecond, p.burst))
 	}
 	return opts
 }
@@ -348,6 +358,9 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 		}
 		m := refmodel.New(prog.retain, prog.keep)
 		m.Weights = prog.weights
+		if prog.rate {
+			m.SetRate(prog.ratePool, prog.perSecond, prog.burst)
+		}
 		var mu sync.Mutex
 		started := map[string][]string{} // by pool
 		var events map[string][]string   // nil: not observed
@@ -474,7 +487,8 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 // flowInvariants checks the calls of a program's functions against flow
 // control's rules: a pool's calls out at once take at most its 3 workers'
 // slots; a key's calls out at once are at most its limit; the rate-limited
-// pool starts at most 2·T + 1 attempts in any window of length T.
+// pool starts at most perSecond·T + burst attempts in any window of
+// length T.
 func flowInvariants(prog program, log []call) string {
 	slots := map[string]int{}
 	keys := map[string]int{}
@@ -493,14 +507,14 @@ func flowInvariants(prog program, log []call) string {
 		if prog.limit > 0 && c.key != "" && keys[c.key] > prog.limit {
 			return fmt.Sprintf("%s called with %d calls of key %q out; the limit is %d", c.id, keys[c.key], c.key, prog.limit)
 		}
-		if prog.rate && c.pool == "gpu" {
+		if prog.rate && c.pool == prog.ratePool {
 			rated = append(rated, c.at)
 		}
 	}
 	for i := range rated {
 		for j := i; j < len(rated); j++ {
-			if n, allowed := j-i+1, 2*rated[j].Sub(rated[i]).Seconds()+1; float64(n) > allowed+1e-9 {
-				return fmt.Sprintf("pool gpu started %d attempts from %v to %v; rate 2/s, burst 1 allow %.1f", n, rated[i], rated[j], allowed)
+			if n, allowed := j-i+1, prog.perSecond*rated[j].Sub(rated[i]).Seconds()+float64(prog.burst); float64(n) > allowed+1e-9 {
+				return fmt.Sprintf("pool %q started %d attempts from %v to %v; rate %v/s, burst %d allow %.1f", prog.ratePool, n, rated[i], rated[j], prog.perSecond, prog.burst, allowed)
 			}
 		}
 	}

@@ -9,9 +9,10 @@
 // rate, cancellation of waiting, running and recurring tasks, tasks that
 // block until cancelled or until released, retention (final tasks are
 // forgotten once their time is up and nothing refers to them, and their IDs
-// may be submitted again), paused pools (Pause, Resume), keys taking turns
-// within a level (round robin, weighted by Weights; limits per key are
-// not modelled) and Shutdown at any step. Task functions take no
+// may be submitted again), paused pools (Pause, Resume), rate limits of
+// pools (SetRate; flow.go), keys taking turns within a level (round robin,
+// weighted by Weights; limits per key are not modelled) and Shutdown at
+// any step. Task functions take no
 // time; time moves only by Advance, and entries due at the same instant
 // become ready in the order they were scheduled.
 //
@@ -142,6 +143,8 @@ type Model struct {
 	// it.
 	keyed bool
 	turns map[level][]*turn
+
+	rates map[string]*bucket // rate limits by pool (flow.go)
 }
 
 type level struct {
@@ -280,6 +283,11 @@ func (m *Model) Advance(d time.Duration) {
 				next = i
 			}
 		}
+		if at, ok := m.nextToken(target); ok && (next < 0 || at < m.timers[next].due) {
+			m.Now = at // a rate-limited pool's token comes (flow.go)
+			m.run()
+			continue
+		}
 		if next < 0 {
 			break
 		}
@@ -401,7 +409,7 @@ func (m *Model) settleTurns() {
 	}
 	pools := map[string]bool{}
 	for _, r := range m.Tasks {
-		if r.Status == Ready && !m.Paused[r.Pool] {
+		if r.Status == Ready && m.looksAtTurns(r.Pool) {
 			pools[r.Pool] = true
 		}
 	}
@@ -412,7 +420,7 @@ func (m *Model) settleTurns() {
 
 // settlePool is settleTurns for one pool.
 func (m *Model) settlePool(pool string) {
-	if m.Closing || m.Paused[pool] {
+	if m.Closing || m.Paused[pool] || m.rates[pool] != nil { // a rate-limited pool looks only for an idle worker
 		return
 	}
 	for _, r := range m.Tasks {
@@ -644,7 +652,7 @@ func (m *Model) run() {
 	for {
 		best := -1
 		for i, r := range m.Tasks {
-			if r.Status != Ready || m.Paused[r.Pool] {
+			if r.Status != Ready || m.Paused[r.Pool] || !m.hasToken(r.Pool) {
 				continue
 			}
 			if _, busy := m.running[r.Pool]; busy {
@@ -664,6 +672,7 @@ func (m *Model) run() {
 		}
 		r := m.Tasks[best]
 		r.Status = Running
+		m.takeToken(r.Pool)
 		if m.keyed {
 			m.handedOut(best)
 			m.settlePool(r.Pool) // the scheduler looks again in the iteration that hands it out, before its end
