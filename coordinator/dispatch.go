@@ -154,6 +154,7 @@ func (s *state) popReady(p *poolState, now time.Time) (int32, bool) {
 		if !ok {
 			return 0, false
 		}
+		s.popped = noTask
 		var t int32
 		if e&turnBit != 0 {
 			if t, ok = s.popTurn(p, e); !ok {
@@ -252,7 +253,7 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 			break
 		}
 		if p.multi && s.slots(t) > 1 {
-			s.requeue(t) // it waits for workers of its own (slotPass)
+			s.unpop(t) // it waits for workers of its own (slotPass)
 			break
 		}
 		if h := &s.hot[t]; level == math.MinInt32 || h.prio == level {
@@ -263,12 +264,12 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 			// worker holds unclaimed that is better than it: that goes
 			// first (it went back to the ready queue).
 			if s.pull(ls, p, h.prio-1) { // h.prio > level: no underflow
-				s.requeue(t)
+				s.unpop(t)
 				continue
 			}
 			level = h.prio
 		} else {
-			s.requeue(t) // the next level: not in this fill
+			s.unpop(t) // the next level: not in this fill
 			break
 		}
 		s.place(ls, t, false, 0)

@@ -148,12 +148,12 @@ func (s *state) handOutOne(p *poolState, now time.Time) {
 			return
 		}
 		if k := s.slots(t); k > p.idle {
-			s.requeue(t)
+			s.unpop(t)
 			s.reserve(p, t)
 			return
 		}
 		if p.rate != nil && !p.rate.take(now) {
-			s.requeue(t)
+			s.unpop(t)
 			p.tokenAt = p.rate.next()
 			return
 		}
@@ -208,7 +208,7 @@ func (s *state) slotPass(p *poolState, now time.Time) bool {
 			if !ls.open && ls.holder == 0 {
 				if got, ok := s.popReady(p, now); ok {
 					if got != t { // a series' start popReady passed over: look again next time
-						s.requeue(got)
+						s.unpop(got)
 						break
 					}
 					s.placeAlone(ls, p, t)

@@ -762,6 +762,35 @@ func TestKeyWeights(t *testing.T) {
 	})
 }
 
+// A key's turn hands out its weight of tasks and no more when a rate
+// limit makes the pool wait for tokens: a task looked at and put back
+// (no token yet) is not one of its turn. It was: a key of weight 2 had
+// every token's task count twice, its turn never ended, and the other
+// keys waited until it drained (the model test found it).
+func TestKeyWeightsHoldUnderRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithRateLimit("", 10, 1),
+			coordinator.WithKeys(coordinator.KeyPolicy{Weights: map[string]int{"gold": 2}}))
+		st := newStarts()
+		var tasks []coordinator.Task
+		for i := range 6 {
+			for _, key := range []string{"gold", "tin"} {
+				id := fmt.Sprintf("%s%d", key, i)
+				tasks = append(tasks, coordinator.Task{ID: id, Key: key, Run: func(context.Context) error { st.mark(id); return nil }})
+			}
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		settle(t, s)
+		want := "[gold0 gold1 tin0 gold2 gold3 tin1 gold4 gold5 tin2 tin3 tin4 tin5]"
+		if got := fmt.Sprint(st.in); got != want {
+			t.Errorf("start order %s; want %s", got, want)
+		}
+	})
+}
+
 // A task of k slots holds k of its pool's workers while it runs: never
 // more than the pool's size in use, under a steady stream of tasks of
 // one slot; it starts within the longest running attempt once it heads

@@ -62,6 +62,11 @@ type keyTable struct {
 	turnSeq uint32
 	policy  KeyPolicy // WithKeys: limits and weights of the keys to come
 
+	// The task popTurn handed out last and its queue's used count before
+	// it: unpop puts the turn back as it was.
+	popped     int32
+	poppedUsed int32
+
 	// Keys no record names any more are forgotten (retention dropped their
 	// tasks): their numbers and queues are reused, so that keys that come
 	// and go (a customer, a host) do not grow the table for ever.
@@ -273,6 +278,7 @@ func (s *state) popTurn(p *poolState, e uint64) (int32, bool) {
 		return 0, false
 	}
 	qi := int32(uint32(e) &^ turnBit)
+	s.popped, s.poppedUsed = t, q.used
 	q.tasks.popFront()
 	q.live--
 	p.readyLive--
@@ -287,6 +293,18 @@ func (s *state) popTurn(p *poolState, e uint64) (int32, bool) {
 		s.giveTurn(qi, false)
 	}
 	return t, true
+}
+
+// unpop puts back t, popped from its pool's ready queue just now and not
+// handed out (no token yet, too few idle workers, or the next level): at
+// the head of its level, as requeue does, and with keys its turn as it
+// was, at the front of its level with the tasks it had handed out, so
+// that a task looked at is not counted as one of its key's turn.
+func (s *state) unpop(t int32) {
+	s.requeue(t)
+	if s.keyed && s.popped == t {
+		s.kqs[s.queueOf(t)].used = s.poppedUsed
+	}
 }
 
 // unqueueKeyed takes Ready task t out of its key queue's count (its entry
