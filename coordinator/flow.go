@@ -19,8 +19,10 @@ import (
 // an idle worker while k-1 other idle workers of its pool are held idle
 // for it until its attempt ends; while it heads its pool's best level and
 // k workers are not idle, the pool reserves: it takes back what it handed
-// out of that level or worse and not started, and hands out none of it,
-// so that the task waits only for the attempts already running.
+// out of a worse level and not started, and hands out nothing, so that the
+// task waits only for the attempts already running and for those of its
+// level handed out ahead of it (they came first, and taking them back
+// would put them at the head of the level again, ahead of it).
 
 // rateLimit is a pool's limit on starts: the generic cell rate algorithm,
 // a token bucket kept as one time. A start at now is allowed while tat is
@@ -224,21 +226,21 @@ func (s *state) slotPass(p *poolState, now time.Time) bool {
 }
 
 // reserve keeps p's workers for t, of several slots and the best ready
-// task: what was handed out of its level or worse and not claimed is
-// taken back, and nothing of it is handed out until k workers are idle.
+// task: what was handed out of a worse level and not claimed is taken
+// back, and nothing is handed out until k workers are idle.
 func (s *state) reserve(p *poolState, t int32) {
 	p.reserving = true
 	prio := s.hot[t].prio
 	for _, li := range p.lanes {
-		if ls := &s.lanes[li]; ls.open && ls.worst >= prio {
+		if ls := &s.lanes[li]; ls.open && ls.worst > prio {
 			s.reserveTail(ls, prio)
 			trimEnd(ls)
 		}
 	}
 }
 
-// reserveTail takes back, from the end of lane ls, the free items of
-// prio or worse. It stops at the first item the worker got to, and at a
+// reserveTail takes back, from the end of lane ls, the free items worse
+// than prio. It stops at the first item the worker got to, and at a
 // task of several slots: that one was handed out (placeAlone) before the
 // task reserving, holds its workers, and goes first (taking it back would
 // only hand it out again, and again).
@@ -256,7 +258,7 @@ func (s *state) reserveTail(ls *laneState, prio int32) {
 		if s.slots(t) > 1 {
 			return
 		}
-		if s.hot[t].prio >= prio && s.revokeItem(ls, seq) {
+		if s.hot[t].prio > prio && s.revokeItem(ls, seq) {
 			_ = s.revokeFollowers(ls, seq)
 		}
 	}

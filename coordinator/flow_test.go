@@ -791,6 +791,44 @@ func TestKeyWeightsHoldUnderRateLimit(t *testing.T) {
 	})
 }
 
+// A task of several slots waits for the tasks of its level handed out
+// ahead of it, never takes them back: they started before it headed its
+// level. It took them back, on a rate-limited pool in the very pass that
+// handed them out (their tokens lost), and the task taken back went to
+// the head of the level again, ahead of it, to be handed out and taken
+// back at every token: nothing ever started (the model test on pools of
+// several workers found it).
+func TestSlotsWaitForTheTasksAheadOfThem(t *testing.T) {
+	for _, rated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rate=%v", rated), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := []coordinator.Option{coordinator.WithWorkers(3)}
+				if rated {
+					opts = append(opts, coordinator.WithRateLimit("", 2, 1))
+				}
+				s := newScheduler(t, opts...)
+				st := newStarts()
+				g := newGate()
+				if err := s.Submit(coordinator.Task{ID: "small", Run: func(ctx context.Context) error { st.mark("small"); return g.run(ctx) }},
+					coordinator.Task{ID: "big", Slots: 3, Run: func(context.Context) error { st.mark("big"); return nil }}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				if got := fmt.Sprint(st.in); got != "[small]" {
+					t.Fatalf("started %s; want [small], ahead of big, which waits for it", got)
+				}
+				g.release()
+				time.Sleep(2 * time.Second)
+				settle(t, s)
+				if got := fmt.Sprint(st.in); got != "[small big]" {
+					t.Errorf("started %s; want [small big]", got)
+				}
+			})
+		})
+	}
+}
+
 // A task of k slots holds k of its pool's workers while it runs: never
 // more than the pool's size in use, under a steady stream of tasks of
 // one slot; it starts within the longest running attempt once it heads
