@@ -106,8 +106,8 @@ func genProgram(t *rapid.T, twoPools bool) program {
 	}
 	pools := []string{""}
 	if twoPools {
-		// Only the invariant tests (three workers a pool) run these: the
-		// model's pools have one worker, and it does not model limits.
+		// The invariant tests and TestModelFlow (three workers a pool)
+		// run these.
 		pools = append(pools, "gpu")
 		if keyed {
 			p.limit = rapid.IntRange(0, 2).Draw(t, "keyLimit")

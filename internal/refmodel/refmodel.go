@@ -10,9 +10,10 @@
 // block until cancelled or until released, retention (final tasks are
 // forgotten once their time is up and nothing refers to them, and their IDs
 // may be submitted again), paused pools (Pause, Resume), rate limits of
-// pools (SetRate; flow.go), keys taking turns within a level (round robin,
-// weighted by Weights; limits per key are not modelled) and Shutdown at
-// any step. Task functions take no
+// pools (SetRate), keys taking turns within a level (round robin, weighted
+// by Weights) and Shutdown at any step. With SetWorkers its pools have
+// several workers, with limits per key and tasks of several slots, for
+// programs whose tasks return only when a step makes them (flow.go). Task functions take no
 // time; time moves only by Advance, and entries due at the same instant
 // become ready in the order they were scheduled.
 //
@@ -48,7 +49,7 @@ type Task struct {
 	Times     int
 	When      Trigger
 	Key       string
-	Slots     int // not modelled (the model's pools have one worker): for the invariant tests
+	Slots     int // workers its attempt takes, on pools of several workers (flow.go)
 }
 
 // Trigger mirrors coordinator.Trigger.
@@ -145,6 +146,7 @@ type Model struct {
 	turns map[level][]*turn
 
 	rates map[string]*bucket // rate limits by pool (flow.go)
+	fl    flow               // pools of several workers, key limits, slots (flow.go)
 }
 
 type level struct {
@@ -342,6 +344,9 @@ func (m *Model) startKeys() {
 // giveTurn gives r's key a turn at the back of r's level if it has none.
 func (m *Model) giveTurn(r *Record) {
 	lv := level{r.Pool, r.Priority}
+	if m.keyBlocked(r.Key) {
+		return // no turn while its key is at its limit (flow.go)
+	}
 	if !slices.ContainsFunc(m.turns[lv], func(u *turn) bool { return u.key == r.Key }) {
 		m.turns[lv] = append(m.turns[lv], &turn{key: r.Key})
 	}
@@ -649,6 +654,10 @@ func (m *Model) run() {
 	if m.Closing {
 		return
 	}
+	if m.fl.workers != nil {
+		m.runFlow() // pools of several workers (flow.go)
+		return
+	}
 	for {
 		best := -1
 		for i, r := range m.Tasks {
@@ -672,11 +681,11 @@ func (m *Model) run() {
 		}
 		r := m.Tasks[best]
 		r.Status = Running
-		m.takeToken(r.Pool)
 		if m.keyed {
 			m.handedOut(best)
 			m.settlePool(r.Pool) // the scheduler looks again in the iteration that hands it out, before its end
 		}
+		m.flowStart(best)
 		r.Attempts++
 		r.calls++
 		r.Events = append(r.Events, "started")
@@ -699,6 +708,7 @@ func (m *Model) outcome(t int, ok bool) {
 	if m.running[r.Pool] == t {
 		delete(m.running, r.Pool)
 	}
+	m.flowEnd(t)
 	switch {
 	case r.cancelReq:
 		m.finish(r, Cancelled, "cancelled")
@@ -794,7 +804,7 @@ func (m *Model) Release(id string) {
 	}
 	r := m.Tasks[t]
 	r.released = true
-	if m.running[r.Pool] == t && r.Status == Running && r.Do.BlockDeaf {
+	if m.onWorker(t) && r.Status == Running && r.Do.BlockDeaf {
 		m.outcome(t, true)
 		m.run()
 	}
@@ -809,7 +819,7 @@ func (m *Model) Forget() {
 	if !m.retain || m.frozen {
 		return
 	}
-	defer func() { m.frozen = m.Closing && len(m.running) == 0 }()
+	defer func() { m.frozen = m.Closing && len(m.running) == 0 && len(m.fl.out) == 0 }()
 	for changed := true; changed; {
 		changed = false
 		for t, r := range m.Tasks {
