@@ -59,8 +59,7 @@ func (s *Scheduler) run(st *state) error {
 			}
 		case <-s.wake.C():
 			now = s.clk.Now()
-			armed = false
-			st.fire(now)
+			armed = false // ready fires what is due (fireDue), whatever woke the loop
 		case <-s.unsubbed.C():
 			now = s.clk.Now()
 			l.drop()

@@ -57,8 +57,9 @@ func (s *state) fireDue(now time.Time) {
 	}
 }
 
-// fire makes the delayed entries due by now ready: the timer goroutine
-// woke the loop.
+// fire makes the delayed entries due by now ready, at most maxFirePerStep
+// of them (the rest in the next iterations: ready arms the timer for
+// them at once).
 func (s *state) fire(now time.Time) {
 	s.scratch = s.wheel.Advance(now, s.scratch[:0], maxFirePerStep)
 	for _, t := range s.scratch {
