@@ -126,7 +126,8 @@ func WithGraphLimit(n int) Option {
 // task pages' attempt lists: recent of every outcome (default 65,536) and,
 // besides, failed of those that failed or were cancelled (default 8,192),
 // so that failures are remembered longer than successes. Each costs about
-// 100 bytes. 0 keeps a default; New panics on a negative count.
+// 100 bytes once remembered: the lists grow as attempts end, up to these
+// counts. 0 keeps a default; New panics on a negative count.
 func WithHistory(recent, failed int) Option {
 	return func(c *config) {
 		if recent < 0 || failed < 0 {

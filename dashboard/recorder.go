@@ -97,33 +97,40 @@ func (p *poolRec) at(stamp int64) *bucket {
 	return b
 }
 
-// ring is a fixed-size ring of attempts, the newest last.
+// ring is a ring of at most size attempts, the newest last. It grows as
+// attempts come (a dashboard that never sees many keeps little), and once
+// full overwrites the oldest.
 type ring struct {
 	a    []attempt
-	next int
-	full bool
+	size int
+	next int // once full: where the next push goes, the oldest
 }
 
-func newRing(n int) ring { return ring{a: make([]attempt, max(n, 1))} }
+func newRing(n int) ring { return ring{size: max(n, 1)} }
 
 func (r *ring) push(a attempt) {
+	if len(r.a) < r.size {
+		r.a = append(r.a, a)
+		return
+	}
 	r.a[r.next] = a
-	if r.next++; r.next == len(r.a) {
-		r.next, r.full = 0, true
+	if r.next++; r.next == r.size {
+		r.next = 0
 	}
 }
 
 // each calls f with every attempt kept, the newest first, until f
 // returns false.
 func (r *ring) each(f func(*attempt) bool) {
-	n := r.next
-	if r.full {
-		n = len(r.a)
+	n := len(r.a)
+	newest := n - 1
+	if n == r.size {
+		newest = r.next - 1 // full: next is the oldest
 	}
 	for i := range n {
-		j := r.next - 1 - i
+		j := newest - i
 		if j < 0 {
-			j += len(r.a)
+			j += n
 		}
 		if !f(&r.a[j]) {
 			return

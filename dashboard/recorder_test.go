@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -206,3 +207,28 @@ func TestPreview(t *testing.T) {
 type panicky struct{}
 
 func (panicky) String() string { panic("oops") }
+
+// A ring keeps the newest size attempts, listed newest first, growing as
+// they come: a huge size costs nothing until attempts fill it.
+func TestRingKeepsTheNewest(t *testing.T) {
+	for _, size := range []int{1, 3, 5} {
+		r := newRing(size)
+		for n := 0; n <= 2*size+1; n++ {
+			var got []int
+			r.each(func(a *attempt) bool { got = append(got, a.Attempt); return true })
+			var want []int
+			for i := n; i > 0 && len(want) < size; i-- {
+				want = append(want, i)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("size %d after %d pushes: %v; want %v", size, n, got, want)
+			}
+			r.push(attempt{Attempt: n + 1})
+		}
+	}
+	huge := newRing(math.MaxInt)
+	huge.push(attempt{Attempt: 1})
+	if cap(huge.a) > 64 {
+		t.Fatalf("a ring of MaxInt holding one attempt has room for %d", cap(huge.a))
+	}
+}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"slices"
@@ -326,7 +327,7 @@ type taskView struct {
 	Parent     string        `json:"parent,omitempty"` // the task whose attempt spawned it
 	ChildCount int           `json:"childCount"`       // the tasks its attempts spawned (TaskInfo.Children), live
 	Joining    bool          `json:"joining"`          // its attempt returned; it waits for its children (TaskInfo.Joining)
-	Children   []depView     `json:"children"`         // the first of them, in the order they joined; full only
+	Children   []depView     `json:"children"`         // the first of them held, in the scheduler's order (Snapshot's); full only
 	ChildMore  bool          `json:"childMore"`
 	History    []attemptView `json:"history"`
 	Unseen     int           `json:"unseen"` // attempts of the current run the dashboard has no record of
@@ -379,16 +380,17 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 		return v, true, nil
 	}
 	var err error
-	if v.Upstream, v.UpMore, err = d.neighbours(ctx, id, true); err != nil {
-		return nil, true, err
+	if v.Upstream, v.UpMore, err = d.neighbours(ctx, id, true); err == nil {
+		v.Dependents, v.DownMore, err = d.neighbours(ctx, id, false)
 	}
-	if v.Dependents, v.DownMore, err = d.neighbours(ctx, id, false); err != nil {
-		return nil, true, err
+	if err == nil && v.ChildCount > 0 {
+		v.Children, v.ChildMore, err = d.children(ctx, id)
 	}
-	if v.ChildCount > 0 {
-		if v.Children, v.ChildMore, err = d.children(ctx, id); err != nil {
-			return nil, true, err
-		}
+	if errors.Is(err, coordinator.ErrUnknownTask) {
+		return nil, false, nil // forgotten by retention since Info
+	}
+	if err != nil {
+		return nil, true, err
 	}
 	return v, true, nil
 }

@@ -185,13 +185,14 @@
       cell(tr, String(a.run)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, clock(a.start)); cell(tr, a.duration); cell(tr, a.err || "", "err");
       return tr;
     }), "No attempt seen.", 6);
-    if (t.childCount > 0) refreshChildren(t.id, t.childCount);
+    if (t.childCount > 0 || childrenShown) refreshChildren(t.id);
   }
 
   // Spawned children: the live update says how many; their rows come
   // from the task's JSON, one fetch at a time.
   var childrenFetch = null;
-  function refreshChildren(id, count) {
+  var childrenShown = !!document.querySelector("#t-children a"); // rows that may have to go
+  function refreshChildren(id) {
     var box = document.getElementById("t-children-box");
     if (!box || childrenFetch || !window.fetch) return;
     childrenFetch = fetch(base + "task?id=" + encodeURIComponent(id), { headers: { Accept: "application/json" } })
@@ -199,7 +200,7 @@
       .then(function (full) {
         childrenFetch = null;
         if (!full) return;
-        box.hidden = false;
+        box.hidden = full.childCount === 0;
         var cap = document.getElementById("t-children-count");
         cap.textContent = full.childCount + " task(s) its attempts spawned; its dependents wait for all of them.";
         var rows = (full.children || []).map(function (c) {
@@ -211,6 +212,7 @@
         });
         if (full.childMore) { var more = el("tr"); more.appendChild(el("td", { colspan: "3" }, "More not shown.")); rows.push(more); }
         replaceRows(document.getElementById("t-children"), rows, "None held: forgotten by retention.", 3);
+        childrenShown = rows.length > 0;
       })
       .catch(function () { childrenFetch = null; });
   }
