@@ -603,13 +603,20 @@ func (sb *batchBuild) unreserve() {
 	r0 := &s.tasks[sb.idx[0]]
 	a := r0.arena
 	var release []int32
-	for _, c := range sb.idx {
-		if s.retain {
+	if s.retain {
+		// Every hold first, then the records: a child's hold on a sibling
+		// of the batch must not outlive the sibling's cleared record,
+		// which a later batch reuses.
+		for _, c := range sb.idx {
 			r := &s.tasks[c]
 			for _, d := range s.edges(r, r.deps) {
 				s.held[d].kids--
 				release = append(release, d)
 			}
+		}
+	}
+	for _, c := range sb.idx {
+		if s.retain {
 			s.held[c] = holds{}
 		}
 		*s.spec(c) = lane.Spec{}

@@ -549,6 +549,38 @@ func TestSpawnRetentionWholeFamily(t *testing.T) {
 	})
 }
 
+// A failed attempt's children vanish and hold nothing (Spawn: "they are
+// dropped, their IDs free again"): retention forgets the tasks that come
+// after them as usual, those that reuse their records included. Dropping
+// a batch whose children depend on each other once left a hold on a
+// cleared record, and the family that reused it was never forgotten
+// (found by the model test).
+func TestSpawnDroppedChildrenHoldNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithRetention(0), coordinator.WithWorkers(1), coordinator.WithMaxBatch(1))
+		err := s.Submit(
+			coordinator.Task{ID: "q", Priority: -1, Run: func(ctx context.Context) error {
+				if err := coordinator.Spawn(ctx, coordinator.Task{ID: "q/a", Run: ok}, coordinator.Task{ID: "q/b", Deps: []string{"q/a"}, Run: ok}); err != nil {
+					return err
+				}
+				return errors.New("changed my mind") // q/a and q/b vanish
+			}},
+			coordinator.Task{ID: "p", Run: spawner(
+				coordinator.Task{ID: "p/a", Run: ok},
+				coordinator.Task{ID: "p/b", Deps: []string{"p/a"}, Run: ok})},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"q", "p", "p/a", "p/b", "q/a", "q/b"} {
+			if info, found := s.Info(id); found {
+				t.Errorf("Info(%s) = %+v once everything is final under WithRetention(0); want unknown", id, info)
+			}
+		}
+	})
+}
+
 // Snapshot names each task's parent, and the renderers draw a family in
 // nested clusters.
 func TestSpawnSnapshotClusters(t *testing.T) {
