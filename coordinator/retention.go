@@ -266,11 +266,16 @@ func (s *state) drop(t int32, work []int32) []int32 {
 			work = append(work, j)
 		}
 	}
+	// A task held by t and dropped already is a member of t's family,
+	// dropped with it just now (famFree): its holds are cleared, and its
+	// record may not be touched (a later batch reuses it).
 	for _, d := range s.edges(r, r.deps) {
-		s.held[d].kids--
-		release(d)
+		if s.hot[d].status != dropped {
+			s.held[d].kids--
+			release(d)
+		}
 	}
-	if h.status == Skipped && r.link != noTask {
+	if h.status == Skipped && r.link != noTask && s.hot[r.link].status != dropped {
 		s.held[r.link].refs--
 		release(r.link)
 	}

@@ -581,6 +581,45 @@ func TestSpawnDroppedChildrenHoldNothing(t *testing.T) {
 	})
 }
 
+// A family forgotten whole leaves nothing behind (Spawn: "a family is
+// forgotten only when every member of it can be"): the tasks that reuse
+// its records are forgotten in their turn. Members that depend on, or
+// were skipped because of, a member dropped before them in the same drop
+// once took their holds off its cleared record, and a task that reused it
+// was never forgotten (found by the model test).
+func TestSpawnForgottenFamilyLeavesNoHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithRetention(0), coordinator.WithWorkers(1), coordinator.WithMaxBatch(1))
+		fail := func(context.Context) error { return errors.New("planned failure") }
+		err := s.Submit(coordinator.Task{ID: "p", Run: spawner(
+			coordinator.Task{ID: "p/a", Run: fail},
+			coordinator.Task{ID: "p/b", Deps: []string{"p/a"}, Run: ok},                              // skipped because of p/a
+			coordinator.Task{ID: "p/c", Deps: []string{"p/a"}, When: coordinator.AllDone, Run: ok})}, // runs after it
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if _, found := s.Info("p"); found {
+			t.Fatal("Info(p) found after its family ended under WithRetention(0); want unknown")
+		}
+		later := []string{"x", "y", "z", "w"}
+		var batch []coordinator.Task // one batch: it reuses every record of the family
+		for _, id := range later {
+			batch = append(batch, coordinator.Task{ID: id, Run: ok})
+		}
+		if err := s.Submit(batch...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		for _, id := range later {
+			if info, found := s.Info(id); found {
+				t.Errorf("Info(%s) = %+v once final under WithRetention(0); want unknown", id, info)
+			}
+		}
+	})
+}
+
 // Snapshot names each task's parent, and the renderers draw a family in
 // nested clusters.
 func TestSpawnSnapshotClusters(t *testing.T) {
