@@ -114,8 +114,9 @@ func (s *state) releaseChosen(t int32, now time.Time) {
 // notChosen skips c, a dependent of branch t (which has succeeded) that t
 // did not choose, if it still waits.
 func (s *state) notChosen(c, t int32, now time.Time) {
-	if !s.takeBack(c) {
-		// Started by its rule (AnyFailed), or final (skipped since by
+	if hc := &s.hot[c]; (hc.status == Pending && hc.unmet == 0) || !s.takeBack(c) {
+		// Started by its rule (AnyFailed: running, or waiting for its
+		// delay, a retry or its next run), or final (skipped since by
 		// another dependency): it hears of t's success as any dependent.
 		s.released(c, now)
 		return

@@ -191,3 +191,54 @@ func TestRecurringBranchChoiceIsLastRuns(t *testing.T) {
 		}
 	})
 }
+
+// A dependent that its rule has started already is left as it is by a
+// branch that did not choose it (Choose's doc): an AnyFailed task started
+// by a failure runs once its delay has passed, or after its retry's wait,
+// and ends once, however the branch ends meanwhile; so does one submitted
+// after both ends (the failure is applied first). Such a task was once
+// skipped while its timer was set, and then ran all the same: two final
+// events for one task (found by the model test).
+func TestBranchLeavesDependentItsRuleStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithMaxBatch(1))
+		rec := record(s)
+		fail := func(context.Context) error { return errors.New("planned failure") }
+		var calls atomic.Int32
+		failOnce := func(context.Context) error {
+			if calls.Add(1) == 1 {
+				return errors.New("planned failure")
+			}
+			return nil
+		}
+		err := s.Submit(
+			coordinator.Task{ID: "a", Run: fail},
+			coordinator.Task{ID: "retried", Deps: []string{"a", "b"}, When: coordinator.AnyFailed, Run: failOnce,
+				Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second}},
+			coordinator.Task{ID: "b", Priority: 1, Run: chooser()}, // after a and retried's first attempt
+			coordinator.Task{ID: "delayed", Deps: []string{"a", "b"}, When: coordinator.AnyFailed, Delay: time.Minute, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		if err := s.Submit(coordinator.Task{ID: "late", Deps: []string{"a", "b"}, When: coordinator.AnyFailed, Delay: time.Minute, Run: ok}); err != nil {
+			t.Fatalf("Submit(late) = %v", err)
+		}
+		settle(t, s)
+		for _, id := range []string{"retried", "delayed", "late"} {
+			if st := status(t, s, id); st != coordinator.Succeeded {
+				t.Errorf("status(%s) = %v; want succeeded: a failure started it before the branch chose", id, st)
+			}
+			var finals []string
+			for _, e := range rec.of(id) {
+				if e.Kind != coordinator.EventStarted && e.Kind != coordinator.EventRetrying {
+					finals = append(finals, e.Kind.String())
+				}
+			}
+			if len(finals) != 1 {
+				t.Errorf("final events of %s %v; want one", id, finals)
+			}
+		}
+	})
+}
