@@ -11,9 +11,11 @@
 // forgotten once their time is up and nothing refers to them, and their IDs
 // may be submitted again), paused pools (Pause, Resume), rate limits of
 // pools (SetRate), keys taking turns within a level (round robin, weighted
-// by Weights) and Shutdown at any step. With SetWorkers its pools have
-// several workers, with limits per key and tasks of several slots, for
-// programs whose tasks return only when a step makes them (flow.go). Task functions take no
+// by Weights), Shutdown at any step, and graphs that grow and choose while
+// they run (Spawn, joins, Choose: spawn.go). With SetWorkers its pools
+// have several workers, with limits per key and tasks of several slots,
+// for programs whose tasks return only when a step makes them and do not
+// spawn (flow.go). Task functions take no
 // time; time moves only by Advance, and entries due at the same instant
 // become ready in the order they were scheduled.
 //
@@ -34,6 +36,8 @@ type Behaviour struct {
 	BlockCtx   bool // blocks until its context ends, then returns nil
 	BlockDeaf  bool // blocks, ignoring its context, until released
 	MaxAttempt int  // RetryPolicy.MaxAttempts (0 means 1)
+
+	Grow Growth // spawns and a choice, before the above (spawn.go)
 }
 
 // Task is one task of a program.
@@ -147,6 +151,7 @@ type Model struct {
 
 	rates map[string]*bucket // rate limits by pool (flow.go)
 	fl    flow               // pools of several workers, key limits, slots (flow.go)
+	g     growth             // spawns, joins and branches (spawn.go)
 }
 
 type level struct {
@@ -176,7 +181,7 @@ func (m *Model) Submit(batch []Task) error {
 		if _, dup := local[t.ID]; dup {
 			return ErrDuplicate
 		}
-		if _, dup := m.ByID[t.ID]; dup {
+		if _, dup := m.ByID[t.ID]; dup || m.reserved(t.ID) != nil {
 			return ErrDuplicate
 		}
 		local[t.ID] = i
@@ -201,8 +206,18 @@ func (m *Model) Submit(batch []Task) error {
 		m.Tasks = append(m.Tasks, &Record{Task: t, notBefore: m.Now + t.Delay})
 		m.ByID[t.ID] = base + i
 	}
+	m.settleBatch(base, len(batch))
+	m.run()
+	m.Forget()
+	return nil
+}
+
+// settleBatch wires the n records from base on, new in the graph, to
+// their dependencies, and makes them eligible, skipped or waiting as
+// their dependencies' ends say.
+func (m *Model) settleBatch(base, n int) {
 	var ended [][2]int // (task, its dependency that had already ended)
-	for i := range batch {
+	for i := range n {
 		r := m.Tasks[base+i]
 		r.heard = map[int]bool{}
 		for _, d := range r.Deps {
@@ -213,7 +228,7 @@ func (m *Model) Submit(batch []Task) error {
 			r.deps = append(r.deps, j)
 			dr := m.Tasks[j]
 			switch {
-			case dr.Status == Succeeded && r.When == AllSucceeded:
+			case dr.Status == Succeeded && r.When == AllSucceeded && !m.branched(j):
 				r.heard[j] = true
 			case dr.Status >= Succeeded:
 				// Applied once every edge is wired, as its end would have
@@ -229,14 +244,19 @@ func (m *Model) Submit(batch []Task) error {
 			}
 		}
 	}
-	for i := range batch {
+	for i := range n {
 		if r := m.Tasks[base+i]; r.Status == Pending && r.unmet == 0 {
 			m.eligible(base + i)
 		}
 	}
+	var unchosen [][2]int // skipped once the other ends are applied (notChosen)
 	for _, e := range ended {
 		c, j := e[0], e[1]
 		if m.Tasks[j].Status == Succeeded {
+			if !m.onPath(c, j) {
+				unchosen = append(unchosen, e)
+				continue
+			}
 			m.released(c, j)
 			continue
 		}
@@ -247,9 +267,9 @@ func (m *Model) Submit(batch []Task) error {
 			m.cascade()
 		}
 	}
-	m.run()
-	m.Forget()
-	return nil
+	for _, e := range unchosen {
+		m.notChosen(e[0], e[1])
+	}
 }
 
 // eligible: t's dependencies have all succeeded.
@@ -458,6 +478,7 @@ func (m *Model) finish(r *Record, s Status, event string) {
 	r.Events = append(r.Events, event)
 	r.finalAt = m.Now
 	r.settled = s != Skipped
+	m.childEnded(r)
 }
 
 // The trigger-rule cascade. A task's end without success reaches what
@@ -521,6 +542,7 @@ func (m *Model) maybeSettle(c int) {
 		}
 	}
 	rc.settled = true
+	m.childSettled(rc)
 	m.notes = append(m.notes, note{c, noteSettled})
 }
 
@@ -651,6 +673,7 @@ func (m *Model) released(c, t int) {
 // run dispatches ready tasks to each pool's one worker until it is busy
 // with a blocking task or nothing of its pool is ready.
 func (m *Model) run() {
+	m.joinAll()
 	if m.Closing {
 		return
 	}
@@ -659,6 +682,8 @@ func (m *Model) run() {
 		return
 	}
 	for {
+		m.joinAll()
+		m.Forget() // the scheduler's retention runs before each hand-out: a Spawn sees what it forgot
 		best := -1
 		for i, r := range m.Tasks {
 			if r.Status != Ready || m.Paused[r.Pool] || !m.hasToken(r.Pool) {
@@ -692,6 +717,8 @@ func (m *Model) run() {
 		m.Started = append(m.Started, r.ID)
 		m.StartIn = append(m.StartIn, r.Pool)
 		switch {
+		case !m.attempt(best):
+			m.outcome(best, false) // a refused Spawn or Choose is its error
 		case r.calls <= r.Do.Fails || r.Do.Panics:
 			m.outcome(best, false)
 		case r.Do.BlockCtx || (r.Do.BlockDeaf && !r.released):
@@ -709,6 +736,9 @@ func (m *Model) outcome(t int, ok bool) {
 		delete(m.running, r.Pool)
 	}
 	m.flowEnd(t)
+	if m.grown(t, ok) {
+		return // it joins what it spawned
+	}
 	switch {
 	case r.cancelReq:
 		m.finish(r, Cancelled, "cancelled")
@@ -725,9 +755,7 @@ func (m *Model) outcome(t int, ok bool) {
 	case ok:
 		r.Runs++
 		m.finish(r, Succeeded, "succeeded")
-		for _, c := range r.succ {
-			m.released(c, t)
-		}
+		m.release(t)
 	case r.Attempts < max(1, r.Do.MaxAttempt):
 		r.Status = Pending
 		r.Events = append(r.Events, "retrying")
@@ -749,6 +777,9 @@ func (m *Model) Cancel(id string) bool {
 		return false
 	}
 	r := m.Tasks[t]
+	if m.joining(t) {
+		return m.cancelJoin(t)
+	}
 	switch r.Status {
 	case Pending, Ready:
 		m.timers = slices.DeleteFunc(m.timers, func(tm timer) bool { return tm.t == t })
@@ -783,8 +814,9 @@ func (m *Model) Shutdown() {
 			r.cancelReq = true
 		}
 	}
-	for _, r := range m.Tasks {
-		if r.Status == Pending || r.Status == Ready {
+	m.shutJoins()
+	for t, r := range m.Tasks {
+		if (r.Status == Pending || r.Status == Ready) && !m.joining(t) {
 			m.finish(r, Cancelled, "cancelled")
 		}
 	}
@@ -793,6 +825,7 @@ func (m *Model) Shutdown() {
 			m.outcome(t, true)
 		}
 	}
+	m.joinAll()
 	m.Forget()
 }
 
@@ -800,6 +833,7 @@ func (m *Model) Shutdown() {
 func (m *Model) Release(id string) {
 	t, ok := m.ByID[id]
 	if !ok {
+		m.releaseReserved(id)
 		return
 	}
 	r := m.Tasks[t]
@@ -826,9 +860,7 @@ func (m *Model) Forget() {
 			if r.Dropped || r.Status < Succeeded || m.Now < r.finalAt+m.keep || !m.free(t) {
 				continue
 			}
-			r.Dropped = true
-			delete(m.ByID, r.ID)
-			changed = true
+			changed = m.drop(t) || changed
 		}
 	}
 	m.forgetKeys()
@@ -842,6 +874,7 @@ func (m *Model) forgetKeys() {
 		return
 	}
 	kept := map[string]bool{"": true}
+	m.reservedKeys(kept)
 	for _, r := range m.Tasks {
 		if !r.Dropped {
 			kept[r.Key] = true
@@ -859,8 +892,11 @@ func (m *Model) free(t int) bool {
 			return false // it may still tell r something
 		}
 	}
-	for _, o := range m.Tasks {
-		if o.Dropped {
+	if m.heldReserved(t) {
+		return false
+	}
+	for i, o := range m.Tasks {
+		if o.Dropped || m.kin(i, t) {
 			continue
 		}
 		if slices.Contains(o.deps, t) || (o.Status == Skipped && o.Cause == r.ID && m.ByID[r.ID] == t) {
