@@ -184,18 +184,23 @@ func genProgram(t *rapid.T, twoPools bool) program {
 				if twoPools && rapid.IntRange(0, 3).Draw(t, "multi") == 0 {
 					task.Slots = rapid.IntRange(2, 3).Draw(t, "slots")
 				}
+				if !twoPools { // the invariant tests do not follow spawns
+					drawGrowth(t, &task, ids, growOpts{timed, keyed, p.retain})
+				}
 				batch = append(batch, task)
 			}
 			p.steps = append(p.steps, step{submit: batch})
 			for range size {
 				ids = append(ids, fmt.Sprintf("t%d", len(ids))) // named whether or not the batch is accepted
 			}
+			ids = append(ids, grownIDs(batch)...)
 		case k < 8:
 			p.steps = append(p.steps, step{cancel: rapid.SampledFrom(append(ids, "ghost")).Draw(t, "cancel")})
 		default:
 			p.steps = append(p.steps, step{free: rapid.SampledFrom(ids).Draw(t, "release")})
 		}
 	}
+	chooseAmong(t, &p)
 	return p
 }
 
@@ -243,8 +248,12 @@ func schedTask(mt refmodel.Task, gate <-chan struct{}, rec *calls) coordinator.T
 	do := mt.Do
 	var n atomic.Int32
 	body := func(ctx context.Context) error {
+		calls := int(n.Add(1))
+		if err := grow(ctx, mt.ID, do.Grow); err != nil {
+			return err
+		}
 		switch {
-		case int(n.Add(1)) <= do.Fails:
+		case calls <= do.Fails:
 			return errors.New("planned failure")
 		case do.Panics:
 			panic("planned panic")
@@ -376,6 +385,7 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 			rec = &calls{}
 		}
 		var g gates
+		env := &growEnv{rec: rec, g: &g}
 		shutdownDone := make(chan error, 1)
 		shutdownCalled := false
 		defer func() {
@@ -409,7 +419,7 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 					}
 					tasks = append(tasks, schedTask(mt, gate, rec))
 				}
-				got, want := s.Submit(tasks...), m.Submit(st.submit)
+				got, want := submitGrowing(s, env, st.submit, tasks), m.Submit(st.submit)
 				sameErr := (got == nil && want == nil) ||
 					(errors.Is(want, refmodel.ErrDuplicate) && errors.Is(got, coordinator.ErrDuplicateID)) ||
 					(errors.Is(want, refmodel.ErrUnknown) && errors.Is(got, coordinator.ErrUnknownDependency)) ||
@@ -464,6 +474,10 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 				mu.Unlock()
 			}
 			if d := compare(s, m, &mu, started, events, where); d != "" {
+				diff = d
+				return
+			}
+			if d := compareGrowth(s, env, m, where); d != "" {
 				diff = d
 				return
 			}
