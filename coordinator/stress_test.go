@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,12 +31,16 @@ func (stressWorker) Do(ctx context.Context, j worker.Job) error { return j.Run(c
 
 // Many goroutines use one scheduler at once, in real time, on random
 // graphs with two pools, retries, timeouts (functions that honour their
-// context and ones that do not), delays, panics and recurring tasks, while
+// context and ones that do not), delays, panics, recurring tasks, tasks
+// that spawn children (which spawn in their turn) and branches, while
 // others cancel, query, subscribe and unsubscribe, and wait with short
 // contexts; Shutdown comes at a random moment. Afterwards the event log
-// must show exactly one final event per accepted task, no start before
-// every dependency succeeded, no start after Shutdown's first cancellation,
-// skip causes that are failed or cancelled tasks; Info must agree with it;
+// must show exactly one final event per accepted task and child that
+// joined, no start before every dependency succeeded nor before every
+// task spawned under it ended (stress_spawn_test.go), no start after
+// Shutdown's first cancellation, skip causes that are failed or cancelled
+// tasks or branches not taken; a dependent a branch did not choose never
+// runs; Info must agree with it;
 // no goroutine may be left and the heap must be back near where it was.
 // Seeded: a failure names the seed that reproduces it (-baton.seed). Run
 // with -race.
@@ -113,8 +118,10 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 		})
 	}
 	rec := &calls{} // the functions' calls and returns, in either mode
+	g := newStressGrowth()
 	accepted := map[string]stressTask{}
-	var ids []string // accepted, for dependencies and cancels
+	var ids []string    // accepted, for dependencies and cancels
+	var kidIDs []string // children of accepted spawners, which may join the graph: the same, now and then
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	producers := 2 + r.IntN(4)
@@ -142,6 +149,9 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 							tk.Deps = append(tk.Deps, ids[len(ids)-1-pr.IntN(min(len(ids), 50))])
 						}
 					}
+					if len(kidIDs) > 0 && pr.IntN(8) == 0 {
+						tk.Deps = append(tk.Deps, kidIDs[len(kidIDs)-1-pr.IntN(min(len(kidIDs), 20))]) // refused if it has not joined
+					}
 					mu.Unlock()
 					if k > 0 && pr.IntN(3) == 0 {
 						tk.Deps = append(tk.Deps, batch[pr.IntN(len(batch))].ID)
@@ -162,6 +172,10 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 					tk.Run = recordedFlow(rec, id, tk, run)
 					batch = append(batch, tk)
 				}
+				mu.Lock()
+				outside := slices.Clone(ids[max(0, len(ids)-50):])
+				mu.Unlock()
+				kids := g.grow(pr, batch, "", outside, rec, flow, 0)
 				err := s.Submit(batch...)
 				switch {
 				case err == nil:
@@ -170,6 +184,7 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 						accepted[tk.ID] = stressTask{deps: tk.Deps, timed: tk.Timeout > 0}
 						ids = append(ids, tk.ID)
 					}
+					kidIDs = append(kidIDs, kids...)
 					mu.Unlock()
 				case errors.Is(err, coordinator.ErrClosed):
 					return
@@ -195,6 +210,9 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 				var id string
 				if len(ids) > 0 {
 					id = ids[cr.IntN(len(ids))]
+				}
+				if len(kidIDs) > 0 && cr.IntN(4) == 0 {
+					id = kidIDs[cr.IntN(len(kidIDs))]
 				}
 				mu.Unlock()
 				switch c {
@@ -238,16 +256,20 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		return 0, 0, fmt.Errorf("second Shutdown = %v", err)
 	}
-	if err := checkCalls(s, accepted, rec.all(), retain); err != nil {
+	all := g.joined(s, accepted, rec.all(), log, observe) // with the children that joined the graph
+	if err := checkCalls(s, all, rec.all(), retain); err != nil {
 		return 0, 0, err
 	}
 	if err := checkFlow(rec.all(), keyLimit, workers); err != nil {
 		return 0, 0, err
 	}
-	if !observe {
-		return len(accepted), 0, nil
+	if err := g.check(s, all, rec.all(), log); err != nil {
+		return 0, 0, err
 	}
-	return len(accepted), len(log), checkLog(s, accepted, log, retain)
+	if !observe {
+		return len(all), 0, nil
+	}
+	return len(all), len(log), checkLog(s, all, log, retain)
 }
 
 // recordedFlow wraps a task's function to record its calls and returns,
@@ -419,8 +441,9 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 				return fmt.Errorf("%s started (event %d) while an attempt of it was out", id, i)
 			}
 			out[id] = true
-		case coordinator.EventRetrying, coordinator.EventRecurred:
+		case coordinator.EventRetrying, coordinator.EventRecurred, coordinator.EventJoining:
 			out[id] = false
+		case coordinator.EventSpawned:
 		default:
 			if count[id]++; count[id] > 1 {
 				return fmt.Errorf("%s: a second final event (%d: %v)", id, i, e.Kind)
@@ -434,8 +457,10 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 					closedAt = i
 				}
 			case coordinator.EventSkipped:
-				if k := finals[e.Cause]; k != coordinator.EventFailed && k != coordinator.EventCancelled {
-					return fmt.Errorf("%s skipped (event %d) because of %q, which had not failed or been cancelled (%v)", id, i, e.Cause, k)
+				k := finals[e.Cause]
+				notChosen := k == coordinator.EventSucceeded && errors.Is(e.Err, coordinator.ErrNotChosen) // a branch not taken
+				if k != coordinator.EventFailed && k != coordinator.EventCancelled && !notChosen {
+					return fmt.Errorf("%s skipped (event %d) because of %q, which had not failed or been cancelled, nor was a branch not taken (%v)", id, i, e.Cause, k)
 				}
 			}
 		}
