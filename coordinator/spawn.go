@@ -731,18 +731,15 @@ func (s *state) joinError(t int32) error {
 	x := s.tasks[t].x
 	kids := x.children[s.fam[t].first:]
 	var e *JoinError
+	var inner map[int32]bool // the children of t that another child of t depends on: no leaves
 	for _, c := range kids {
 		if s.hot[c].status == Succeeded || s.classOfEnd(c) == endBenign {
 			continue
 		}
-		leaf := true
-		for d := range s.successors(c) {
-			if s.fam[d].parent == t && s.hot[d].status != dropped {
-				leaf = false
-				break
-			}
+		if inner == nil {
+			inner = s.dependedOn(t)
 		}
-		if !leaf {
+		if inner[c] {
 			continue
 		}
 		if e == nil {
@@ -768,6 +765,24 @@ func (s *state) joinError(t int32) error {
 		return nil
 	}
 	return e
+}
+
+// dependedOn returns the tasks that a child of t depends on. It reads the
+// children's dependencies, not their dependencies' successor lists: a
+// child spawned after a sibling's end had settled is in none of the
+// sibling's lists (wireEarlier), yet depends on it.
+func (s *state) dependedOn(t int32) map[int32]bool {
+	deps := map[int32]bool{}
+	for _, d := range s.tasks[t].x.children {
+		if s.hot[d].status == dropped {
+			continue
+		}
+		r := &s.tasks[d]
+		for _, j := range s.edges(r, r.deps) {
+			deps[j] = true
+		}
+	}
+	return deps
 }
 
 // cancelFamily cancels the tasks of t's family not final, t joining,

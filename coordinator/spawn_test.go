@@ -841,6 +841,42 @@ func TestJoinWaitsForSettledLeaves(t *testing.T) {
 	})
 }
 
+// A join's leaves are the children no other child of the join depends
+// on (Spawn's doc, "The join"), whichever Spawn of the attempt added them:
+// a spawner that decides for itself with a last child under AllDone, in a
+// later Spawn, succeeds when that child does, although the children it
+// follows were skipped because of a failure. A child skipped as it joined
+// the graph was once taken for a leaf when its dependent came in a later
+// batch (it was in no successor list of it), and the spawner failed
+// (found by the model test).
+func TestJoinLeavesAreChildrenNoSiblingDependsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		err := s.Submit(
+			coordinator.Task{ID: "x", Run: func(context.Context) error { return errors.New("planned failure") }},
+			coordinator.Task{ID: "p", Deps: []string{"x"}, When: coordinator.AllDone, Run: func(ctx context.Context) error {
+				err := coordinator.Spawn(ctx,
+					coordinator.Task{ID: "p/a", Deps: []string{"x"}, Run: ok}, // skipped as it joins: x failed
+					coordinator.Task{ID: "p/b", Deps: []string{"p/a"}, Run: ok})
+				if err != nil {
+					return err
+				}
+				return coordinator.Spawn(ctx, coordinator.Task{ID: "p/decide", Deps: []string{"p/b"}, When: coordinator.AllDone, Run: ok})
+			}},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		if st := status(t, s, "p/b"); st != coordinator.Skipped {
+			t.Fatalf("status(p/b) = %v; want skipped because of x", st)
+		}
+		if info, _ := s.Info("p"); info.Status != coordinator.Succeeded {
+			t.Fatalf("Info(p) = %+v; want succeeded: its one leaf, p/decide, succeeded", info)
+		}
+	})
+}
+
 // Spawn and Choose outside any attempt of this process (a remote
 // handler's context) say so, and wrap ErrNoAttempt.
 func TestSpawnOutsideAttemptSaysWhy(t *testing.T) {
