@@ -803,6 +803,12 @@ func (s *state) cancelFamily(t int32, cause error, now time.Time) {
 						hc.flags |= fClosed
 					}
 					work = append(work, c)
+					if s.fam[c].open == 0 {
+						// Its children are final, its join waited for a
+						// skipped one's end to settle: a cancelled join
+						// does not wait.
+						s.joins = append(s.joins, c)
+					}
 				}
 			case Pending, Ready, dispatched:
 				s.cancelTask(c, cause, now)

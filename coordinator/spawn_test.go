@@ -877,6 +877,43 @@ func TestJoinLeavesAreChildrenNoSiblingDependsOn(t *testing.T) {
 	})
 }
 
+// Cancel of a joining spawner reaches the joins nested in its family
+// (Spawn's doc: a join that Cancel reached ends Cancelled and does not
+// wait): a child whose own children are final, but whose join waits for
+// a skipped one's end to settle, ends Cancelled at once, and so does the
+// spawner. Such a nested join was once left waiting for a task outside
+// the family, and forever under Shutdown (found by the model test).
+func TestSpawnCancelReachesNestedJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(3))
+		gate := make(chan struct{})
+		defer close(gate)
+		err := s.Submit(
+			coordinator.Task{ID: "x", Run: func(context.Context) error { <-gate; return nil }}, // ignores its context
+			coordinator.Task{ID: "p", Run: spawner(coordinator.Task{ID: "p/c", Run: spawner(
+				coordinator.Task{ID: "p/c/br", Run: chooser()},
+				coordinator.Task{ID: "p/c/leaf", Deps: []string{"p/c/br", "x"}, Run: ok}, // not chosen; its class waits for x
+			)})},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		if info, _ := s.Info("p/c"); !info.Joining {
+			t.Fatalf("Info(p/c) = %+v while x runs; want joining", info)
+		}
+		if !s.Cancel("p") {
+			t.Fatal("Cancel(p) = false; want true")
+		}
+		synctest.Wait()
+		for _, id := range []string{"p/c", "p"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Cancelled {
+				t.Errorf("Info(%s) = %+v after Cancel(p), x still running; want cancelled", id, info)
+			}
+		}
+	})
+}
+
 // Spawn and Choose outside any attempt of this process (a remote
 // handler's context) say so, and wrap ErrNoAttempt.
 func TestSpawnOutsideAttemptSaysWhy(t *testing.T) {
