@@ -497,6 +497,9 @@ func (m *Model) cancelFamily(t int) (stopped []int) {
 				if !rc.cancelReq {
 					rc.cancelReq = true
 					work = append(work, c)
+					if m.g.fam[rc].open == 0 {
+						m.g.joins = append(m.g.joins, c) // it waited for a skipped child to settle: no more
+					}
 				}
 			case rc.Status == Pending || rc.Status == Ready:
 				m.timers = slices.DeleteFunc(m.timers, func(tm timer) bool { return tm.t == c })
