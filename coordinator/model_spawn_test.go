@@ -37,14 +37,14 @@ func drawGrowth(t *rapid.T, task *refmodel.Task, ids []string, o growOpts) {
 }
 
 func drawGrowthAt(t *rapid.T, task *refmodel.Task, ids []string, o growOpts, depth int) {
-	if depth < 2 && rapid.IntRange(0, 4+2*depth).Draw(t, "spawns") == 0 {
+	if depth < 2 && rapid.IntRange(0, 3).Draw(t, "spawns") == 0 {
 		var kids []string // the children named so far, over the batches
 		for range rapid.IntRange(1, 2).Draw(t, "batches") {
 			var batch []refmodel.Task
 			size := rapid.IntRange(1, 3).Draw(t, "kids")
 			for i := range size {
 				id := fmt.Sprintf("%s.%d", task.ID, len(kids)+i)
-				if rapid.IntRange(0, 24).Draw(t, "kidDup") == 0 {
+				if rapid.IntRange(0, 39).Draw(t, "kidDup") == 20 {
 					id = rapid.SampledFrom(append(slices.Clone(ids), append(kids, task.ID)...)).Draw(t, "kidDupID")
 				}
 				batch = append(batch, drawChild(t, task.ID, id, len(kids), i, size, kids, ids, o, depth))
@@ -62,6 +62,11 @@ func drawGrowthAt(t *rapid.T, task *refmodel.Task, ids []string, o growOpts, dep
 	if rapid.IntRange(0, 5).Draw(t, "chooses") == 0 {
 		task.Do.Grow.Chooses = true
 	}
+	if (len(task.Do.Grow.Spawn) > 0 || task.Do.Grow.Chooses) && rapid.Bool().Draw(t, "grows") {
+		// Most attempts that grow the graph succeed (or wait to be
+		// released): their children join it, their choice is applied.
+		task.Do.Fails, task.Do.Panics, task.Do.BlockCtx = 0, false, false
+	}
 }
 
 // drawChild draws child id, place i of a batch of size whose first child
@@ -70,33 +75,35 @@ func drawGrowthAt(t *rapid.T, task *refmodel.Task, ids []string, o growOpts, dep
 func drawChild(t *rapid.T, spawner, id string, first, i, size int, kids, ids []string, o growOpts, depth int) refmodel.Task {
 	var deps []string
 	for range rapid.IntRange(0, 2).Draw(t, "kidDeps") {
+		// The rare cases are drawn in the middle of the range: rapid draws
+		// its ends more often than the rest.
 		switch c := rapid.IntRange(0, 39).Draw(t, "kidDep"); {
-		case c == 0:
+		case c == 20:
 			deps = append(deps, "ghost")
-		case c == 1:
+		case c == 21:
 			deps = append(deps, spawner) // a cycle through the join
-		case c <= 14 && i > 0:
-			deps = append(deps, fmt.Sprintf("%s.%d", spawner, first+rapid.IntRange(0, i-1).Draw(t, "sibling")))
-		case c == 15 && size > 1:
+		case c == 22 && size > 1:
 			deps = append(deps, fmt.Sprintf("%s.%d", spawner, first+rapid.IntRange(0, size-1).Draw(t, "anySibling"))) // a cycle, perhaps
-		case c <= 25 && len(kids) > 0:
+		case c <= 16 && i > 0:
+			deps = append(deps, fmt.Sprintf("%s.%d", spawner, first+rapid.IntRange(0, i-1).Draw(t, "sibling")))
+		case c <= 29 && len(kids) > 0:
 			deps = append(deps, rapid.SampledFrom(kids).Draw(t, "earlierKid"))
 		case len(ids) > 0:
 			// A task submitted mostly: another's child may not be there.
 			outside := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.Contains(id, ".") })
-			if len(outside) == 0 || rapid.IntRange(0, 3).Draw(t, "outsideKid") == 0 {
+			if len(outside) == 0 || rapid.IntRange(0, 7).Draw(t, "outsideKid") == 3 {
 				outside = ids
 			}
 			deps = append(deps, rapid.SampledFrom(outside).Draw(t, "outside"))
 		}
 	}
 	do := refmodel.Behaviour{MaxAttempt: rapid.IntRange(0, 2).Draw(t, "kidAttempts")}
-	switch rapid.IntRange(0, 9).Draw(t, "kidBehaviour") {
-	case 0, 1:
+	switch rapid.IntRange(0, 19).Draw(t, "kidBehaviour") {
+	case 0, 1, 2:
 		do.Fails = rapid.IntRange(1, 2).Draw(t, "kidFails")
-	case 2:
-		do.BlockCtx = true
 	case 3:
+		do.BlockCtx = true
+	case 4, 5:
 		do.BlockDeaf = true
 	}
 	c := refmodel.Task{ID: id, Deps: deps, Do: do}
@@ -131,8 +138,9 @@ func grownIDs(batch []refmodel.Task) []string {
 	return out
 }
 
-// chooseAmong draws, for each task of p that chooses, the tasks it names:
-// some of those of its own batch that depend on it (there when it runs),
+// chooseAmong draws, for each task of p that chooses, more tasks of its
+// batch that depend on it (its paths), and the tasks it names: some of
+// those of its own batch that depend on it (there when it runs),
 // now and then one of a later batch that depends on it (there or not),
 // and now and then one that does not depend on it (Choose refuses it).
 func chooseAmong(t *rapid.T, p *program) {
@@ -157,6 +165,11 @@ func chooseAmong(t *rapid.T, p *program) {
 			if !br.Do.Grow.Chooses {
 				continue
 			}
+			for j := i + 1; j < len(batch); j++ {
+				if o := &batch[j]; !slices.Contains(o.Deps, br.ID) && rapid.IntRange(0, 2).Draw(t, "onBranch") == 1 {
+					o.Deps = append(o.Deps, br.ID) // a path it may choose, or not
+				}
+			}
 			var names []string
 			for _, o := range batch {
 				if slices.Contains(o.Deps, br.ID) && rapid.IntRange(0, 2).Draw(t, "chosen") > 0 {
@@ -171,7 +184,7 @@ func chooseAmong(t *rapid.T, p *program) {
 					}
 				}
 			}
-			if rapid.IntRange(0, 9).Draw(t, "strayChoice") == 0 {
+			if rapid.IntRange(0, 9).Draw(t, "strayChoice") == 5 {
 				names = append(names, rapid.SampledFrom(all).Draw(t, "stray").ID)
 			}
 			br.Do.Grow.Choose = names
