@@ -126,7 +126,7 @@ type Model struct {
 	StartIn []string       // the pool of each start in Started
 	Now     time.Duration
 	Closing bool
-	Weights map[string]int  // tasks per turn of a key (KeyPolicy.Weights); 1 if not named
+	Weights map[string]int  // tasks per turn of a key (KeyPolicy.Weights), 1 if not named; not nil: keys on from the start (WithKeys)
 	Paused  map[string]bool // pools that start nothing
 	notes   []note          // the trigger-rule cascade's worklist
 	frozen  bool            // shut down with nothing running: the scheduler's loop has stopped, and retention with it
@@ -198,7 +198,9 @@ func (m *Model) Submit(batch []Task) error {
 	if cyclic(batch, local) {
 		return ErrCycle
 	}
-	if !m.keyed && slices.ContainsFunc(batch, func(t Task) bool { return t.Key != "" }) {
+	// Weights stand for WithKeys, which turns keys on at once: the empty
+	// key's turns count from the first task.
+	if !m.keyed && (m.Weights != nil || slices.ContainsFunc(batch, func(t Task) bool { return t.Key != "" })) {
 		m.startKeys()
 	}
 	base := len(m.Tasks)
