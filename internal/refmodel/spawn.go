@@ -53,7 +53,7 @@ func (g Growth) String() string {
 	for _, b := range g.Spawn {
 		var ts []string
 		for _, t := range b {
-			ts = append(ts, fmt.Sprintf("%s%v %v p%d %+v delay %v every %v×%d", t.ID, t.Deps, t.When, t.Priority, t.Do, t.Delay, t.Every, t.Times))
+			ts = append(ts, fmt.Sprintf("%s%v %v p%d key %q %+v delay %v base %v every %v×%d", t.ID, t.Deps, t.When, t.Priority, t.Key, t.Do, t.Delay, t.BaseDelay, t.Every, t.Times))
 		}
 		parts = append(parts, "spawn["+strings.Join(ts, "; ")+"]")
 	}
