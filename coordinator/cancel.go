@@ -117,6 +117,7 @@ func (s *state) shutdown(now time.Time) {
 			s.peek(ls, now, s.tellsStarts())
 		}
 	}
+	s.cutting = true
 	for t := range s.tasks {
 		switch s.hot[t].status {
 		case Pending, Ready, dispatched, joining:

@@ -538,8 +538,12 @@ func (s *state) commitPending(t int32, p *pending, now time.Time) {
 	}
 	h.status = joining
 	s.emit(EventJoining, t, now)
-	if s.closing {
-		h.flags |= fCancelReq | fClosed // spawned as Shutdown came: the children are cancelled at once
+	if s.cutting {
+		// Spawned after Shutdown's cancellations: the children are
+		// cancelled at once. (Applied before them, as Shutdown applies what
+		// finished, they are cancelled with every other task, after the
+		// starts Shutdown reports.)
+		h.flags |= fCancelReq | fClosed
 	}
 	for _, sb := range p.batches {
 		s.activate(t, sb, now)
@@ -576,7 +580,7 @@ func (s *state) activate(t int32, sb *batchBuild, now time.Time) {
 		s.emit(EventSpawned, c, now)
 	}
 	s.settleBatch(sb.idx, ended, now)
-	if s.closing {
+	if s.cutting {
 		for _, c := range sb.idx {
 			switch s.hot[c].status {
 			case Pending, Ready:

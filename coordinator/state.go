@@ -256,6 +256,7 @@ type state struct {
 
 	open    int // tasks not final
 	closing bool
+	cutting bool // Shutdown's cancellations have begun: children joining the graph from now on are cancelled at once (spawn.go)
 	rseq    uint32
 
 	watchers // WaitTasks calls and Batches (waittasks.go)

@@ -478,6 +478,45 @@ func TestStateCancelAfterSealedRunStopsSeries(t *testing.T) {
 	}
 }
 
+// Shutdown tells every start before its first cancellation (shutdown's
+// doc: what finished is applied and what was claimed is reported started;
+// only then come the cancellations), also when what finished is a
+// spawner's success: its children join the graph as Shutdown comes and are
+// cancelled with every other task, after the starts. They were once
+// cancelled as they joined, before the start of an attempt claimed on
+// another lane (found by TestConcurrentStress).
+func TestStateShutdownTellsStartsBeforeCancellingChildren(t *testing.T) {
+	r := newRig(2)
+	r.s.setObserved(allKinds, 0)
+	var events []Event
+	spawn := func(ctx context.Context) error { // Spawn, without a Scheduler: the rig is the coordinator
+		c, _ := lane.Of(ctx)
+		laneID, slot, _ := c.Item()
+		p, _ := r.s.find("p")
+		return r.s.spawn(p, c, laneID, slot, &submission{tasks: []Task{{ID: "p/c", Run: noop}}}, noTask, r.now)
+	}
+	r.submit(t, Task{ID: "p", Run: spawn}, Task{ID: "q", Run: func(context.Context) error {
+		r.s.shutdown(r.now) // while q is claimed and not yet told started, and p's success is not applied
+		events = append(events, r.s.events...)
+		return nil
+	}})
+	r.step()
+	if got := [][]string{r.items(0), r.items(1)}; !slices.Equal(got[0], []string{"p"}) || !slices.Equal(got[1], []string{"q"}) {
+		t.Fatalf("lanes hold %v; want p, then q", got)
+	}
+	if !r.s.lanes[0].l.Step(r.env) || !r.s.lanes[1].l.Step(r.env) {
+		t.Fatal("a lane had nothing to run")
+	}
+	var got []string
+	for _, e := range events {
+		got = append(got, e.TaskID+" "+e.Kind.String())
+	}
+	want := []string{"p started", "p joining", "p/c spawned", "q started", "p/c cancelled", "p cancelled"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %v; want %v", got, want)
+	}
+}
+
 // Shutdown meets every kind of task: delayed, waiting for a retry, between
 // runs, handed out and not claimed, running, and a run just returned. All
 // end final, and nothing more is handed out.
