@@ -67,7 +67,7 @@ func runFlowProgram(t *testing.T, prog program) (diff string) {
 		m.Weights = prog.weights
 		m.SetWorkers("", flowWorkers)
 		m.SetWorkers("gpu", flowWorkers)
-		m.SetKeyLimits(prog.limit, nil)
+		m.SetKeyLimits(prog.limit, prog.limits)
 		if prog.rate {
 			m.SetRate(prog.ratePool, prog.perSecond, prog.burst)
 		}

@@ -59,12 +59,24 @@ type program struct {
 	keep    time.Duration  // 0 or 1s
 	weights map[string]int // WithKeys(KeyPolicy{Weights}), when tasks have keys
 	limit   int            // WithKeys(KeyPolicy{Limit}), with two pools
+	limits  map[string]int // WithKeys(KeyPolicy{Limits}): overrides of limit, with two pools
 	rate    bool           // WithRateLimit(ratePool, perSecond, burst)
 	// The rate limit: "gpu", 2, 1 with two pools; on the default pool,
 	// 2 or 3 a second and bursts of 1 or 2, for the model.
 	ratePool  string
 	perSecond float64
 	burst     int
+}
+
+// keyLimit is the cap on key's attempts at once (0: none).
+func (p program) keyLimit(key string) int {
+	if key == "" {
+		return 0
+	}
+	if l, ok := p.limits[key]; ok {
+		return l
+	}
+	return p.limit
 }
 
 func (p program) String() string {
@@ -75,8 +87,8 @@ func (p program) String() string {
 	if p.weights != nil {
 		fmt.Fprintf(&b, "  weights %v\n", p.weights)
 	}
-	if p.limit > 0 {
-		fmt.Fprintf(&b, "  key limit %d\n", p.limit)
+	if p.limit > 0 || p.limits != nil {
+		fmt.Fprintf(&b, "  key limit %d, overrides %v\n", p.limit, p.limits)
 	}
 	if p.rate {
 		fmt.Fprintf(&b, "  rate limit of %q: %v/s, burst %d\n", p.ratePool, p.perSecond, p.burst)
@@ -111,6 +123,9 @@ func genProgram(t *rapid.T, twoPools bool) program {
 		pools = append(pools, "gpu")
 		if keyed {
 			p.limit = rapid.IntRange(0, 2).Draw(t, "keyLimit")
+			if rapid.IntRange(0, 2).Draw(t, "overrides") == 0 {
+				p.limits = map[string]int{"a": rapid.IntRange(0, 3).Draw(t, "limitA")} // 0: a is not capped
+			}
 		}
 		p.rate = rapid.IntRange(0, 3).Draw(t, "rate") == 0
 		p.ratePool, p.perSecond, p.burst = "gpu", 2, 1
@@ -287,8 +302,8 @@ func programOptions(p program, workers, maxBatch int) []coordinator.Option {
 	if p.retain {
 		opts = append(opts, coordinator.WithRetention(p.keep))
 	}
-	if p.weights != nil || p.limit > 0 {
-		opts = append(opts, coordinator.WithKeys(coordinator.KeyPolicy{Limit: p.limit, Weights: p.weights}))
+	if p.weights != nil || p.limit > 0 || p.limits != nil {
+		opts = append(opts, coordinator.WithKeys(coordinator.KeyPolicy{Limit: p.limit, Limits: p.limits, Weights: p.weights}))
 	}
 	if p.rate {
 		opts = append(opts, coordinator.WithRateLimit(p.ratePool, p.perSecond, p.burst))
@@ -518,8 +533,8 @@ func flowInvariants(prog program, log []call) string {
 		if slots[c.pool] > 3 {
 			return fmt.Sprintf("%s called with %d slots of pool %q in use; the pool has 3", c.id, slots[c.pool], c.pool)
 		}
-		if prog.limit > 0 && c.key != "" && keys[c.key] > prog.limit {
-			return fmt.Sprintf("%s called with %d calls of key %q out; the limit is %d", c.id, keys[c.key], c.key, prog.limit)
+		if l := prog.keyLimit(c.key); l > 0 && keys[c.key] > l {
+			return fmt.Sprintf("%s called with %d calls of key %q out; the limit is %d", c.id, keys[c.key], c.key, l)
 		}
 		if prog.rate && c.pool == prog.ratePool {
 			rated = append(rated, c.at)
