@@ -22,14 +22,13 @@ func (s *state) dispatch(now time.Time) {
 			p.revokeAt, p.stuckAt, p.tokenAt = time.Time{}, time.Time{}, time.Time{} // nothing starts: nothing to plan
 			continue
 		}
-		if p.rate != nil || p.multi {
-			// Neither a rate-limited pool (one attempt per worker, claimed
-			// at once) nor one that may reserve workers plans revocations
-			// behind long attempts: a plan left from before would fire
-			// again and again.
-			p.revokeAt, p.stuckAt = time.Time{}, time.Time{}
-		}
+		// Neither a rate-limited pool (one attempt per worker, claimed at
+		// once) nor one reserving workers plans revocations behind long
+		// attempts (unstick, checkPriority): a plan left from before would
+		// fire again and again. A pool of tasks of several slots that does
+		// not reserve dispatches, and plans them, as any pool.
 		if p.rate != nil {
+			p.revokeAt, p.stuckAt = time.Time{}, time.Time{}
 			s.handOutOne(p, now) // one attempt per idle worker, a token each (flow.go)
 			hungry = hungry || p.idle > 0 && p.readyLive == 0
 			continue
@@ -37,10 +36,16 @@ func (s *state) dispatch(now time.Time) {
 		if p.multi && s.slotPass(p, now) {
 			// Workers are kept for a task of several slots: only work
 			// handed out and not started, all of it better, may move.
-			if p.idle > 0 {
-				s.steal(p, now)
+			// Better work stuck behind a long attempt still goes back
+			// (unstick), and then, if the pool no longer reserves, it is
+			// dispatched as any pool's.
+			if !s.unstick(p, now) || s.slotPass(p, now) {
+				p.revokeAt = time.Time{}
+				if p.idle > 0 {
+					s.steal(p, now)
+				}
+				continue
 			}
-			continue
 		}
 		target := p.target()
 		for _, li := range p.lanes {
@@ -731,11 +736,12 @@ func (s *state) checkPriority(p *poolState, now time.Time) {
 // pool: otherwise that worse work would start first, for as long as the
 // attempt runs. Given back, it goes to whichever worker comes back first,
 // and checkPriority takes worse work back for it. Pools with one priority
-// level have nothing to reorder: stealing keeps their workers busy.
-func (s *state) unstick(p *poolState, now time.Time) {
+// level have nothing to reorder: stealing keeps their workers busy. It
+// reports whether it gave work back.
+func (s *state) unstick(p *poolState, now time.Time) bool {
 	p.stuckAt = time.Time{}
 	if p.minPrio >= p.maxPrio || len(p.lanes) < 2 {
-		return
+		return false
 	}
 	stuck := s.tried[:0] // reused: lanes whose attempt has run revokeDelay with work behind it
 	gave := false        // work was given back
@@ -793,6 +799,7 @@ func (s *state) unstick(p *poolState, now time.Time) {
 		// (checkPriority, next), not revokeDelay later.
 		p.revokeAt = now
 	}
+	return gave
 }
 
 // pull takes back, for lane ls about to be filled, the work handed to the

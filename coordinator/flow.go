@@ -22,7 +22,10 @@ import (
 // out of a worse level and not started, and hands out nothing, so that the
 // task waits only for the attempts already running and for those of its
 // level handed out ahead of it (they came first, and taking them back
-// would put them at the head of the level again, ahead of it).
+// would put them at the head of the level again, ahead of it). Better work
+// handed out behind a long attempt is still given back (unstick), and once
+// the task no longer heads the best level the pool dispatches, and keeps
+// priority (checkPriority), as any pool.
 
 // rateLimit is a pool's limit on starts: the generic cell rate algorithm,
 // a token bucket kept as one time. A start at now is allowed while tat is

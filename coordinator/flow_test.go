@@ -890,6 +890,136 @@ func TestSlots(t *testing.T) {
 	}
 }
 
+// A pool that holds a task of several slots keeps the priority guarantee
+// while it does not reserve for it: a better ready task waits only for the
+// attempts already running, not for worse work handed out behind them
+// (the pool planned no revocation once it had seen a task of several
+// slots, and a better task waited as long as the worse one ran).
+func TestSlotsKeepPriorityWhileNotReserving(t *testing.T) {
+	for _, slots := range []int{0, 1, 2} {
+		for _, delay := range []time.Duration{0, 100 * time.Millisecond} {
+			t.Run(fmt.Sprintf("slots=%d/delay=%v", slots, delay), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s := newScheduler(t, coordinator.WithWorkers(2))
+					t0 := time.Now()
+					var mu sync.Mutex
+					start := map[string]time.Duration{}
+					run := func(id string, d time.Duration) func(context.Context) error {
+						return func(context.Context) error {
+							mu.Lock()
+							start[id] = time.Since(t0)
+							mu.Unlock()
+							time.Sleep(d)
+							return nil
+						}
+					}
+					// a and b run; c, worse, is handed out behind one of them.
+					if err := s.Submit(
+						coordinator.Task{ID: "a", Priority: 0, Run: run("a", 7*time.Millisecond)},
+						coordinator.Task{ID: "c", Priority: 2, Run: run("c", 10*time.Minute)},
+						coordinator.Task{ID: "b", Priority: 1, Run: run("b", 7*time.Millisecond)},
+					); err != nil {
+						t.Fatal(err)
+					}
+					// d and e, better than c, ready at once; big, of several
+					// slots (or not: the control), worse, behind them.
+					batch := []coordinator.Task{
+						{ID: "d", Priority: 1, Run: run("d", time.Minute)},
+						{ID: "e", Priority: 1, Run: run("e", time.Minute)},
+					}
+					if slots > 0 {
+						batch = append(batch, coordinator.Task{ID: "big", Priority: 2, Slots: slots, Delay: delay, Run: run("big", 0)})
+					}
+					if err := s.Submit(batch...); err != nil {
+						t.Fatal(err)
+					}
+					settle(t, s)
+					mu.Lock()
+					defer mu.Unlock()
+					for _, id := range []string{"d", "e"} {
+						if start[id] > start["c"] || start[id] > 8*time.Millisecond {
+							t.Errorf("%s (priority 1) started at %v, c (priority 2) at %v; want %s once a or b ended (7ms), before c", id, start[id], start["c"], id)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// While a pool reserves workers for a task of several slots, better work
+// handed out behind a long attempt still goes back (unstick) rather than
+// wait for it while a worse task starts on the other worker. The graph is
+// the one a random order checker found (an adversarial review): t22..t24
+// (priority 0) were handed out behind t6 while t0 (priority 1) waited
+// behind t21; the pool reserved for t1 (2 slots), so nothing moved, and t0
+// started at 21ms while t22 waited until 28ms.
+func TestSlotsReservingStillUnsticksBetterWork(t *testing.T) {
+	type def struct {
+		prio, failN, slots int
+		deps               string
+		delay, base, dur   time.Duration
+	}
+	ms := time.Millisecond
+	defs := []def{
+		{prio: 1, failN: 1, base: 50 * ms, dur: 28 * ms}, {prio: 1, slots: 2, dur: 28 * ms}, {prio: 1, deps: "t0", dur: 14 * ms},
+		{prio: 1, deps: "t2", dur: 28 * ms}, {prio: 1, dur: 7 * ms}, {prio: 1, deps: "t1", failN: 2, base: 100 * ms, dur: 28 * ms},
+		{prio: 0, dur: 28 * ms}, {prio: 2, dur: 28 * ms}, {prio: 2, deps: "t6", slots: 2, dur: 28 * ms}, {prio: 2, dur: 14 * ms},
+		{prio: 2, deps: "t1", failN: 1, base: 400 * ms, dur: 7 * ms}, {prio: 1, dur: 14 * ms}, {prio: 2, failN: 2, base: 250 * ms, dur: 21 * ms},
+		{prio: 1, deps: "t7", dur: 14 * ms}, {prio: 1}, {prio: 2, deps: "t14", slots: 2, dur: 28 * ms}, {prio: 1, dur: 7 * ms},
+		{prio: 2, failN: 1, base: 350 * ms, dur: 14 * ms}, {prio: 0, deps: "t12", dur: 14 * ms}, {prio: 0, deps: "t4", slots: 2, dur: 28 * ms},
+		{prio: 1, slots: 2, dur: 14 * ms}, {prio: 0, failN: 2, base: 450 * ms, dur: 21 * ms},
+		// the second batch
+		{prio: 0}, {prio: 0, failN: 2, base: 150 * ms, dur: 14 * ms}, {prio: 0, failN: 1, base: 450 * ms, dur: 7 * ms},
+		{prio: 1, delay: 50 * ms, slots: 2, dur: 28 * ms},
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		t0 := time.Now()
+		var mu sync.Mutex
+		first := map[string]time.Duration{}
+		var tasks []coordinator.Task
+		for i, d := range defs {
+			id := fmt.Sprintf("t%d", i)
+			tries := 0
+			task := coordinator.Task{ID: id, Priority: d.prio, Slots: d.slots, Delay: d.delay,
+				Retry: coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: d.base, Jitter: 0},
+				Run: func(context.Context) error {
+					mu.Lock()
+					if _, ok := first[id]; !ok {
+						first[id] = time.Since(t0)
+					}
+					tries++
+					fail := tries <= d.failN
+					mu.Unlock()
+					time.Sleep(d.dur)
+					if fail {
+						return errors.New("flaky")
+					}
+					return nil
+				}}
+			if d.deps != "" {
+				task.Deps = []string{d.deps}
+			}
+			tasks = append(tasks, task)
+		}
+		if err := s.Submit(tasks[:22]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(tasks[22:]...); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range []string{"t22", "t23", "t24"} {
+			if first[id] > first["t0"] {
+				t.Errorf("%s (priority 0, ready at once) started at %v, after t0 (priority 1) at %v", id, first[id], first["t0"])
+			}
+		}
+	})
+}
+
 // Two tasks of several slots at one level, together more than the pool:
 // the first takes its workers, the second waits for them, and the second
 // reserving never takes the first back.
