@@ -32,7 +32,12 @@ import (
 // otherwise (Submit, Cancel) fails with ErrLeaderLost: it may or may not
 // have been applied. A WaitTasks or Wait whose context ends tells the
 // leader, which stops waiting for it (its deadline travels with the
-// request too).
+// request too). While no answer comes, a call sends its request again
+// (after 1 s, then at doubling intervals up to 16 s): a message in
+// flight through a server that stops is lost, request or answer. The
+// leader does a request it gets twice once: a copy that comes while it
+// works is answered by that one answer, a copy that comes later gets the
+// same answer again.
 //
 // Requests and answers are core NATS messages, each within the server's
 // max payload (1 MiB by default; JSON, a []byte as base64, a third
@@ -175,6 +180,14 @@ func (c *Client) find(ctx context.Context) (uint64, string, error) {
 // lookTimeout bounds one reading of the log's last message.
 const lookTimeout = 2 * time.Second
 
+// A request with no answer goes again after resendFirst, then at
+// doubling intervals up to resendMax (the leader's answers keep a copy's
+// answer longer: answerKeep).
+const (
+	resendFirst = time.Second
+	resendMax   = 16 * time.Second
+)
+
 // look reads the term and leader the log's last message names (0: none,
 // the last leader resigned or the log is empty).
 func (c *Client) look(ctx context.Context) (uint64, string, error) {
@@ -288,9 +301,18 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte, abandon bool
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: apiSubject(c.name, term), Reply: inbox, Data: data}); err != nil {
+	msg := &nats.Msg{Subject: apiSubject(c.name, term), Reply: inbox, Data: data}
+	if err := c.nc.PublishMsg(msg); err != nil {
 		return nil, err
 	}
+	// Core NATS loses a message in flight through a server that stops:
+	// the request, or its answer. While no answer comes, the same request
+	// goes again, to the same reply subject; the leader does it once and
+	// answers every copy alike (answers).
+	every := resendFirst
+	resend := time.NewTimer(every)
+	defer resend.Stop()
+	resent := false
 	for {
 		c.mu.Lock()
 		wake, closed := c.wake, c.closed
@@ -300,7 +322,18 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte, abandon bool
 		}
 		select {
 		case m := <-ch:
-			return decodeAnswer(m)
+			r, err := decodeAnswer(m)
+			if errors.Is(err, errNoAnswer) && resent {
+				// A copy found no leader of term: the first may have
+				// been taken, so it is not asked of the next.
+				return nil, errMoved
+			}
+			return r, err
+		case <-resend.C:
+			resent = true
+			_ = c.nc.PublishMsg(msg)
+			every = min(2*every, resendMax)
+			resend.Reset(every)
 		case <-wake:
 			select {
 			case m := <-ch: // an answer is in: it wins over the wake

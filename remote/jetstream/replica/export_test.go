@@ -1,6 +1,12 @@
 package replica
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/nats-io/nats.go"
+)
 
 // Handlers waits until at most n of the leader's request handlers are
 // running, or ctx ends (its error); only for testing.
@@ -11,6 +17,34 @@ func (r *Replica) Handlers(ctx context.Context, n int) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+// SubmitRequest is the request a Client's Submit of tasks sends, and
+// APISubject where it goes for term; AnswerErr is the error an answer
+// carries. Only for testing.
+func SubmitRequest(tasks ...coordinator.Task) ([]byte, error) {
+	req := &request{Op: opSubmit}
+	for _, t := range tasks {
+		w, err := toWire(t)
+		if err != nil {
+			return nil, err
+		}
+		req.Tasks = append(req.Tasks, w)
+	}
+	return json.Marshal(req)
+}
+
+func APISubject(store string, term uint64) string { return apiSubject(store, term) }
+
+func AnswerErr(m *nats.Msg) error {
+	r, err := decodeAnswer(m)
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return r.Err.err()
 	}
 	return nil
 }

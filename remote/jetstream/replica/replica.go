@@ -295,7 +295,19 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	sctx, cancel := context.WithCancel(ctx)
 	var handlers sync.WaitGroup
 	waits := &waits{m: map[string]context.CancelFunc{}}
+	answers := &answers{m: map[string][]byte{}}
 	sub, err := r.nc.Subscribe(apiSubject(r.name, term), func(m *nats.Msg) {
+		// A request its client sent again (its answer, or the request,
+		// may have been lost with a server): answered once, by the
+		// handler of the first copy, or again from what that answered.
+		if m.Reply != "" {
+			if seen, b := answers.first(m.Reply); seen {
+				if b != nil {
+					_ = r.nc.Publish(m.Reply, b)
+				}
+				return
+			}
+		}
 		// Decoded here, in the order the requests came: a wait is
 		// registered before its caller's word that it gave up is read.
 		var req request
@@ -319,7 +331,7 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 				default:
 				}
 			}()
-			r.handle(sctx, wctx, s, st, m, &req, derr)
+			r.handle(sctx, wctx, s, st, m, &req, derr, answers)
 		})
 	})
 	if err == nil {
@@ -416,7 +428,7 @@ func (w *waits) abandon(reply string) {
 // decoded from m, or derr): in ctx, the leader's, and for a wait in
 // wctx, bounded by its caller (waits.begin). A wait that ends so is
 // answered all the same; nobody listens.
-func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st *Store, m *nats.Msg, req *request, derr error) {
+func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st *Store, m *nats.Msg, req *request, derr error, ans *answers) {
 	var rep reply
 	done, _ := st.stopped()
 	gone := func() bool {
@@ -490,9 +502,60 @@ func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st
 		b, _ = json.Marshal(&reply{Err: &wireErr{Code: codeTooLarge,
 			Msg: fmt.Sprintf("%s of %d bytes, the server's max payload is %d", req.Op, len(b), limit)}})
 	}
+	ans.answered(m.Reply, b, time.Now())
 	if err := r.nc.Publish(m.Reply, b); err != nil {
 		r.cfg.logger.Warn("replica: answering a request", "store", r.name, "op", req.Op, "error", err)
 	}
+}
+
+// answers are the requests a leader has taken, by reply subject (each
+// call of a Client has its own), with their answers once given, so that a
+// request sent again is done once: a Client sends a request again while
+// it has no answer (resendFirst), since core NATS loses a message in
+// flight through a server that stops. Answers are kept answerKeep.
+type answers struct {
+	mu    sync.Mutex
+	m     map[string][]byte // guarded by mu: nil while the first copy is handled
+	given []givenAnswer     // guarded by mu: the answered, oldest first
+}
+
+type givenAnswer struct {
+	reply string
+	at    time.Time
+}
+
+// answerKeep is how long a leader answers a copy of a request it has
+// answered: longer than a Client's longest wait between two copies.
+const answerKeep = time.Minute
+
+// first reports whether a request to reply was taken before (seen), and
+// its answer if it was given; if not, it takes this one.
+func (a *answers) first(reply string) (seen bool, answer []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b, ok := a.m[reply]; ok {
+		return true, b
+	}
+	a.m[reply] = nil
+	return false, nil
+}
+
+// answered keeps the answer b to reply, given at now, and forgets those
+// given answerKeep ago.
+func (a *answers) answered(reply string, b []byte, now time.Time) {
+	if reply == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.m[reply] = b
+	a.given = append(a.given, givenAnswer{reply, now})
+	n := 0
+	for n < len(a.given) && now.Sub(a.given[n].at) > answerKeep {
+		delete(a.m, a.given[n].reply)
+		n++
+	}
+	a.given = a.given[n:]
 }
 
 // waitErr is the answer's error of a wait that ended with err: notLeader

@@ -202,3 +202,56 @@ func TestNoLeaderIsClear(t *testing.T) {
 		t.Errorf("Submit after Close = %v; want ErrClosed", err)
 	}
 }
+
+// A request sent again to the same reply subject (a Client does so while
+// no answer comes: a server that stops loses messages in flight) is done
+// once: a copy that comes after the answer gets that answer again; a
+// Submit of the same tasks under another reply subject is a new request,
+// refused as a duplicate.
+func TestRequestSentTwiceIsDoneOnce(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	nc := c.connect(t)
+	waitReady(t, nc)
+	funcs := replica.WithScheduler(coordinator.WithFunc("noop", func(context.Context, []byte) error { return nil }))
+	na, aNotices := notices()
+	a := startReplica(t, c.connect(t), "twice", "a", funcs, na)
+	waitRole(t, aNotices, replica.Leader)
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	_, term, err := a.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := replica.SubmitRequest(coordinator.Task{ID: "once", Func: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(inbox string) error {
+		t.Helper()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := nc.PublishMsg(&nats.Msg{Subject: replica.APISubject("twice", term), Reply: inbox, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sub.NextMsg(long)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return replica.AnswerErr(m)
+	}
+	inbox := nc.NewInbox()
+	for i := range 3 {
+		if err := ask(inbox); err != nil {
+			t.Fatalf("copy %d of one Submit = %v; want nil, as the first", i, err)
+		}
+	}
+	if err := ask(nc.NewInbox()); !errors.Is(err, coordinator.ErrDuplicateID) {
+		t.Fatalf("the same Submit under a new reply subject = %v; want ErrDuplicateID", err)
+	}
+	if err := a.WaitTasks(ctx, "once"); err != nil {
+		t.Fatalf("WaitTasks(once) = %v", err)
+	}
+}
