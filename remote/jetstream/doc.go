@@ -94,9 +94,12 @@
 // it once the outcome is published), so that a lost acknowledgement (the
 // worker's connection, or the server leading the work consumer, lost in
 // between) does not have JetStream deliver it again, to run after its end
-// was decided and after the tasks waiting for that end began. Only a
-// delivery already on its way to a worker then may still run; through an
-// outage Do waits for the stream to answer, up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
+// was decided and after the tasks waiting for that end began. A delivery
+// already on its way to a worker then is dropped by Serve, which looks up
+// every delivery again (not a first one) in the work stream before it runs
+// it; only if the stream cannot answer within two seconds does it run
+// (at least once). Through an outage Do waits for the stream to answer,
+// up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
 // returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
 //
 // The last delivery's end, without a worker. JetStream may give up an

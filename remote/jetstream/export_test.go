@@ -1,5 +1,11 @@
 package jetstream
 
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+)
+
 // EncodeOutcome encodes an outcome as Serve publishes it, with status
 // "ok" or "error"; only for testing (forged duplicates).
 func EncodeOutcome(key, status, worker string, delivery int, errText string) []byte {
@@ -9,3 +15,14 @@ func EncodeOutcome(key, status, worker string, delivery int, errText string) []b
 	}
 	return o.encode()
 }
+
+// Withdrawn is Serve's look at a delivery again: whether pool's work
+// stream no longer holds message seq. AttemptsStream and AttemptsSubject
+// name the work stream and its subject. Only for testing.
+func Withdrawn(nc *nats.Conn, pool string, seq uint64) bool {
+	s := &server{nc: nc, pool: pool}
+	return s.withdrawn(context.Background(), seq)
+}
+
+func AttemptsStream(pool string) string  { return attemptsStream(pool) }
+func AttemptsSubject(pool string) string { return attemptsSubject(pool) }

@@ -28,7 +28,8 @@ func (p Permissions) Add(q Permissions) Permissions {
 
 // ServePermissions is what a worker machine running Serve for pool needs,
 // with its connection's inbox prefix: to look up and pull from the
-// pool's work consumer, acknowledge and extend what it pulled, publish
+// pool's work consumer, acknowledge and extend what it pulled, look up a
+// delivery again in its work stream (gone: its attempt ended), publish
 // outcomes and held reports, and hear cancels and lease changes. It
 // cannot pull another pool's attempts. It may publish an outcome for any
 // attempt of its pool: a worker is trusted with its pool's outcomes.
@@ -38,6 +39,7 @@ func ServePermissions(pool, inbox string) Permissions {
 		Publish: []string{
 			"$JS.API.CONSUMER.INFO." + s + "." + workConsumer,
 			"$JS.API.CONSUMER.MSG.NEXT." + s + "." + workConsumer,
+			"$JS.API.STREAM.MSG.GET." + s, // is a delivery again of an attempt already ended?
 			"$JS.ACK." + s + "." + workConsumer + ".>",
 			resultsSubject(pool, ">"),
 			"baton." + pool + ".held.>",

@@ -1012,6 +1012,7 @@ var errDeleteRefused = errors.New("jetstream: delete refused")
 // failed), which the clustered path gives with "no message found".
 const (
 	errCodeSequenceNotFound = 10043
+	errCodeNoMessageFound   = 10037 // a get of a message the stream does not hold
 	errCodeMsgDeleteFailed  = 10057
 )
 

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -601,6 +602,16 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		a.Delivery, seq, stored = int(md.NumDelivered), md.Sequence.Stream, md.Timestamp
 	}
 	o := outcome{Key: key, Seq: seq, Worker: s.cfg.name, Delivery: a.Delivery}
+	if a.Delivery > 1 && seq != 0 && s.withdrawn(ctx, seq) {
+		// A delivery again (a lease lapsed, or an acknowledgement was
+		// lost) of an attempt the Pool has taken out of the work stream
+		// since: its end was applied, and it must not run again.
+		s.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "jetstream: Serve: dropping a delivery of an attempt already ended",
+			slog.String("pool", s.pool), slog.String("attempt", key), slog.Int("delivery", a.Delivery))
+		free()
+		_ = m.Term()
+		return
+	}
 
 	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKeyT{}, a))
 	defer cancel(nil)
@@ -751,4 +762,34 @@ func (s *server) report(ctx context.Context, instance string, o outcome, lease t
 		}
 		backoff = min(2*backoff, publishBackoffMax)
 	}
+}
+
+// withdrawnBudget bounds the look withdrawn takes.
+const withdrawnBudget = 2 * time.Second
+
+// withdrawn reports whether the work stream no longer holds message seq:
+// the Pool takes an attempt out before it returns its outcome, so a
+// delivery that was on its way before that finds it gone. Asked only of
+// a delivery again (rare), so a first delivery costs nothing. Any other
+// answer (an outage, a timeout, an undecodable reply) says no: the
+// attempt runs, at least once.
+func (s *server) withdrawn(ctx context.Context, seq uint64) bool {
+	ctx, done := context.WithTimeout(ctx, withdrawnBudget)
+	defer done()
+	req, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+attemptsStream(s.pool), req)
+	if err != nil {
+		return false
+	}
+	var resp struct {
+		Error *struct {
+			ErrCode int `json:"err_code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(m.Data, &resp) != nil || resp.Error == nil {
+		return false
+	}
+	return resp.Error.ErrCode == errCodeNoMessageFound
 }
