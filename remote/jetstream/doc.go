@@ -97,8 +97,9 @@
 // was decided and after the tasks waiting for that end began. A delivery
 // already on its way to a worker then is dropped by Serve, which looks up
 // every delivery again (not a first one) in the work stream before it runs
-// it; only if the stream cannot answer within two seconds does it run
-// (at least once). Through an outage Do waits for the stream to answer,
+// it; only if the stream cannot answer within a quarter of the lease (at
+// most two seconds: the lease is not extended meanwhile) does it run (at
+// least once). Through an outage Do waits for the stream to answer,
 // up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
 // returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
 //

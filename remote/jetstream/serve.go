@@ -764,7 +764,8 @@ func (s *server) report(ctx context.Context, instance string, o outcome, lease t
 	}
 }
 
-// withdrawnBudget bounds the look withdrawn takes.
+// withdrawnBudget bounds the look withdrawn takes, and so does a quarter
+// of the lease: the delivery's lease is not extended meanwhile.
 const withdrawnBudget = 2 * time.Second
 
 // withdrawn reports whether the work stream no longer holds message seq:
@@ -774,7 +775,11 @@ const withdrawnBudget = 2 * time.Second
 // answer (an outage, a timeout, an undecodable reply) says no: the
 // attempt runs, at least once.
 func (s *server) withdrawn(ctx context.Context, seq uint64) bool {
-	ctx, done := context.WithTimeout(ctx, withdrawnBudget)
+	budget := withdrawnBudget
+	if lease := time.Duration(s.lease.Load()); lease > 0 {
+		budget = min(budget, lease/4)
+	}
+	ctx, done := context.WithTimeout(ctx, budget)
 	defer done()
 	req, _ := json.Marshal(struct {
 		Seq uint64 `json:"seq"`

@@ -34,10 +34,15 @@ import (
 // leader, which stops waiting for it (its deadline travels with the
 // request too). While no answer comes, a call sends its request again
 // (after 1 s, then at doubling intervals up to 16 s): a message in
-// flight through a server that stops is lost, request or answer. The
-// leader does a request it gets twice once: a copy that comes while it
-// works is answered by that one answer, a copy that comes later gets the
-// same answer again.
+// flight through a server that stops is lost, request or answer. Copies
+// go only while the Client is connected. The leader does a request it
+// gets twice once: a copy that comes while it works is answered by that
+// one answer, and a copy that comes later, within a minute, gets the
+// same answer again (an answer over 1 KiB, of Info, WaitTasks or Wait,
+// which are harmless to do twice, is not kept: the copy is done again).
+// A copy of a Submit or Cancel sent a minute or more after the first (a
+// Client cut off that long) that the leader has no answer for fails with
+// ErrLeaderLost: it may or may not have been done.
 //
 // Requests and answers are core NATS messages, each within the server's
 // max payload (1 MiB by default; JSON, a []byte as base64, a third
@@ -253,7 +258,7 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.ask(ctx, term, data, req.Op == opWaitTasks || req.Op == opWait)
+		r, err := c.ask(ctx, term, req, data, req.Op == opWaitTasks || req.Op == opWait)
 		switch {
 		case errors.Is(err, errNoAnswer):
 			c.forget(term)
@@ -277,7 +282,7 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 				// Not done there: ask the next leader.
 				c.forget(term)
 				continue
-			case codeStoreFailed:
+			case codeStoreFailed, codeLost:
 				if !again {
 					return nil, fmt.Errorf("%w (store %q, term %d): %w", ErrLeaderLost, c.name, term, r.Err.err())
 				}
@@ -293,7 +298,7 @@ func (c *Client) call(ctx context.Context, req *request, again bool) (*reply, er
 // for ctx, or for the lead to change. A wait (abandon) whose ctx ends
 // tells the leader, which ends it rather than keep it until the tasks
 // end.
-func (c *Client) ask(ctx context.Context, term uint64, data []byte, abandon bool) (*reply, error) {
+func (c *Client) ask(ctx context.Context, term uint64, req *request, data []byte, abandon bool) (*reply, error) {
 	inbox := c.nc.NewInbox()
 	ch := make(chan *nats.Msg, 1)
 	sub, err := c.nc.ChanSubscribe(inbox, ch)
@@ -309,7 +314,7 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte, abandon bool
 	// the request, or its answer. While no answer comes, the same request
 	// goes again, to the same reply subject; the leader does it once and
 	// answers every copy alike (answers).
-	every := resendFirst
+	every, first := resendFirst, time.Now()
 	resend := time.NewTimer(every)
 	defer resend.Stop()
 	resent := false
@@ -324,14 +329,26 @@ func (c *Client) ask(ctx context.Context, term uint64, data []byte, abandon bool
 		case m := <-ch:
 			r, err := decodeAnswer(m)
 			if errors.Is(err, errNoAnswer) && resent {
-				// A copy found no leader of term: the first may have
-				// been taken, so it is not asked of the next.
-				return nil, errMoved
+				// A copy found no interest in term's subject on its
+				// server (the leader reconnecting, or its interest not
+				// yet known there): that does not say the lead moved. A
+				// move wakes this call (a term message); until then the
+				// first copy's answer, or a later copy's, may come.
+				continue
 			}
 			return r, err
 		case <-resend.C:
-			resent = true
-			_ = c.nc.PublishMsg(msg)
+			// Only while connected: a copy buffered through a long
+			// disconnection would reach the leader long after it may
+			// have forgotten the answer (answerKeep).
+			if c.nc.IsConnected() {
+				resent = true
+				cp := *req
+				cp.Age = time.Since(first)
+				if b, err := json.Marshal(&cp); err == nil {
+					_ = c.nc.PublishMsg(&nats.Msg{Subject: msg.Subject, Reply: inbox, Data: b})
+				}
+			}
 			every = min(2*every, resendMax)
 			resend.Reset(every)
 		case <-wake:

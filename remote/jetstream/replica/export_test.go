@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/nats-io/nats.go"
@@ -25,7 +26,12 @@ func (r *Replica) Handlers(ctx context.Context, n int) error {
 // APISubject where it goes for term; AnswerErr is the error an answer
 // carries. Only for testing.
 func SubmitRequest(tasks ...coordinator.Task) ([]byte, error) {
-	req := &request{Op: opSubmit}
+	return SubmitCopy(0, tasks...)
+}
+
+// SubmitCopy is a copy of that request sent age after the first.
+func SubmitCopy(age time.Duration, tasks ...coordinator.Task) ([]byte, error) {
+	req := &request{Op: opSubmit, Age: age}
 	for _, t := range tasks {
 		w, err := toWire(t)
 		if err != nil {

@@ -312,6 +312,15 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		// registered before its caller's word that it gave up is read.
 		var req request
 		derr := json.Unmarshal(m.Data, &req)
+		if derr == nil && req.Age >= answerKeep && (req.Op == opSubmit || req.Op == opCancel) {
+			// A late copy whose first may have been done, its answer
+			// forgotten since: it must not be done (again).
+			b, _ := json.Marshal(&reply{Err: &wireErr{Code: codeLost,
+				Msg: fmt.Sprintf("replica: a copy of a %s sent %v after the first: done or not, its answer is not kept", req.Op, req.Age.Round(time.Second))}})
+			answers.answered(m.Reply, b, time.Now())
+			_ = r.nc.Publish(m.Reply, b)
+			return
+		}
 		wctx, end := sctx, func() {}
 		switch {
 		case derr != nil:
@@ -525,8 +534,16 @@ type givenAnswer struct {
 }
 
 // answerKeep is how long a leader answers a copy of a request it has
-// answered: longer than a Client's longest wait between two copies.
-const answerKeep = time.Minute
+// answered: longer than a Client's longest wait between two copies
+// (resendMax), and than a lease, past which a leader cut off from its
+// Clients has lost the lead. answerKept is the largest answer kept: the
+// answers of Submit, Cancel, Pause and Resume, which must not be done
+// twice, are far smaller; a larger one (an Info's result) is not kept,
+// and a copy of its request is done again, harmlessly.
+const (
+	answerKeep = time.Minute
+	answerKept = 1 << 10
+)
 
 // first reports whether a request to reply was taken before (seen), and
 // its answer if it was given; if not, it takes this one.
@@ -548,8 +565,12 @@ func (a *answers) answered(reply string, b []byte, now time.Time) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.m[reply] = b
-	a.given = append(a.given, givenAnswer{reply, now})
+	if len(b) > answerKept {
+		delete(a.m, reply) // a copy to come is done again
+	} else {
+		a.m[reply] = b
+		a.given = append(a.given, givenAnswer{reply, now})
+	}
 	n := 0
 	for n < len(a.given) && now.Sub(a.given[n].at) > answerKeep {
 		delete(a.m, a.given[n].reply)

@@ -254,4 +254,16 @@ func TestRequestSentTwiceIsDoneOnce(t *testing.T) {
 	if err := a.WaitTasks(ctx, "once"); err != nil {
 		t.Fatalf("WaitTasks(once) = %v", err)
 	}
+	// A copy of a Submit the leader has no answer for, sent a minute after
+	// its first (its Client cut off that long): the first may have been
+	// done and its answer forgotten, so it is not done, and says so.
+	if data, err = replica.SubmitCopy(61*time.Second, coordinator.Task{ID: "late", Func: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ask(nc.NewInbox()); err == nil || !strings.Contains(err.Error(), "its answer is not kept") {
+		t.Fatalf("a late copy of a Submit = %v; want it refused as done or not", err)
+	}
+	if _, ok, err := a.Info(ctx, "late"); ok || err != nil {
+		t.Fatalf("Info(late) = %v, %v; want unknown: a late copy is not done", ok, err)
+	}
 }

@@ -36,6 +36,9 @@ type request struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// opAbandon: the reply subject of the request given up.
 	Inbox string `json:"inbox,omitempty"`
+	// A copy sent again (no answer came): how long after the first. A
+	// duration, not a time, as Timeout.
+	Age time.Duration `json:"age,omitempty"`
 }
 
 type reply struct {
@@ -119,6 +122,7 @@ const (
 	codeClosed      = "closed"       // coordinator.ErrClosed: the leader's scheduler is stopping, nothing was done
 	codeFenced      = "fenced"       // the leader was fenced before its commit: nothing was done
 	codeStoreFailed = "store_failed" // the commit failed otherwise: done or not
+	codeLost        = "lost"         // a late copy of a Submit or Cancel whose answer, if it was done, is no longer kept: done or not
 	codeTask        = "task"         // a *coordinator.TaskError
 	codeCycle       = "cycle"        // a *coordinator.CycleError
 	codeTasks       = "tasks"        // a *coordinator.TasksError
