@@ -73,15 +73,11 @@ func runFlowProgram(t *testing.T, prog program) (diff string) {
 		}
 		rec := &calls{}
 		var g gates
-		shutdownDone := make(chan error, 1)
-		shutdownCalled := false
+		sh := newShutter()
 		defer func() {
 			g.freeAll()
-			if !shutdownCalled {
-				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
-			}
-			if err := <-shutdownDone; err != nil && diff == "" {
-				diff = fmt.Sprintf("Shutdown = %v", err)
+			if d := sh.end(s); d != "" && diff == "" {
+				diff = d
 			}
 		}()
 		seen, mseen := 0, 0 // calls, and the model's starts, compared so far
@@ -89,15 +85,7 @@ func runFlowProgram(t *testing.T, prog program) (diff string) {
 			where := fmt.Sprintf("step %d (%v)", k, st)
 			switch {
 			case st.submit != nil:
-				var tasks []coordinator.Task
-				chans := map[string]chan struct{}{}
-				for _, mt := range st.submit {
-					gate := make(chan struct{})
-					if mt.Do.BlockDeaf {
-						chans[mt.ID] = gate
-					}
-					tasks = append(tasks, schedTask(mt, gate, rec))
-				}
+				tasks, chans := schedTasks(st.submit, rec)
 				got, want := s.Submit(tasks...), m.Submit(st.submit)
 				if (got == nil) != (want == nil) {
 					diff = fmt.Sprintf("%s: Submit = %v; model: %v", where, got, want)
@@ -108,27 +96,10 @@ func runFlowProgram(t *testing.T, prog program) (diff string) {
 						g.add(mt.ID, chans[mt.ID])
 					}
 				}
-			case st.cancel != "":
-				if got, want := s.Cancel(st.cancel), m.Cancel(st.cancel); got != want {
-					diff = fmt.Sprintf("%s: Cancel = %v; model: %v", where, got, want)
-					return
-				}
-			case st.advance > 0:
-				time.Sleep(st.advance)
-				m.Advance(st.advance)
-			case st.shutdown:
-				shutdownCalled = true
-				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
-				m.Shutdown()
-			case st.pause != 0:
-				if d := pauseStep(s, st, shutdownCalled); d != "" {
+			case st.cancel != "" || st.advance > 0 || st.shutdown || st.pause != 0:
+				if d := sh.step(s, m, st); d != "" {
 					diff = where + ": " + d
 					return
-				}
-				if st.pause == 1 {
-					m.Pause(st.pool)
-				} else {
-					m.Resume(st.pool)
 				}
 			default:
 				if i, ok := m.ByID[st.free]; ok && m.Tasks[i].Status == refmodel.Running {
@@ -164,17 +135,9 @@ func runFlowProgram(t *testing.T, prog program) (diff string) {
 				diff = d
 				return
 			}
-			select {
-			case <-waited:
-				if !m.Final() {
-					diff = where + ": Wait returned while the model has tasks not final"
-					return
-				}
-			default:
-				if m.Final() {
-					diff = where + ": Wait blocks while the model has every task final"
-					return
-				}
+			if d := waitAgrees(waited, m); d != "" {
+				diff = where + ": " + d
+				return
 			}
 		}
 	})

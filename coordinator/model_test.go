@@ -401,15 +401,11 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 		}
 		var g gates
 		env := &growEnv{rec: rec, g: &g}
-		shutdownDone := make(chan error, 1)
-		shutdownCalled := false
+		sh := newShutter()
 		defer func() {
 			g.freeAll()
-			if !shutdownCalled {
-				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
-			}
-			if err := <-shutdownDone; err != nil && diff == "" {
-				diff = fmt.Sprintf("Shutdown = %v", err)
+			if d := sh.end(s); d != "" && diff == "" {
+				diff = d
 			}
 		}()
 		if observe {
@@ -425,15 +421,7 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 			where := fmt.Sprintf("step %d (%v)", k, st)
 			switch {
 			case st.submit != nil:
-				var tasks []coordinator.Task
-				chans := map[string]chan struct{}{}
-				for _, mt := range st.submit {
-					gate := make(chan struct{})
-					if mt.Do.BlockDeaf {
-						chans[mt.ID] = gate
-					}
-					tasks = append(tasks, schedTask(mt, gate, rec))
-				}
+				tasks, chans := schedTasks(st.submit, rec)
 				got, want := submitGrowing(s, env, st.submit, tasks), m.Submit(st.submit)
 				sameErr := (got == nil && want == nil) ||
 					(errors.Is(want, refmodel.ErrDuplicate) && errors.Is(got, coordinator.ErrDuplicateID)) ||
@@ -449,27 +437,10 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 						g.add(mt.ID, chans[mt.ID])
 					}
 				}
-			case st.cancel != "":
-				if got, want := s.Cancel(st.cancel), m.Cancel(st.cancel); got != want {
-					diff = fmt.Sprintf("%s: Cancel = %v; model: %v", where, got, want)
-					return
-				}
-			case st.advance > 0:
-				time.Sleep(st.advance) // fake time: every timer on the way fires
-				m.Advance(st.advance)
-			case st.shutdown:
-				shutdownCalled = true
-				go func() { shutdownDone <- s.Shutdown(context.Background()) }()
-				m.Shutdown()
-			case st.pause != 0:
-				if d := pauseStep(s, st, shutdownCalled); d != "" {
+			case st.cancel != "" || st.advance > 0 || st.shutdown || st.pause != 0:
+				if d := sh.step(s, m, st); d != "" {
 					diff = where + ": " + d
 					return
-				}
-				if st.pause == 1 {
-					m.Pause(st.pool)
-				} else {
-					m.Resume(st.pool)
 				}
 			default:
 				g.free(st.free)
@@ -496,21 +467,97 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 				diff = d
 				return
 			}
-			select {
-			case <-waited:
-				if !m.Final() {
-					diff = where + ": Wait returned while the model has tasks not final"
-					return
-				}
-			default:
-				if m.Final() {
-					diff = where + ": Wait blocks while the model has every task final"
-					return
-				}
+			if d := waitAgrees(waited, m); d != "" {
+				diff = where + ": " + d
+				return
 			}
 		}
 	})
 	return diff
+}
+
+// schedTasks are the scheduler's tasks of a submit step, and the gates of
+// those that block until released (given to gates once accepted).
+func schedTasks(batch []refmodel.Task, rec *calls) ([]coordinator.Task, map[string]chan struct{}) {
+	var tasks []coordinator.Task
+	chans := map[string]chan struct{}{}
+	for _, mt := range batch {
+		gate := make(chan struct{})
+		if mt.Do.BlockDeaf {
+			chans[mt.ID] = gate
+		}
+		tasks = append(tasks, schedTask(mt, gate, rec))
+	}
+	return tasks, chans
+}
+
+// shutter runs a program's Shutdown: at its step, or at the end if it has
+// none, on a goroutine of its own (it waits for blocked tasks).
+type shutter struct {
+	called bool
+	done   chan error
+}
+
+func newShutter() *shutter { return &shutter{done: make(chan error, 1)} }
+
+func (sh *shutter) start(s *coordinator.Scheduler) {
+	sh.called = true
+	go func() { sh.done <- s.Shutdown(context.Background()) }()
+}
+
+// end shuts s down if no step did and says how Shutdown returned.
+func (sh *shutter) end(s *coordinator.Scheduler) string {
+	if !sh.called {
+		sh.start(s)
+	}
+	if err := <-sh.done; err != nil {
+		return fmt.Sprintf("Shutdown = %v", err)
+	}
+	return ""
+}
+
+// step applies a cancel, advance, shutdown or pause step to s and m, and
+// says how they disagreed ("" if they did not).
+func (sh *shutter) step(s *coordinator.Scheduler, m *refmodel.Model, st step) string {
+	switch {
+	case st.cancel != "":
+		if got, want := s.Cancel(st.cancel), m.Cancel(st.cancel); got != want {
+			return fmt.Sprintf("Cancel = %v; model: %v", got, want)
+		}
+	case st.advance > 0:
+		time.Sleep(st.advance) // fake time: every timer on the way fires
+		m.Advance(st.advance)
+	case st.shutdown:
+		sh.start(s)
+		m.Shutdown()
+	case st.pause != 0:
+		if d := pauseStep(s, st, sh.called); d != "" {
+			return d
+		}
+		if st.pause == 1 {
+			m.Pause(st.pool)
+		} else {
+			m.Resume(st.pool)
+		}
+	}
+	return ""
+}
+
+// waitAgrees says how a Wait begun after a step disagrees with the model
+// ("" if it does not): it has returned exactly when every task the model
+// holds is final.
+func waitAgrees(waited <-chan struct{}, m *refmodel.Model) string {
+	select {
+	case <-waited:
+		if !m.Final() {
+			return "Wait returned while the model has tasks not final"
+		}
+	default:
+		if m.Final() {
+			return "Wait blocks while the model has every task final"
+		}
+	}
+	return ""
 }
 
 // flowInvariants checks the calls of a program's functions against flow
