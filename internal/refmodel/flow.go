@@ -330,12 +330,7 @@ func (m *Model) startOn(t int) {
 	if m.keyed {
 		m.handedOut(t)
 	}
-	m.flowStart(t)
-	r.Attempts++
-	r.calls++
-	r.Events = append(r.Events, "started")
-	m.Started = append(m.Started, r.ID)
-	m.StartIn = append(m.StartIn, r.Pool)
+	m.counted(t)
 	m.fl.at = append(m.fl.at, m.Now)
 	switch {
 	case r.calls <= r.Do.Fails || r.Do.Panics:

@@ -712,12 +712,7 @@ func (m *Model) run() {
 			m.handedOut(best)
 			m.settlePool(r.Pool) // the scheduler looks again in the iteration that hands it out, before its end
 		}
-		m.flowStart(best)
-		r.Attempts++
-		r.calls++
-		r.Events = append(r.Events, "started")
-		m.Started = append(m.Started, r.ID)
-		m.StartIn = append(m.StartIn, r.Pool)
+		m.counted(best)
 		switch {
 		case !m.attempt(best):
 			m.outcome(best, false) // a refused Spawn or Choose is its error
@@ -729,6 +724,18 @@ func (m *Model) run() {
 			m.outcome(best, true)
 		}
 	}
+}
+
+// counted counts the attempt of t that starts (Running already): its
+// attempt and call, its event, its place in the start order.
+func (m *Model) counted(t int) {
+	r := m.Tasks[t]
+	m.flowStart(t)
+	r.Attempts++
+	r.calls++
+	r.Events = append(r.Events, "started")
+	m.Started = append(m.Started, r.ID)
+	m.StartIn = append(m.StartIn, r.Pool)
 }
 
 // outcome applies the end of t's running attempt.
