@@ -112,14 +112,14 @@ func (s *state) releaseChosen(t int32, now time.Time) {
 }
 
 // notChosen skips c, a dependent of branch t (which has succeeded) that t
-// did not choose, if it still waits.
-func (s *state) notChosen(c, t int32, now time.Time) {
+// did not choose, if it still waits, and reports whether it did.
+func (s *state) notChosen(c, t int32, now time.Time) bool {
 	if hc := &s.hot[c]; (hc.status == Pending && hc.unmet == 0) || !s.takeBack(c) {
 		// Started by its rule (AnyFailed: running, or waiting for its
 		// delay, a retry or its next run), or final (skipped since by
 		// another dependency): it hears of t's success as any dependent.
 		s.released(c, now)
-		return
+		return false
 	}
 	// From its skip on, its unmet count is its dependencies whose ends are
 	// not settled (cascade.go), t's is: each will tell it once (every
@@ -134,6 +134,7 @@ func (s *state) notChosen(c, t int32, now time.Time) {
 	s.hot[c].unmet = n
 	s.skip(c, t, now)
 	s.cascade(now)
+	return true
 }
 
 // notChosenCause reports whether cause, the cause of a Skipped task, is a

@@ -242,3 +242,48 @@ func TestBranchLeavesDependentItsRuleStarted(t *testing.T) {
 		}
 	})
 }
+
+// A task left out by two branches that had ended before it came is
+// skipped by the first and still hears of its other dependencies: a
+// failure that comes later is its cause, and its class, as the trigger
+// rules downstream see it (rule 4: the outcome depends on the ends alone,
+// not on their order). Its count of dependencies to hear from once took
+// the second branch off twice, settling it at once (the model test found
+// it, with spawned branches).
+func TestSkipByTwoBranchesStillHearsALaterFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		err := s.Submit(
+			coordinator.Task{ID: "b1", Run: chooser()},
+			coordinator.Task{ID: "b2", Run: chooser()},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		g := newGate()
+		err = s.Submit(
+			coordinator.Task{ID: "x", Run: func(ctx context.Context) error { g.run(ctx); return errors.New("planned failure") }},
+			coordinator.Task{ID: "c", Deps: []string{"b1", "b2", "x"}, Run: ok},
+			coordinator.Task{ID: "alert", Deps: []string{"c"}, When: coordinator.AnyFailed, Run: ok},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		if info, _ := s.Info("c"); info.Status != coordinator.Skipped || info.Cause != "b1" {
+			t.Fatalf("Info(c) = %v cause %q; want skipped, cause b1 (the first branch in its Deps)", info.Status, info.Cause)
+		}
+		if st := status(t, s, "alert"); st != coordinator.Pending {
+			t.Fatalf("status(alert) = %v; want pending: c's class can still get worse", st)
+		}
+		g.release()
+		settle(t, s)
+		if info, _ := s.Info("c"); info.Status != coordinator.Skipped || info.Cause != "x" {
+			t.Errorf("Info(c) = %v cause %q; want skipped, cause x (a failure outranks a branch's skip)", info.Status, info.Cause)
+		}
+		if st := status(t, s, "alert"); st != coordinator.Succeeded {
+			t.Errorf("status(alert) = %v; want succeeded: AnyFailed sees c as failed", st)
+		}
+	})
+}

@@ -200,6 +200,54 @@ func TestSkipCascade(t *testing.T) {
 	})
 }
 
+// Skips (README, "The rules"): among several causes of the worst class,
+// Cause names the first to reach the task: the dependencies ended before
+// it was submitted in the order of its Deps, later ends in the order they
+// happen, and a worse end replaces an earlier cause whatever its place.
+func TestSkipCauseIsFirstOfTheWorstClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(4)) // x, y and z run at once
+		boom := func(context.Context) error { return errors.New("boom") }
+		err := s.Submit(
+			coordinator.Task{ID: "a", Run: boom},
+			coordinator.Task{ID: "b", Run: boom},
+			coordinator.Task{ID: "gone", Run: ok, Delay: time.Hour},
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		s.Cancel("gone")
+		settle(t, s)
+		gx, gy, gz := newGate(), newGate(), newGate()
+		failAfter := func(g *gate) func(context.Context) error {
+			return func(ctx context.Context) error { g.run(ctx); return errors.New("boom") }
+		}
+		err = s.Submit(
+			coordinator.Task{ID: "ba", Deps: []string{"b", "a"}, Run: ok},        // both ended: Deps order
+			coordinator.Task{ID: "gone-b", Deps: []string{"gone", "b"}, Run: ok}, // a failure outranks a cancel
+			coordinator.Task{ID: "x", Run: failAfter(gx)},
+			coordinator.Task{ID: "y", Run: failAfter(gy)},
+			coordinator.Task{ID: "z", Run: failAfter(gz)},
+			coordinator.Task{ID: "xy", Deps: []string{"x", "y"}, Run: ok},        // y fails first
+			coordinator.Task{ID: "gone-z", Deps: []string{"z", "gone"}, Run: ok}, // cancelled at once, z fails later
+		)
+		if err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		gy.release()
+		synctest.Wait()
+		gx.release()
+		gz.release()
+		settle(t, s)
+		for id, want := range map[string]string{"ba": "b", "gone-b": "b", "xy": "y", "gone-z": "z"} {
+			if info, _ := s.Info(id); info.Status != coordinator.Skipped || info.Cause != want {
+				t.Errorf("Info(%s) = %v cause %q; want skipped, cause %s", id, info.Status, info.Cause, want)
+			}
+		}
+	})
+}
+
 // Skips (README, "The rules"): the cascade is iterative: a chain of 1,000,000 whose head fails.
 func TestMillionChainSkipped(t *testing.T) {
 	if testing.Short() {

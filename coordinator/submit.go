@@ -441,8 +441,18 @@ func (s *state) settleBatch(idx []int32, ended [][2]int32, now time.Time) {
 			s.cascade(now)
 		}
 	}
+	// A task two branches left out is skipped by the first (in the order
+	// of its Deps); the count notChosen takes then leaves out every
+	// settled dependency, the other branches included, so they are not
+	// heard of again.
+	skipped := int32(noTask)
 	for _, e := range unchosen {
-		s.notChosen(e[0], e[1], now)
+		if e[0] == skipped {
+			continue
+		}
+		if s.notChosen(e[0], e[1], now) {
+			skipped = e[0]
+		}
 	}
 }
 

@@ -113,7 +113,10 @@ type Task struct {
 // TaskInfo.Cause of a task a rule skipped: under AllSucceeded and the
 // NoneFailed rules, the root cause: an upstream task of the worst end, the first
 // to reach the task among equals (one that failed or was cancelled, or
-// whose own rule was not met, or a branch that did not choose the path);
+// whose own rule was not met, or a branch that did not choose the path;
+// the dependencies that had ended when the task was submitted reach it in
+// the order of its Deps, a branch that did not choose it after the
+// others, and later ends in the order of their events);
 // under AnyFailed, skipped because no dependency failed, and under
 // NoneFailedMinOneSuccess, skipped because none succeeded, "": nothing
 // upstream went wrong, the task's own rule was not met (so is a series
