@@ -28,6 +28,7 @@ import (
 type durable struct {
 	funcs     map[string]func(context.Context, []byte) error
 	resumes   []bool         // by pool index: resumes the attempts a crash left running (worker.Resumer)
+	runs      []bool         // by pool index: its Worker is worker.Func, so a task needs a function
 	seq       []uint64       // by record: the sequence its keys carry (0: none)
 	next      uint64         // the next sequence to give
 	mark      []uint32       // by record: the epoch it was last made dirty in
@@ -375,13 +376,15 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 }
 
 // defOf describes task t's definition record: the submitted Task, with
-// its dependencies as resolved (Graph handles included) and its Delay as
-// the absolute time it may start.
+// its dependencies as resolved (Graph handles included), its Delay as the
+// absolute time it may start, and the pool and priority it runs with (a
+// spawned child's are its spawner's unless it set its own).
 func (s *state) defOf(t int32, task *Task) record.Def {
 	r := &s.tasks[t]
+	h := &s.hot[t]
 	p, _ := task.Payload.([]byte)
-	d := record.Def{ID: task.ID, Func: task.Func, Pool: task.Pool, Payload: p, HasPayload: task.Payload != nil,
-		Priority: task.Priority, MaxAttempts: task.Retry.MaxAttempts, BaseDelay: task.Retry.BaseDelay,
+	d := record.Def{ID: task.ID, Func: task.Func, Pool: s.pools[h.pool].name, Payload: p, HasPayload: task.Payload != nil,
+		Priority: int(h.prio), MaxAttempts: task.Retry.MaxAttempts, BaseDelay: task.Retry.BaseDelay,
 		MaxDelay: task.Retry.MaxDelay, Jitter: task.Retry.Jitter, Timeout: task.Timeout, Every: task.Every,
 		Cron: task.Cron, Times: task.Times, Missed: int(task.Missed), When: int(task.When), Key: task.Key, Slots: task.Slots}
 	for _, dep := range s.edges(r, r.deps) {

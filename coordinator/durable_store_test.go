@@ -401,3 +401,58 @@ func TestOlderFormatIsUpgradedByTheNextCommit(t *testing.T) {
 		}
 	})
 }
+
+// A store opens whatever the size of its pools now (docs/durable.md): a
+// final task of more slots than its pool has now never blocks New (the
+// default pool follows GOMAXPROCS: a smaller machine was enough to make a
+// store unreadable); an unfinished one makes New fail with an error that
+// names it and says what to do, and the store opens again once the pool
+// is large enough or the task is final.
+func TestStoreOpensAfterItsPoolShrank(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		ok := coordinator.WithFunc("ok", func(context.Context, []byte) error { return nil })
+		s1, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(4), ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Submit(coordinator.Task{ID: "done", Func: "ok", Slots: 4},
+			coordinator.Task{ID: "later", Func: "ok", Slots: 3, Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.WaitTasks(context.Background(), "done"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		_, err = coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(2), ok)
+		if !errors.Is(err, coordinator.ErrInvalidOption) || !strings.Contains(err.Error(), `"later"`) || !strings.Contains(err.Error(), "3 slots") {
+			t.Fatalf("New with 2 workers, an unfinished task of 3 slots stored = %v; want ErrInvalidOption naming it and its slots", err)
+		}
+
+		s2, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(3), ok)
+		if err != nil {
+			t.Fatalf("New with 3 workers = %v; want nil (the final task of 4 slots never runs again)", err)
+		}
+		if !s2.Cancel("later") {
+			t.Fatal("Cancel(later) = false")
+		}
+		if err := s2.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		s3, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1), ok)
+		if err != nil {
+			t.Fatalf("New with 1 worker, every task of several slots final = %v; want nil", err)
+		}
+		defer s3.Shutdown(context.Background())
+		if info, _ := s3.Info("done"); info.Status != coordinator.Succeeded || info.Slots != 4 {
+			t.Errorf("Info(done) = %v slots %d; want succeeded, 4 slots", info.Status, info.Slots)
+		}
+		if st := status(t, s3, "later"); st != coordinator.Cancelled {
+			t.Errorf("status(later) = %v; want cancelled", st)
+		}
+	})
+}

@@ -88,7 +88,7 @@ func corrupt(what string, err error) error {
 // returns what the restore decided (interrupted attempts, skips) as a
 // first commit, nil if nothing: New commits it and tells committed.
 func (s *state) openDurable(cfg *durableConfig, ld *loader, now time.Time) (*Changes, error) {
-	d := &durable{funcs: cfg.funcs, resumes: cfg.resumes, next: 1, epoch: 1}
+	d := &durable{funcs: cfg.funcs, resumes: cfg.resumes, runs: cfg.runs, next: 1, epoch: 1}
 	s.dur = d
 	if !ld.seen {
 		if len(ld.tasks) > 0 {
@@ -161,19 +161,34 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 }
 
 // taskOf rebuilds the Task a definition describes, its function bound by
-// name, and parses its Cron.
-func (s *state) taskOf(def *record.Def) (Task, Schedule, error) {
+// name, and parses its Cron. parent is the Task of its spawner, already
+// rebuilt, or nil: a child whose record names no pool or priority of its
+// own (a record written before they were stored) takes its spawner's.
+// final says whether the stored task has ended: a final task may need
+// more slots than its pool has now (it never runs again), an unfinished
+// one may not.
+func (s *state) taskOf(def *record.Def, parent *Task, final bool) (Task, Schedule, error) {
 	t := Task{ID: def.ID, Func: def.Func, Pool: def.Pool, Deps: def.Deps, Priority: def.Priority,
 		Retry:   RetryPolicy{MaxAttempts: def.MaxAttempts, BaseDelay: def.BaseDelay, MaxDelay: def.MaxDelay, Jitter: def.Jitter},
 		Timeout: def.Timeout, Every: def.Every, Cron: def.Cron, Times: def.Times, Missed: Missed(def.Missed), When: Trigger(def.When), Key: def.Key, Slots: def.Slots}
 	if def.HasPayload {
 		t.Payload = def.Payload
 	}
-	if _, ok := s.byName[t.Pool]; !ok {
+	if parent != nil {
+		if t.Pool == "" {
+			t.Pool = parent.Pool
+		}
+		if t.Priority == 0 {
+			t.Priority = parent.Priority
+		}
+	}
+	i, ok := s.byName[t.Pool]
+	if !ok {
 		return t, nil, fmt.Errorf("%w: the store holds task %s of pool %s, which New was not given (WithPool)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Pool))
 	}
-	if size := s.pools[s.byName[t.Pool]].size; t.Slots > size {
-		return t, nil, fmt.Errorf("%w: the store holds task %s of %d slots, and its pool %s now has %d workers", ErrInvalidOption, quoteID(t.ID), t.Slots, quoteID(t.Pool), size)
+	if size := s.pools[i].size; t.Slots > size && !final {
+		return t, nil, fmt.Errorf("%w: the store holds unfinished task %s of %d slots, and its pool %s now has %d workers: give New a pool of %d or more, or cancel the task with a scheduler that has one",
+			ErrInvalidOption, quoteID(t.ID), t.Slots, quoteID(t.Pool), size, t.Slots)
 	}
 	if t.Func != "" {
 		f, ok := s.dur.funcs[t.Func]
@@ -182,6 +197,8 @@ func (s *state) taskOf(def *record.Def) (Task, Schedule, error) {
 		}
 		payload := def.Payload
 		t.Run = func(ctx context.Context) error { return f(ctx, payload) }
+	} else if s.dur.runs[i] && !final {
+		return t, nil, fmt.Errorf("%w: task %s of pool %s has neither a function name nor a worker that runs data", ErrStoreCorrupt, quoteID(t.ID), quoteID(t.Pool))
 	}
 	if t.Cron == "" {
 		return t, nil, nil
@@ -198,11 +215,20 @@ func (s *state) taskOf(def *record.Def) (Task, Schedule, error) {
 func (s *state) rebuild(stored []storedTask, now time.Time) error {
 	d := s.dur
 	b := &submission{tasks: make([]Task, len(stored))}
+	latest := make(map[string]int, len(stored)) // by ID: the latest stored task before the one at hand
 	for i := range stored {
-		t, sched, err := s.taskOf(&stored[i].def)
+		def := &stored[i].def
+		var parent *Task
+		if def.Parent != "" {
+			if p, ok := latest[def.Parent]; ok {
+				parent = &b.tasks[p]
+			}
+		}
+		t, sched, err := s.taskOf(def, parent, Status(stored[i].state.Status).Final())
 		if err != nil {
 			return err
 		}
+		latest[def.ID] = i
 		if sched != nil {
 			if b.scheds == nil {
 				b.scheds = make([]Schedule, len(stored))

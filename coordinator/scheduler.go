@@ -167,9 +167,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.dur != nil && cfg.dur.store != nil {
 		s.store = cfg.dur.store
 		cfg.dur.resumes = make([]bool, len(all))
+		cfg.dur.runs = make([]bool, len(all))
 		for i, p := range all {
 			r, ok := p.worker.(worker.Resumer)
 			cfg.dur.resumes[i] = ok && r.ResumesAttempts()
+			_, plain := p.worker.(worker.Func)
+			cfg.dur.runs[i] = p.worker == nil || plain
 		}
 		if err := s.open(st); err != nil {
 			if !errors.Is(err, ErrStoreLocked) { // locked: the store is another's to close

@@ -1,14 +1,18 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
+	records "github.com/batonhq/baton/internal/record"
+	"github.com/batonhq/baton/worker"
 )
 
 // durableFamily registers the functions of a durable family: "spawn"
@@ -221,4 +225,148 @@ func TestFailedJoinWrapsErrChildFailedAfterRestart(t *testing.T) {
 			}
 		}
 	})
+}
+
+// dataWorker runs data: a payload "spawn" spawns a data-only child (no
+// Func, no Run: this pool runs it), any other payload is sent to ran.
+type dataWorker struct{ ran chan<- string }
+
+func (w dataWorker) Do(ctx context.Context, j worker.Job) error {
+	p, _ := j.Payload.([]byte)
+	if string(p) == "spawn" {
+		return coordinator.Spawn(ctx, coordinator.Task{ID: j.ID + "/child", Payload: []byte("child-data")})
+	}
+	w.ran <- j.ID + ":" + string(p)
+	return nil
+}
+
+// A spawned child keeps across a restart the pool and priority it
+// inherited from its spawner (README, "Graphs that grow": its spawner's
+// pool and priority unless set): it was restored in the default pool at
+// priority 0, where it ignored its pool's pause and size, a child of
+// several slots made New fail on a small default pool, and a data-only
+// child of a custom pool came back without a function and panicked.
+func TestSpawnedChildKeepsWhatItInheritedAcrossARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		ran := make(chan string, 4)
+		never := make(chan struct{})
+		spawnIO := coordinator.WithFunc("spawn-io", func(ctx context.Context, _ []byte) error {
+			again := coordinator.RetryPolicy{MaxAttempts: 2} // those running at the crash run again
+			return coordinator.Spawn(ctx,
+				coordinator.Task{ID: "io/a", Func: "block", Retry: again},
+				coordinator.Task{ID: "io/b", Func: "block", Slots: 3, Retry: again},
+				coordinator.Task{ID: "io/c", Func: "block", Priority: 2, Retry: again}) // its own priority
+		})
+		opts := func(store coordinator.Store, release <-chan struct{}) []coordinator.Option {
+			return []coordinator.Option{coordinator.WithStore(store), coordinator.WithWorkers(1),
+				coordinator.WithPool("io", 4, worker.Func{}), coordinator.WithPool("data", 2, dataWorker{ran: ran}),
+				spawnIO, blockOrRelease(release)}
+		}
+		s1, err := coordinator.New(opts(mem.Open(), never)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s1.Submit(
+			coordinator.Task{ID: "io", Pool: "io", Priority: 5, Func: "spawn-io"},
+			coordinator.Task{ID: "data", Pool: "data", Priority: 7, Payload: []byte("spawn")},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := s1.Pause("io"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		crashed := mem.Crash()
+		want := map[string]coordinator.TaskInfo{
+			"io/a":       {Pool: "io", Priority: 5, Slots: 1},
+			"io/b":       {Pool: "io", Priority: 5, Slots: 3},
+			"io/c":       {Pool: "io", Priority: 2, Slots: 1},
+			"data/child": {Pool: "data", Priority: 7, Slots: 1},
+		}
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-ran; got != "data/child:child-data" {
+			t.Fatalf("the data child ran as %q; want data/child:child-data", got)
+		}
+
+		for _, old := range []bool{false, true} {
+			store := crashed.Crash()
+			if old {
+				// Records written before a child's pool and priority were
+				// stored name neither: the restore takes its spawner's.
+				forgetInheritance(t, store, "io/c")
+			}
+			runRestartedFamily(t, opts, store, want)
+		}
+	})
+}
+
+// runRestartedFamily restarts the family of
+// TestSpawnedChildKeepsWhatItInheritedAcrossARestart on store and checks
+// it.
+func runRestartedFamily(t *testing.T, opts func(coordinator.Store, <-chan struct{}) []coordinator.Option, store *storetest.Memory, want map[string]coordinator.TaskInfo) {
+	release := make(chan struct{})
+	s2, err := coordinator.New(opts(store.Open(), release)...)
+	if err != nil {
+		t.Fatalf("New after the crash = %v; want nil (the children's pool has room)", err)
+	}
+	defer s2.Shutdown(context.Background())
+	for id, w := range want {
+		info, found := s2.Info(id)
+		if !found || info.Pool != w.Pool || info.Priority != w.Priority || info.Slots != w.Slots {
+			t.Errorf("Info(%s) after the restart = pool %q priority %d slots %d; want pool %q priority %d slots %d",
+				id, info.Pool, info.Priority, info.Slots, w.Pool, w.Priority, w.Slots)
+		}
+	}
+	synctest.Wait()
+	for _, id := range []string{"io/a", "io/b", "io/c"} {
+		if st := status(t, s2, id); st != coordinator.Ready {
+			t.Errorf("status(%s) after the restart = %v; want ready: its pool io is paused", id, st)
+		}
+	}
+	close(release)
+	if err := s2.Resume("io"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.WaitTasks(context.Background(), "io", "data"); err != nil {
+		t.Fatalf("WaitTasks after the restart = %v; want nil", err)
+	}
+	if err := s2.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forgetInheritance rewrites the definitions of the spawned children in
+// m as they were written before a child's pool and priority were stored:
+// no pool, and priority 0 unless the child set its own (keep).
+func forgetInheritance(t *testing.T, m *storetest.Memory, keep ...string) {
+	t.Helper()
+	st := m.Open()
+	var c coordinator.Changes
+	err := st.Load(func(key, value []byte) error {
+		if _, kind, ok := records.ParseTaskKey(key); !ok || kind != records.KindDef {
+			return nil
+		}
+		def, err := records.DecodeDef(value)
+		if err != nil || def.Parent == "" {
+			return err
+		}
+		def.Pool = ""
+		if !slices.Contains(keep, def.ID) {
+			def.Priority = 0
+		}
+		c.Puts = append(c.Puts, coordinator.KV{Key: bytes.Clone(key), Value: def.Append(nil)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Commit(&c); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 }

@@ -138,6 +138,7 @@ type durableConfig struct {
 	store   Store
 	funcs   map[string]func(context.Context, []byte) error
 	resumes []bool // by pool index: its Worker is a worker.Resumer that said yes
+	runs    []bool // by pool index: its Worker is worker.Func (a task needs a function)
 }
 
 func (c *config) durable() *durableConfig {
