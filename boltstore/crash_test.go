@@ -56,15 +56,20 @@ type crashTask struct {
 	cancel bool   // the child cancels it once every batch is in
 	parent string // the task whose attempt spawns it ("": submitted)
 	branch bool   // its function chooses among its direct dependents of its batch (Choose)
+	pool   string // the pool it runs in: its own, or its spawner's
+	prio   int    // the priority it runs at: its own, or its spawner's
 }
 
-// Growth: of the submitted tasks of the default pool that run once, a
-// spawner (Func "grow") spawns 2 to 4 children in two Spawns (a child
-// depends on an earlier one at random, a few are spawners of their own,
-// one level deeper); a branch (Func "grow" too) chooses at random, on
-// every attempt, among its direct dependents of its own batch (the next
-// two tasks of its batch depend on it; the last of a batch has none, and
-// chooses none); a few do both.
+// Growth: of the submitted tasks that run once, a spawner (Func "grow" in
+// the default pool; in pool io, a custom pool, the worker grows what the
+// graph says) spawns 2 to 4 children in two Spawns (a child depends on an
+// earlier one at random, a few are spawners of their own, one level
+// deeper); the children name no pool and most no priority: they inherit
+// their spawner's (io's are data-only: no Func, the pool runs them). A
+// branch ("grow" too) chooses at random, on every attempt, among its
+// direct dependents of its own batch (the next two tasks of its batch
+// depend on it; the last of a batch has none, and chooses none); a few do
+// both.
 const (
 	crashSpawnIn  = 16 // one submitted task in crashSpawnIn spawns
 	crashBranchIn = 24 // one in crashBranchIn branches
@@ -116,14 +121,18 @@ func crashGraph(seed uint64) []crashTask {
 					t.Deps, owed[k] = append(t.Deps, br), owed[k]-1
 				}
 			}
-			ct := crashTask{task: t, batch: b, cancel: rng.IntN(25) == 0}
-			if t.Func == "work" && t.Every == 0 {
+			ct := crashTask{task: t, batch: b, cancel: rng.IntN(25) == 0, pool: t.Pool, prio: t.Priority}
+			if t.Every == 0 {
+				growing := t.Func
+				if growing != "" {
+					growing = "grow" // an io task grows by what its worker finds in the graph
+				}
 				if grow.IntN(crashSpawnIn) == 0 {
-					ct.task.Func = "grow"
-					kids = append(kids, crashKids(grow, id, 1)...)
+					ct.task.Func = growing
+					kids = append(kids, crashKids(grow, ct, 1)...)
 				}
 				if grow.IntN(crashBranchIn) == 0 {
-					ct.task.Func, ct.branch = "grow", true
+					ct.task.Func, ct.branch = growing, true
 					branches, owed = append(branches, id), append(owed, 2)
 				}
 			}
@@ -133,14 +142,23 @@ func crashGraph(seed uint64) []crashTask {
 	return append(out, kids...)
 }
 
-// crashKids returns the children the spawner id spawns, and theirs: data-
-// only Func tasks, named after it.
-func crashKids(grow *rand.Rand, id string, depth int) []crashTask {
+// crashKids returns the children the spawner sp spawns, and theirs,
+// named after it: Func tasks in the default pool, data-only ones in io;
+// they name no pool, and one in four sets a priority of its own.
+func crashKids(grow *rand.Rand, sp crashTask, depth int) []crashTask {
 	var out, nested []crashTask
+	id := sp.task.ID
 	n := 2 + grow.IntN(3)
 	for k := range n {
-		c := coordinator.Task{ID: fmt.Sprintf("%s/%d", id, k), Func: "work"}
+		c := coordinator.Task{ID: fmt.Sprintf("%s/%d", id, k)}
+		if sp.pool == "" {
+			c.Func = "work"
+		}
 		c.Payload = []byte(c.ID)
+		prio := sp.prio
+		if grow.IntN(4) == 0 {
+			c.Priority, prio = 3, 3
+		}
 		if k > 0 && grow.IntN(2) == 0 {
 			c.Deps = []string{out[grow.IntN(k)].task.ID}
 			if grow.IntN(4) == 0 {
@@ -150,11 +168,14 @@ func crashKids(grow *rand.Rand, id string, depth int) []crashTask {
 		if grow.IntN(2) == 0 {
 			c.Retry = coordinator.RetryPolicy{MaxAttempts: 2 + grow.IntN(2), BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
 		}
+		ct := crashTask{task: c, batch: -1, parent: id, pool: sp.pool, prio: prio}
 		if depth < crashDepth && grow.IntN(4) == 0 {
-			c.Func = "grow"
-			nested = append(nested, crashKids(grow, c.ID, depth+1)...)
+			if c.Func != "" {
+				ct.task.Func = "grow"
+			}
+			nested = append(nested, crashKids(grow, ct, depth+1)...)
 		}
-		out = append(out, crashTask{task: c, batch: -1, parent: id})
+		out = append(out, ct)
 	}
 	return append(out, nested...)
 }
@@ -221,9 +242,12 @@ func crashChild() {
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	var mu sync.Mutex
 	var simulate func(ctx context.Context, p []byte) error
-	work := func(ctx context.Context, p []byte) error {
-		log.printf("run %s %s %d", p, gen, time.Now().UnixNano())
-		return simulate(ctx, p)
+	// Each start is logged with the pool it ran in ("-": the default).
+	work := func(pool string) func(ctx context.Context, p []byte) error {
+		return func(ctx context.Context, p []byte) error {
+			log.printf("run %s %s %d %s", p, gen, time.Now().UnixNano(), pool)
+			return simulate(ctx, p)
+		}
 	}
 	graph := crashGraph(seed)
 	growth := growthOf(graph)
@@ -231,9 +255,9 @@ func crashChild() {
 	// among its candidates if it is a branch ("chose ID gen a,b,...", "-"
 	// for none: its attempt's choice, logged before it can be committed),
 	// then works as work does.
-	grow := func(ctx context.Context, p []byte) error {
+	grow := func(pool string, ctx context.Context, p []byte) error {
 		id := string(p)
-		log.printf("run %s %s %d", id, gen, time.Now().UnixNano())
+		log.printf("run %s %s %d %s", id, gen, time.Now().UnixNano(), pool)
 		kids := growth.kids[id]
 		for _, part := range [][]coordinator.Task{kids[:len(kids)/2], kids[len(kids)/2:]} {
 			if len(part) == 0 {
@@ -304,8 +328,18 @@ func crashChild() {
 		}
 		return coordinator.SetResult(ctx, append([]byte("res:"), p...))
 	}
+	// The io pool's worker runs data: what the graph says spawns or
+	// branches grows, the rest works.
+	io := func(ctx context.Context, p []byte) error {
+		_, spawns := growth.kids[string(p)]
+		if _, branches := growth.cands[string(p)]; spawns || branches {
+			return grow("io", ctx, p)
+		}
+		return work("io")(ctx, p)
+	}
 	opts := []coordinator.Option{coordinator.WithStore(boltstore.New(dbFile)), coordinator.WithWorkers(3),
-		coordinator.WithFunc("work", work), coordinator.WithFunc("grow", grow), coordinator.WithPool("io", 2, workerFunc(work))}
+		coordinator.WithFunc("work", work("-")), coordinator.WithFunc("grow", func(ctx context.Context, p []byte) error { return grow("-", ctx, p) }),
+		coordinator.WithPool("io", 2, workerFunc(io))}
 	if retain {
 		opts = append(opts, coordinator.WithRetention(0))
 	}
@@ -404,7 +438,7 @@ type logEntry struct {
 	id   string // the task; for "submitted", the batch
 	gen  int
 	at   int64  // UnixNano, for run and end
-	arg  string // for chose, the tasks chosen: a,b,... or - for none
+	arg  string // for chose, the tasks chosen: a,b,... or - for none; for run, the pool it ran in
 }
 
 // readLog returns the side log's entries, in order.
@@ -435,11 +469,14 @@ func readLog(t *testing.T, path string) []logEntry {
 			e.arg = w[3]
 		}
 		if e.kind == "run" || e.kind == "end" {
-			if len(w) != 4 {
+			if (e.kind == "end" && len(w) != 4) || (e.kind == "run" && len(w) != 5) {
 				continue
 			}
 			if e.at, err = strconv.ParseInt(w[3], 10, 64); err != nil {
 				continue
+			}
+			if e.kind == "run" {
+				e.arg = strings.TrimPrefix(w[4], "-") // "": the default pool
 			}
 		}
 		out = append(out, e)
@@ -557,6 +594,7 @@ func TestCrashRestart(t *testing.T) {
 			checkGeneration(t, where, graph, prev, snap, expected, ranIn(log, gen), retain == 1)
 			checkOrder(t, where, graph, log, snap)
 			checkGrowth(t, where, graph, snap, log, gen, retain == 1)
+			checkInherited(t, where, graph, snap, log)
 			if killedAt != 0 && !done {
 				checkCounted(t, where, graph, prev, snap, log, gen, killedAt)
 			}
@@ -586,6 +624,7 @@ func TestCrashRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills, %d rounds, %d children; %d long attempts checked for being counted", kills, rounds, gens, checkedCounts)
+	t.Logf("inheritance: %d runs in their pool checked (%d of children), %d stored pools and priorities", inherited.runs, inherited.childRuns, inherited.stored)
 	t.Logf("growth, over the inspections: %d whole families, %d spawners stored without theirs, %d children's runs checked, %d dependents of joins, %d branch dependents skipped as not chosen, %d chosen that ran",
 		grown.families, grown.childless, grown.childRuns, grown.joinHeld, grown.notChosen, grown.chosenRan)
 }
@@ -945,6 +984,42 @@ func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, l
 			if !slices.Contains(strings.Split(last, ","), id) {
 				t.Errorf("%s: %s ran (line %d) after its branch %s succeeded, and was not in its last choice before that (%q)", where, id, at, br, last)
 			}
+		}
+	}
+}
+
+// checkInherited checks that every task ran in its pool and is stored
+// with its pool and priority: a child in its spawner's unless it set its
+// own, across restarts (a restart once put children in the default pool at
+// priority 0).
+var inherited struct{ runs, childRuns, stored int }
+
+func checkInherited(t *testing.T, where string, graph []crashTask, snap snapshot, log []logEntry) {
+	t.Helper()
+	byID := make(map[string]crashTask, len(graph))
+	for _, ct := range graph {
+		byID[ct.task.ID] = ct
+		ti, ok := snap[ct.task.ID]
+		if !ok {
+			continue
+		}
+		inherited.stored++
+		if ti.Pool != ct.pool || ti.Priority != ct.prio {
+			t.Errorf("%s: %s is stored in pool %q at priority %d; want pool %q, priority %d (parent %q)",
+				where, ct.task.ID, ti.Pool, ti.Priority, ct.pool, ct.prio, ct.parent)
+		}
+	}
+	for _, e := range log {
+		if e.kind != "run" {
+			continue
+		}
+		ct := byID[e.id]
+		inherited.runs++
+		if ct.parent != "" {
+			inherited.childRuns++
+		}
+		if e.arg != ct.pool {
+			t.Errorf("%s: %s ran in pool %q (generation %d); want %q (parent %q)", where, e.id, e.arg, e.gen, ct.pool, ct.parent)
 		}
 	}
 }
