@@ -16,7 +16,9 @@ import (
 // a rate limit too high to bind (every attempt still takes a token, and a
 // rate-limited pool hands each idle worker one attempt at a time); 1,000
 // keys taking turns; the same keys with a limit of 2 attempts at once;
-// one task in ten taking both workers (Slots 2).
+// one task in ten taking both workers (Slots 2); one key with a limit of
+// 1, its tasks at one level, then each at a level of its own (a hand-out
+// and an end cost O(log n) in its levels: they once cost O(n)).
 var flowSetups = []struct {
 	name string
 	opts []coordinator.Option
@@ -32,6 +34,10 @@ var flowSetups = []struct {
 			t.Slots = 2
 		}
 	}},
+	{"key,limit=1", []coordinator.Option{coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1})},
+		func(i int, t *coordinator.Task) { t.Key = "k" }},
+	{"key,limit=1,levels", []coordinator.Option{coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1})},
+		func(i int, t *coordinator.Task) { t.Key, t.Priority = "k", i }},
 }
 
 // BenchmarkFlowControl: what each flow control costs the run phase of a

@@ -12,7 +12,14 @@ package coordinator
 // that becomes ready later by at most one turn per hand-out, not by its
 // 100,000. A key at its limit has no turn: its tasks are not counted
 // ready for dispatch (they are not better work waiting), and it gets its
-// turns back, at the back of their levels, when an attempt of it ends.
+// turn back, at the back of its best level in each pool where it has
+// ready tasks, when an attempt of it ends; a worse level of the key gets
+// its turn when it becomes the key's best there (a pool hands out its
+// best level first, so until then that turn could not be taken), or when
+// a task of the key becomes ready in it. So reaching the limit and coming
+// back below it cost O(pools), not O(levels): one key at its limit with a
+// task at each of 16,000 levels made every hand-out and every end walk
+// them all.
 // An attempt counts against its key from its hand-out (its start is then
 // near, on an idle worker, or behind the attempts its lane runs) to the
 // application of its end; so an item of a limited key is reported at once
@@ -32,6 +39,18 @@ type keyState struct {
 	refs    int32   // records with this key (not counted for the empty key, never forgotten)
 	blocked bool    // out has reached limit: its queues have no turn
 	queues  []int32 // its queues, by index in state.kqs
+
+	// A limited key's (limit > 0) ready tasks by pool. epoch ends every
+	// turn its queues hold at once when it reaches its limit (a queue's
+	// turn is live only while its epoch is the key's).
+	epoch uint32
+	pools []keyPool // by pool index; nil until the key has a queue
+}
+
+// keyPool is a limited key's ready tasks in one pool.
+type keyPool struct {
+	live int32   // Ready tasks, over its queues there
+	best []int32 // its queues there with ready tasks: a min-heap by level (indexes into state.kqs)
 }
 
 // keyQueue is a key's ready tasks of one pool and level, oldest first.
@@ -43,6 +62,8 @@ type keyQueue struct {
 	live  int32    // Ready tasks in it
 	turn  uint32   // the sequence of its turn in the pool's ready queue (0: it has none)
 	used  int32    // tasks handed out in the current turn
+	epoch uint32   // a limited key's: the key's epoch when the queue got its turn (hasTurn)
+	hpos  int32    // a limited key's: its place in keyPool.best while it has ready tasks, else -1
 }
 
 type kqKey struct {
@@ -193,9 +214,9 @@ func (s *state) queueOf(t int32) int32 {
 	q := int32(len(s.kqs))
 	if n := len(s.freeKQs); n > 0 {
 		q, s.freeKQs = s.freeKQs[n-1], s.freeKQs[:n-1]
-		s.kqs[q] = keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio}
+		s.kqs[q] = keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio, hpos: -1}
 	} else {
-		s.kqs = append(s.kqs, keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio})
+		s.kqs = append(s.kqs, keyQueue{key: kk.key, pool: kk.pool, prio: kk.prio, hpos: -1})
 	}
 	s.kqIndex[kk] = q
 	s.keys[kk.key].queues = append(s.keys[kk.key].queues, q)
@@ -213,14 +234,58 @@ func (s *state) pushKeyed(t int32, e uint64, front bool) {
 		q.tasks.pushBack(e)
 	}
 	q.live++
-	if s.keys[q.key].blocked {
+	k := &s.keys[q.key]
+	if k.limit > 0 {
+		s.limitedReady(k, qi, 1)
+	}
+	if k.blocked {
 		return // no turn, not counted ready, until an attempt of the key ends
 	}
 	s.pools[q.pool].readyLive++
 	if front {
 		s.giveTurn(qi, true) // back where it was: the next turn of its level
-	} else if q.turn == 0 {
+	} else if !s.hasTurn(q) {
+		q.used = 0
 		s.giveTurn(qi, false)
+	}
+}
+
+// hasTurn reports whether queue q holds a live turn.
+func (s *state) hasTurn(q *keyQueue) bool {
+	return q.turn != 0 && q.epoch == s.keys[q.key].epoch
+}
+
+// limitedReady counts d ready tasks more (1) or fewer (-1) in queue qi of
+// limited key k, and keeps k's queues with ready tasks in their heap.
+func (s *state) limitedReady(k *keyState, qi int32, d int32) {
+	q := &s.kqs[qi]
+	if k.pools == nil {
+		k.pools = make([]keyPool, len(s.pools))
+	}
+	kp := &k.pools[q.pool]
+	kp.live += d
+	switch {
+	case q.live > 0 && q.hpos < 0:
+		s.kqHeapPush(kp, qi)
+	case q.live == 0 && q.hpos >= 0:
+		s.kqHeapRemove(kp, q.hpos)
+	}
+}
+
+// turnEnded is called when queue q's turn ended because it has no ready
+// task left: a limited key's best queue with ready tasks in that pool
+// gets a turn if it has none (see the top of this file).
+func (s *state) turnEnded(q *keyQueue) {
+	q.turn, q.used = 0, 0
+	k := &s.keys[q.key]
+	if k.limit == 0 || k.blocked || k.pools == nil {
+		return
+	}
+	if kp := &k.pools[q.pool]; len(kp.best) > 0 {
+		if b := kp.best[0]; !s.hasTurn(&s.kqs[b]) {
+			s.kqs[b].used = 0
+			s.giveTurn(b, false)
+		}
 	}
 }
 
@@ -232,7 +297,7 @@ func (s *state) giveTurn(qi int32, front bool) {
 	if s.turnSeq == 0 {
 		s.turnSeq = 1
 	}
-	q.turn = s.turnSeq
+	q.turn, q.epoch = s.turnSeq, s.keys[q.key].epoch
 	e := uint64(q.turn)<<32 | turnBit | uint64(uint32(qi))
 	p := &s.pools[q.pool]
 	if front {
@@ -250,6 +315,10 @@ func (s *state) liveTurn(e uint64) (*keyQueue, int32, bool) {
 	if q.turn != uint32(e>>32) {
 		return nil, 0, false
 	}
+	if q.epoch != s.keys[q.key].epoch {
+		q.turn, q.used = 0, 0 // ended as its key reached its limit
+		return nil, 0, false
+	}
 	for q.tasks.len() > 0 {
 		te := q.tasks.front()
 		t := int32(uint32(te))
@@ -258,7 +327,7 @@ func (s *state) liveTurn(e uint64) (*keyQueue, int32, bool) {
 		}
 		q.tasks.popFront() // stale: cancelled, or taken back and queued again
 	}
-	q.turn = 0 // nothing left: the turn ends
+	s.turnEnded(q) // nothing left
 	return nil, 0, false
 }
 
@@ -281,11 +350,14 @@ func (s *state) popTurn(p *poolState, e uint64) (int32, bool) {
 	s.popped, s.poppedUsed = t, q.used
 	q.tasks.popFront()
 	q.live--
+	if k := &s.keys[q.key]; k.limit > 0 {
+		s.limitedReady(k, qi, -1)
+	}
 	p.readyLive--
 	q.used++
 	switch {
 	case q.live == 0:
-		q.turn, q.used = 0, 0
+		s.turnEnded(q)
 	case q.used < s.keys[q.key].weight:
 		s.giveTurn(qi, true)
 	default:
@@ -310,9 +382,14 @@ func (s *state) unpop(t int32) {
 // unqueueKeyed takes Ready task t out of its key queue's count (its entry
 // is left behind, skipped when met).
 func (s *state) unqueueKeyed(t int32) {
-	q := &s.kqs[s.queueOf(t)]
+	qi := s.queueOf(t)
+	q := &s.kqs[qi]
 	q.live--
-	if !s.keys[q.key].blocked {
+	k := &s.keys[q.key]
+	if k.limit > 0 {
+		s.limitedReady(k, qi, -1)
+	}
+	if !k.blocked {
 		s.pools[q.pool].readyLive--
 	}
 }
@@ -323,10 +400,9 @@ func (s *state) keyOut(t int32) {
 	k.out++
 	if k.limit > 0 && k.out >= k.limit && !k.blocked {
 		k.blocked = true
-		for _, qi := range k.queues {
-			q := &s.kqs[qi]
-			q.turn, q.used = 0, 0 // its entry in the ready queue is stale now
-			s.pools[q.pool].readyLive -= int(q.live)
+		k.epoch++ // every turn of its queues ends: their entries are dead now
+		for i := range k.pools {
+			s.pools[i].readyLive -= int(k.pools[i].live)
 		}
 	}
 }
@@ -338,12 +414,68 @@ func (s *state) keyBack(t int32) {
 	k.out-- // t is live: its record names the key, which unkey forgets only later
 	if k.blocked && k.out < k.limit {
 		k.blocked = false
-		for _, qi := range k.queues {
-			if q := &s.kqs[qi]; q.live > 0 {
-				s.pools[q.pool].readyLive += int(q.live)
-				s.giveTurn(qi, false)
+		for i := range k.pools {
+			if kp := &k.pools[i]; kp.live > 0 {
+				s.pools[i].readyLive += int(kp.live)
+				b := kp.best[0] // its best level there: the others get theirs when they are best (turnEnded)
+				s.kqs[b].used = 0
+				s.giveTurn(b, false)
 			}
 		}
+	}
+}
+
+// kqHeapPush adds queue qi to kp's heap.
+func (s *state) kqHeapPush(kp *keyPool, qi int32) {
+	kp.best = append(kp.best, qi)
+	s.kqs[qi].hpos = int32(len(kp.best) - 1)
+	s.kqHeapUp(kp, len(kp.best)-1)
+}
+
+// kqHeapRemove takes the queue at place i out of kp's heap.
+func (s *state) kqHeapRemove(kp *keyPool, i int32) {
+	h := kp.best
+	s.kqs[h[i]].hpos = -1
+	last := int32(len(h) - 1)
+	kp.best = h[:last]
+	if i == last {
+		return
+	}
+	h[i] = h[last]
+	s.kqs[h[i]].hpos = i
+	s.kqHeapDown(kp, int(i))
+	s.kqHeapUp(kp, int(i))
+}
+
+func (s *state) kqHeapUp(kp *keyPool, i int) {
+	h := kp.best
+	for i > 0 {
+		p := (i - 1) / 2
+		if s.kqs[h[p]].prio <= s.kqs[h[i]].prio {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		s.kqs[h[p]].hpos, s.kqs[h[i]].hpos = int32(p), int32(i)
+		i = p
+	}
+}
+
+func (s *state) kqHeapDown(kp *keyPool, i int) {
+	h := kp.best
+	for {
+		l, m := 2*i+1, i
+		if l < len(h) && s.kqs[h[l]].prio < s.kqs[h[m]].prio {
+			m = l
+		}
+		if l+1 < len(h) && s.kqs[h[l+1]].prio < s.kqs[h[m]].prio {
+			m = l + 1
+		}
+		if m == i {
+			return
+		}
+		h[m], h[i] = h[i], h[m]
+		s.kqs[h[m]].hpos, s.kqs[h[i]].hpos = int32(m), int32(i)
+		i = m
 	}
 }
 

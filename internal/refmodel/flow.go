@@ -120,7 +120,10 @@ func (m *Model) looksAtTurns(pool string) bool {
 // A key at its limit (SetKeyLimits: attempts handed out and not
 // ended, all pools counted) has no turn: its ready tasks are not counted
 // ready, nor are they better work waiting; when an attempt of it ends, it
-// gets a turn at the back of each level where it has ready tasks.
+// gets a turn at the back of its best level in each pool where it has
+// ready tasks. A limited key's worse level gets its turn when the key's
+// turn at a better one ends for want of ready tasks there (passTurn), or
+// when a task of the key becomes ready at it.
 type flow struct {
 	workers map[string]int // pool sizes (nil: one worker per pool, as run has)
 	pools   []string       // in the scheduler's order
@@ -198,11 +201,36 @@ func (m *Model) flowEnd(t int) {
 	m.fl.keyOut[r.Key]--
 	if m.fl.blocked[r.Key] && m.fl.keyOut[r.Key] < m.keyLimit(r.Key) {
 		delete(m.fl.blocked, r.Key)
+		pools := map[string]bool{}
 		for _, o := range m.Tasks {
-			if o.Status == Ready && o.Key == r.Key {
-				m.giveTurn(o)
+			if o.Status == Ready && o.Key == r.Key && !pools[o.Pool] {
+				pools[o.Pool] = true
+				m.giveTurn(m.Tasks[m.bestOfKey(o.Pool, r.Key)])
 			}
 		}
+	}
+}
+
+// bestOfKey returns key's ready task of pool at the best level, or -1.
+func (m *Model) bestOfKey(pool, key string) int {
+	best := -1
+	for i, r := range m.Tasks {
+		if r.Status == Ready && r.Pool == pool && r.Key == key && (best < 0 || r.Priority < m.Tasks[best].Priority) {
+			best = i
+		}
+	}
+	return best
+}
+
+// passTurn is called when key's turn at level lv ended for want of ready
+// tasks there: a limited key's best level in that pool gets a turn if it
+// has none.
+func (m *Model) passTurn(lv level, key string) {
+	if m.keyLimit(key) == 0 || m.keyBlocked(key) {
+		return
+	}
+	if b := m.bestOfKey(lv.pool, key); b >= 0 {
+		m.giveTurn(m.Tasks[b])
 	}
 }
 

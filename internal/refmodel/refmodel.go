@@ -400,15 +400,21 @@ func (m *Model) levels(pool string) []level {
 // nextKeyed returns the task pool's turns hand out next, dropping the
 // turns without ready tasks met on the way, or -1.
 func (m *Model) nextKeyed(pool string) int {
-	for _, lv := range m.levels(pool) {
+	for {
+		lvs := m.levels(pool) // again after a level is emptied: passTurn may have added one
+		if len(lvs) == 0 {
+			return -1
+		}
+		lv := lvs[0]
 		for len(m.turns[lv]) > 0 {
 			if t := m.oldest(lv, m.turns[lv][0].key); t >= 0 {
 				return t
 			}
+			key := m.turns[lv][0].key
 			m.turns[lv] = m.turns[lv][1:]
+			m.passTurn(lv, key) // at a worse level: met later in this look
 		}
 	}
-	return -1
 }
 
 // handedOut moves the turn that handed out t on.
@@ -421,6 +427,7 @@ func (m *Model) handedOut(t int) {
 	switch {
 	case m.oldest(lv, r.Key) < 0:
 		m.turns[lv] = m.turns[lv][1:]
+		m.passTurn(lv, r.Key)
 	case u.used >= w:
 		u.used = 0
 		m.turns[lv] = append(m.turns[lv][1:], u)
