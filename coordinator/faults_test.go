@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +57,56 @@ func TestFaultTaskNeverReturns(t *testing.T) {
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Fatalf("Shutdown once they returned = %v; want nil", err)
 		}
+	})
+}
+
+// Shutdown returns when its context ends whatever a subscriber does, and
+// its error names what it still waits for: a subscriber whose callback
+// does not return (where it was subscribed, the event it is stuck on, how
+// many events wait for it) and the tasks still running. A channel that
+// fills up is the usual way to get there (examples/dynamic once taught it).
+func TestShutdownNamesABlockedSubscriber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 4) // nobody reads it before Shutdown returns
+		s.Subscribe(func(e coordinator.Event) { lines <- e.TaskID }) // this line is named
+		_, _, line, _ := runtime.Caller(0)
+		var tasks []coordinator.Task
+		for i := range 20 {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("t", i), Run: ok})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = s.Shutdown(ctx)
+		var se *coordinator.ShutdownError
+		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v; want a *ShutdownError wrapping DeadlineExceeded", err)
+		}
+		site := fmt.Sprintf("faults_test.go:%d", line-1)
+		if len(se.Running) != 0 || len(se.Subscribers) != 1 || !strings.Contains(se.Subscribers[0], site) ||
+			!strings.Contains(se.Subscribers[0], "in its callback for ") || !strings.Contains(err.Error(), "events not yet delivered") {
+			t.Fatalf("Shutdown = %q; want no task running and the subscriber of %s named, in its callback", err, site)
+		}
+		drained := make(chan struct{})
+		go func() { // read: the deliveries end, and Shutdown with them
+			for range lines {
+			}
+			close(drained)
+		}()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown once the channel is read = %v; want nil", err)
+		}
+		close(lines) // the subscriber has returned for good
+		<-drained
 	})
 }
 

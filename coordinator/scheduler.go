@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -436,12 +439,17 @@ func (s *Scheduler) startSubscriber(sub *subscriber) {
 // fn is nil (a programming error, as a nil func given to sort.Slice).
 // Safe for concurrent use. After Shutdown, fn is never called and unsubscribe does
 // nothing. Events decided during Shutdown are delivered before Shutdown
-// returns.
+// returns: a fn that blocks (on a buffered channel read only after
+// Shutdown, once it is full) holds Shutdown up until its context ends,
+// and the *ShutdownError names the subscriber, where it was subscribed.
 func (s *Scheduler) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
 	if fn == nil {
 		panic("coordinator: Subscribe with a nil function")
 	}
 	sub := newSubscriber(fn, s.log)
+	if _, file, line, ok := runtime.Caller(1); ok {
+		sub.site = fmt.Sprintf("%s:%d", filepath.Base(file), line)
+	}
 	for _, o := range opts {
 		o(sub)
 	}
@@ -502,7 +510,8 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // abandoned timed-out attempts included, and returns nil; or until ctx
 // ends, returning a *ShutdownError that wraps ctx.Err() and names the
 // tasks whose functions have not returned, while the shutdown goes on in
-// the background. Called from a subscriber callback, it waits for
+// the background (a subscriber's callback that has not returned is named
+// there too, as is how many events wait for it). Called from a subscriber callback, it waits for
 // everything but the subscribers' deliveries (another callback may be in
 // Shutdown too, waiting for this one): they deliver the rest of their
 // events once their callbacks return, and a later Shutdown from outside
@@ -564,7 +573,18 @@ func (s *Scheduler) shutdownError(ctx context.Context) error {
 		}
 	}
 	slices.Sort(running)
-	return &ShutdownError{Err: ctx.Err(), Running: slices.Compact(running)}
+	e := &ShutdownError{Err: ctx.Err(), Running: slices.Compact(running)}
+	s.subsMu.Lock()
+	subs := slices.Clone(s.subs)
+	s.subsMu.Unlock()
+	for _, sub := range subs {
+		select {
+		case <-sub.exited:
+		default:
+			e.Subscribers = append(e.Subscribers, sub.describe())
+		}
+	}
+	return e
 }
 
 // ShutdownError is Shutdown's error when its context ends first.
@@ -572,10 +592,22 @@ func (s *Scheduler) shutdownError(ctx context.Context) error {
 type ShutdownError struct {
 	Err     error    // the context's error
 	Running []string // tasks whose functions had not returned, sorted
+	// Subscribers describes each subscriber whose deliveries had not
+	// ended: where Subscribe was called, the event its callback was
+	// called with and has not returned from (a callback that blocks
+	// holds Shutdown up), and how many events still wait for it.
+	Subscribers []string
 }
 
 func (e *ShutdownError) Error() string {
-	return fmt.Sprintf("coordinator: shutdown: %v; still running: %v", e.Err, e.Running)
+	msg := fmt.Sprintf("coordinator: shutdown: %v", e.Err)
+	if len(e.Running) > 0 || len(e.Subscribers) == 0 {
+		msg += fmt.Sprintf("; still running: %v", e.Running)
+	}
+	if len(e.Subscribers) > 0 {
+		msg += "; still delivering events: " + strings.Join(e.Subscribers, "; ")
+	}
+	return msg
 }
 
 func (e *ShutdownError) Unwrap() error { return e.Err }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"fmt"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
@@ -22,10 +23,12 @@ type subscriber struct {
 	lag    time.Duration // immutable: how late it accepts events (MaxLag; 0: at once)
 	kinds  kindSet       // immutable: the kinds of events it is told (Kinds; default: every kind)
 	gone   actor.Signal  // immutable: notified by unsubscribe, so that the loop drops it (zero: nobody to tell)
+	site   string        // immutable: where Subscribe was called (file:line), for ShutdownError
 	signal actor.Signal
-	goid   atomic.Uint64 // the delivery goroutine's id, once it runs
-	exited chan struct{} // closed when the delivery goroutine returns
-	out    atomic.Bool   // set with closed, under mu: read before each event without the lock (isClosed)
+	inCall atomic.Pointer[Event] // the event fn is being called with (nil: none), for ShutdownError
+	goid   atomic.Uint64         // the delivery goroutine's id, once it runs
+	exited chan struct{}         // closed when the delivery goroutine returns
+	out    atomic.Bool           // set with closed, under mu: read before each event without the lock (isClosed)
 
 	mu     sync.Mutex
 	queue  [][]Event // guarded by mu: chunks published, not yet delivered
@@ -194,8 +197,9 @@ func (sub *subscriber) run() {
 				}
 				break
 			}
-			for _, events := range chunks {
-				for _, e := range events {
+			for _, events := range chunks { // never written again: the loop publishes a new slice each time
+				for i := range events {
+					e := &events[i]
 					if !sub.kinds.has(e.Kind) {
 						continue
 					}
@@ -213,7 +217,7 @@ func (sub *subscriber) run() {
 }
 
 // call delivers one event, and reports false if the callback panicked.
-func (sub *subscriber) call(e Event) (ok bool) {
+func (sub *subscriber) call(e *Event) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			ok = false
@@ -223,8 +227,34 @@ func (sub *subscriber) call(e Event) (ok bool) {
 				slog.String("stack", string(debug.Stack())))
 		}
 	}()
-	sub.fn(e)
+	sub.inCall.Store(e)
+	sub.fn(*e)
+	sub.inCall.Store(nil)
 	return true
+}
+
+// describe says, for ShutdownError, where the subscriber was subscribed
+// and what its delivery is doing. Safe for concurrent use.
+func (sub *subscriber) describe() string {
+	sub.mu.Lock()
+	waiting := 0
+	for _, chunk := range sub.queue {
+		for i := range chunk {
+			if sub.kinds.has(chunk[i].Kind) {
+				waiting++
+			}
+		}
+	}
+	sub.mu.Unlock()
+	d := "subscriber " + sub.site
+	switch e := sub.inCall.Load(); {
+	case e == nil:
+	case e.TaskID != "":
+		d += fmt.Sprintf(" in its callback for %v of task %s", e.Kind, quoteID(e.TaskID))
+	default:
+		d += fmt.Sprintf(" in its callback for %v of pool %s", e.Kind, quoteID(e.Pool))
+	}
+	return d + fmt.Sprintf(", %d events not yet delivered", waiting)
 }
 
 // isClosed reports whether the subscriber has unsubscribed. It takes no

@@ -48,10 +48,14 @@ func run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lines := make(chan string, 64)
+	// The callback runs on a goroutine of its own, one event after the
+	// other, and Shutdown returns once it has had the last one: it writes
+	// the lines itself. (Sending them to a buffered channel read only
+	// after Shutdown would block the callback once the buffer is full,
+	// and Shutdown with it.)
 	s.Subscribe(func(e coordinator.Event) {
 		if l := line(e); l != "" {
-			lines <- l
+			fmt.Fprintln(out, l)
 		}
 	})
 	words := func(_ context.Context, name string) (int, error) {
@@ -111,10 +115,6 @@ func run(out io.Writer) error {
 	}
 	if serr := s.Shutdown(context.Background()); err == nil {
 		err = serr
-	}
-	close(lines)
-	for l := range lines {
-		fmt.Fprintln(out, l)
 	}
 	if err != nil {
 		return err
