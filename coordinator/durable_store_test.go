@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -453,6 +455,91 @@ func TestStoreOpensAfterItsPoolShrank(t *testing.T) {
 		}
 		if st := status(t, s3, "later"); st != coordinator.Cancelled {
 			t.Errorf("status(later) = %v; want cancelled", st)
+		}
+	})
+}
+
+// What New decides while it restores a store is told as a live decision
+// is: an interrupted attempt retried (Warn) or failed (Error), and what
+// that skips (Info), in WithLogger's lines and to WithSubscriber's
+// subscribers (a Subscribe after New cannot see them); the restore of a
+// store that decides nothing tells nothing.
+func TestRestoreDecisionsAreLoggedAndTold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		running := make(chan struct{}, 2)
+		step := coordinator.WithFunc("step", func(ctx context.Context, p []byte) error {
+			running <- struct{}{}
+			<-ctx.Done() // runs until the crash
+			return ctx.Err()
+		})
+		s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(2), step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Submit(
+			coordinator.Task{ID: "again", Func: "step", Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Hour}},
+			coordinator.Task{ID: "once", Func: "step"},
+			coordinator.Task{ID: "after", Func: "step", Deps: []string{"once"}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-running
+		<-running
+		synctest.Wait()
+		crashed := mem.Crash()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		var logs logBuffer
+		var mu sync.Mutex
+		var told []string
+		s2, err := coordinator.New(coordinator.WithStore(crashed.Open()), coordinator.WithWorkers(2), step,
+			coordinator.WithLogger(logs.logger()),
+			coordinator.WithSubscriber(func(e coordinator.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				told = append(told, fmt.Sprintf("%s %v %v %s", e.TaskID, e.Kind, e.Err, e.Cause))
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"again retrying " + coordinator.ErrInterrupted.Error() + " ",
+			"once failed " + coordinator.ErrInterrupted.Error() + " ",
+			"after skipped <nil> once",
+		}
+		if len(told) < 3 || !slices.Equal(told[:3], want) { // then Shutdown's cancel of again
+			t.Errorf("WithSubscriber told %q; want %q first", told, want)
+		}
+		for _, line := range []string{
+			`level=WARN msg="task retrying" task=again`,
+			`level=ERROR msg="task failed" task=once`,
+			`level=INFO msg="task skipped" task=after cause=once`,
+		} {
+			if !logs.contains(line) {
+				t.Errorf("WithLogger's lines lack %q:\n%s", line, logs.String())
+			}
+		}
+
+		// The decisions were committed: the next restore has nothing to
+		// decide, and tells nothing.
+		told = nil
+		s3, err := coordinator.New(coordinator.WithStore(crashed.Open()), coordinator.WithWorkers(2), step,
+			coordinator.WithSubscriber(func(e coordinator.Event) { told = append(told, e.TaskID+" "+e.Kind.String()) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s3.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"again cancelled"}; !slices.Equal(told, want) {
+			t.Errorf("a restore with nothing to decide, then Shutdown, told %q; want only %q", told, want)
 		}
 	})
 }

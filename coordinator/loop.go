@@ -24,13 +24,8 @@ type loop struct {
 // message changes the state; then the loop asks the state what the world
 // must see (ready), does that I/O in the outbox's order, and acknowledges
 // it (advance).
-func (s *Scheduler) run(st *state) error {
-	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
-	if s.taskLog {
-		l.tl = newTaskLog(s.log)
-		s.startSubscriber(l.tl.sub)
-		l.logTasks(nil)
-	}
+func (s *Scheduler) run(l *loop) error {
+	st := l.st
 	stopc := s.stopc
 	var armed bool // the timer goroutine was sent armedAt and it has not fired
 	var armedAt time.Time

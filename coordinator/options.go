@@ -39,8 +39,9 @@ type config struct {
 	logger     *slog.Logger
 	taskLog    bool // the logger was given (WithLogger): log task life to it
 
-	middleware []Middleware   // WithMiddleware, outermost first
-	dur        *durableConfig // WithStore, WithFunc (nil: neither)
+	middleware  []Middleware   // WithMiddleware, outermost first
+	dur         *durableConfig // WithStore, WithFunc (nil: neither)
+	subscribers []*subscriber  // WithSubscriber, in the order given
 
 	rates map[string]rateConfig // WithRateLimit, by pool name
 	keys  *KeyPolicy            // WithKeys (nil: not given)
@@ -216,6 +217,30 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
 		c.logger, c.taskLog = l, true
+		return nil
+	}
+}
+
+// WithSubscriber subscribes fn as Subscribe does (with opts), from before
+// New returns: it is told every event, those of what New decides while
+// it restores a durable scheduler's store too (WithStore: an attempt a
+// crash interrupted, retried or failed, and what that skips or cancels),
+// which a Subscribe after New cannot see. The subscription lasts until
+// Shutdown (a callback that wants no more events returns at once); if
+// New fails, fn is never called. WithLogger's lines tell the same
+// decisions. It panics if fn is nil, as Subscribe does.
+func WithSubscriber(fn func(Event), opts ...SubscribeOption) Option {
+	if fn == nil {
+		panic("coordinator: WithSubscriber with a nil function")
+	}
+	site := callSite(2)
+	return func(c *config) error {
+		sub := newSubscriber(fn, nil)
+		sub.site = site
+		for _, o := range opts {
+			o(sub)
+		}
+		c.subscribers = append(c.subscribers, sub)
 		return nil
 	}
 }

@@ -29,7 +29,6 @@ type Scheduler struct {
 	sizes     map[string]int           // immutable: pool name -> its number of workers (PoolSizes)
 	lanePools []string                 // immutable: lane ID -> its pool's name (Spawn's children inherit it)
 	hook      func(time.Time)          // immutable; only for testing
-	taskLog   bool                     // immutable: write task-life logs to log
 	log       *slog.Logger             // immutable
 	dcfg      *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
 	store     Store                    // immutable: WithStore's (nil: not durable); the loop alone commits to it
@@ -117,7 +116,6 @@ func New(opts ...Option) (*Scheduler, error) {
 		sizes:    make(map[string]int, 1+len(cfg.pools)),
 		hook:     cfg.armed,
 		log:      cfg.logger,
-		taskLog:  cfg.taskLog,
 		dcfg:     cfg.dur,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
@@ -167,6 +165,19 @@ func New(opts ...Option) (*Scheduler, error) {
 		st.policy = *cfg.keys
 		st.startKeys()
 	}
+	// The loop's listeners exist before the restore, so that what it
+	// decides is recorded, logged and told to WithSubscriber's
+	// subscribers once committed.
+	l := &loop{s: s, st: st, waiters: map[uint64]chan<- struct{}{}}
+	if cfg.taskLog {
+		l.tl = newTaskLog(s.log)
+		l.tl.check()
+	}
+	for _, sub := range cfg.subscribers {
+		sub.log, sub.gone = s.log, s.unsubbed
+		l.subs = append(l.subs, sub)
+	}
+	l.observed()
 	if cfg.dur != nil && cfg.dur.store != nil {
 		s.store = cfg.dur.store
 		cfg.dur.resumes = make([]bool, len(all))
@@ -183,6 +194,17 @@ func New(opts ...Option) (*Scheduler, error) {
 			}
 			return nil, err
 		}
+		if events := st.events; len(events) > 0 { // what the restore decided, committed
+			st.events = nil
+			l.publish(events)
+			l.logTasks(events)
+		}
+	}
+	for _, sub := range l.subs {
+		s.startSubscriber(sub)
+	}
+	if l.tl != nil {
+		s.startSubscriber(l.tl.sub)
 	}
 
 	for i := range st.pools {
@@ -193,7 +215,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.g = new(errgroup.Group)
 	s.g.Go(func() error {
 		defer stopWork()
-		return s.run(st)
+		return s.run(l)
 	})
 	s.g.Go(func() error { return s.timer(workCtx) })
 	for i := range all {
@@ -401,6 +423,15 @@ func (s *Scheduler) Info(id string) (TaskInfo, bool) {
 	return r.info, r.ok
 }
 
+// callSite is the file:line of the caller skip frames up (2: the caller of
+// the function that calls callSite), for ShutdownError.
+func callSite(skip int) string {
+	if _, file, line, ok := runtime.Caller(skip); ok {
+		return fmt.Sprintf("%s:%d", filepath.Base(file), line)
+	}
+	return "(unknown)"
+}
+
 // startSubscriber starts a delivery goroutine and keeps it on the list that
 // Shutdown waits for, dropping those that have exited.
 func (s *Scheduler) startSubscriber(sub *subscriber) {
@@ -447,9 +478,7 @@ func (s *Scheduler) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscr
 		panic("coordinator: Subscribe with a nil function")
 	}
 	sub := newSubscriber(fn, s.log)
-	if _, file, line, ok := runtime.Caller(1); ok {
-		sub.site = fmt.Sprintf("%s:%d", filepath.Base(file), line)
-	}
+	sub.site = callSite(2)
 	for _, o := range opts {
 		o(sub)
 	}
