@@ -77,7 +77,9 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 		h := &s.hot[t]
 		if h.status == dispatched && r.link == loc(ls.l.ID, seq) {
 			ls.live--
-			s.leftLane(t)
+			if !ls.l.Outcome(seq).Abandoned || !s.holdAbandoned(ls, seq, t) {
+				s.leftLane(t)
+			}
 			r.link = noTask
 			switch st {
 			case lane.Passed: // the item it followed did not succeed

@@ -248,3 +248,75 @@ func TestFaultCustomWorker(t *testing.T) {
 		}
 	})
 }
+
+// An attempt abandoned at its timeout (WithAbandonAfter) frees its worker
+// and nothing else until its function returns: a key's limit counts the
+// function (the next attempt of the key waits for it), and the workers a
+// task of several slots keeps beside its own stay held; once it returns,
+// they are free again. (They were freed with the attempt's end: two
+// functions of a key of limit 1 ran at once.)
+func TestAbandonedAttemptHoldsItsKeyAndSlots(t *testing.T) {
+	for _, k := range []int{1, 3} {
+		t.Run(fmt.Sprintf("slots=%d", k), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(4), coordinator.WithAbandonAfter(10*time.Millisecond),
+					coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1}))
+				run := newRunning()
+				release := make(chan struct{})
+				deaf := func(ctx context.Context) error {
+					run.enter("k", k)
+					defer run.leave("k", k)
+					<-release // ignores its context
+					return nil
+				}
+				quick := func(key string) func(context.Context) error {
+					return func(context.Context) error {
+						run.enter(key, 1)
+						defer run.leave(key, 1)
+						time.Sleep(time.Millisecond)
+						return nil
+					}
+				}
+				tasks := []coordinator.Task{{ID: "deaf", Key: "k", Slots: k, Timeout: time.Second, Run: deaf}}
+				for i := range 3 {
+					tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("next", i), Key: "k", Run: quick("k")})
+				}
+				if err := s.Submit(tasks...); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				time.Sleep(time.Second + 10*time.Millisecond) // the timeout, the grace: abandoned
+				synctest.Wait()
+				if info, _ := s.Info("deaf"); info.Status != coordinator.Failed || !errors.Is(info.Err, worker.ErrTimeout) {
+					t.Fatalf("Info(deaf) = %v %v; want failed, ErrTimeout", info.Status, info.Err)
+				}
+				var others []coordinator.Task
+				for i := range 8 {
+					others = append(others, coordinator.Task{ID: fmt.Sprint("other", i), Run: quick("")})
+				}
+				if err := s.Submit(others...); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Minute) // the deaf function still runs
+				synctest.Wait()
+				if st := status(t, s, "next0"); st.Final() || st == coordinator.Running {
+					t.Errorf("status(next0) = %v while the abandoned function of its key runs; want it waiting (key limit 1)", st)
+				}
+				run.mu.Lock()
+				peakK, most := run.peak["k"], run.most
+				run.mu.Unlock()
+				if peakK != 1 {
+					t.Errorf("key k ran %d functions at once; limit 1", peakK)
+				}
+				if most > 4+1 { // its own worker went on: 4 workers, plus the abandoned function's one slot
+					t.Errorf("%d slots in use at once on 4 workers, the abandoned function's %d included; want at most 5", most, k)
+				}
+				close(release)
+				settle(t, s)
+				if c := s.Counts(); c.Succeeded != 11 {
+					t.Errorf("Counts = %+v; want the 3 of key k and the 8 others succeeded once it returned", c)
+				}
+			})
+		})
+	}
+}

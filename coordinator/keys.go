@@ -410,8 +410,13 @@ func (s *state) keyOut(t int32) {
 // keyBack counts an attempt of t whose end was applied, or that was taken
 // back, off its key; a key below its limit again gets its turns back.
 func (s *state) keyBack(t int32) {
-	k := &s.keys[s.keyOf[t]]
-	k.out-- // t is live: its record names the key, which unkey forgets only later
+	s.keyBackKey(s.keyOf[t]) // t is live: its record names the key, which unkey forgets only later
+}
+
+// keyBackKey counts an attempt of key kn off it (keyBack).
+func (s *state) keyBackKey(kn int32) {
+	k := &s.keys[kn]
+	k.out--
 	if k.blocked && k.out < k.limit {
 		k.blocked = false
 		for i := range k.pools {

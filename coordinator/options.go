@@ -183,7 +183,10 @@ func WithTimerArmed(f func(due time.Time)) Option {
 // worker.ErrTimeout) and the worker waits up to d more for the function to
 // return, so that the next attempt of the task never runs beside it. A
 // function still running after that is abandoned: its worker goes on, its
-// result is discarded, and Shutdown names it until it returns. Default
+// result is discarded, and Shutdown names it until it returns. Until it
+// returns, it keeps everything else its attempt held: its place under its
+// key's limit (WithKeys counts functions that run) and, for a task of
+// several slots, the other workers of its pool held for it. Default
 // DefaultAbandonAfter; 0 abandons at the timeout.
 func WithAbandonAfter(d time.Duration) Option {
 	return func(c *config) error {

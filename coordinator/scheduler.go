@@ -221,7 +221,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	for i := range all {
 		env := &lane.Env{Owner: s, Worker: wrappedWorkers[i], Clock: s.clk, Reports: s.reports, Hungry: st.hungry,
 			Specs: st.specs, Detached: &s.detached, Grace: cfg.grace, Armed: cfg.armed, Go: s.g.Go,
-			ReportStarts: s.store != nil, Inside: s.enter}
+			ReportStarts: s.store != nil, Inside: s.enter, Returned: s.abandonedReturned}
 		for _, ln := range st.poolLanes(i) {
 			s.g.Go(func() error { return ln.Run(workCtx, env) })
 		}

@@ -236,7 +236,7 @@ type laneState struct {
 	best    int32     // the best priority published since it opened
 	head    uint32    // the item its worker was last seen running (unstick)
 	headAt  time.Time // since when (zero: it was running nothing)
-	holder  int32     // 1 + the task of several slots this idle lane is held for (0: none; flow.go)
+	holder  int32     // 1 + the task of several slots this idle lane is held for (0: none; flow.go); -(1 + a hold) for an abandoned attempt (abandon.go)
 }
 
 // state is all scheduling state. It has no goroutines, channels or clock;
@@ -259,8 +259,9 @@ type state struct {
 	cutting bool // Shutdown's cancellations have begun: children joining the graph from now on are cancelled at once (spawn.go)
 	rseq    uint32
 
-	watchers // WaitTasks calls and Batches (waittasks.go)
-	keyTable // Task.Key: limits and turns (keys.go)
+	watchers     // WaitTasks calls and Batches (waittasks.go)
+	keyTable     // Task.Key: limits and turns (keys.go)
+	abandonTable // what abandoned attempts hold while their functions run (abandon.go)
 
 	// Spawning (spawn.go). fam is nil until the first Spawn; then it is
 	// parallel to tasks.

@@ -141,7 +141,7 @@ type Outcome struct {
 	Err       error
 	Retry     bool // RetryIf(Err), evaluated on the worker
 	TimedOut  bool // the attempt's timeout passed
-	Abandoned bool // ... and its function had not returned a grace period later
+	Abandoned bool // ... and its function had not returned a grace period later (Env.Returned tells when it does)
 }
 
 type meta struct{ attempt, run int32 }
@@ -234,6 +234,12 @@ type Env struct {
 	// hands its lane to a new one when a task ends the worker goroutine
 	// with runtime.Goexit. Nil: the lane stops there (tests).
 	Go func(func() error)
+	// Returned, if set, is called on the goroutine of an abandoned
+	// attempt (Outcome.Abandoned) once its function has returned, with
+	// the lane and the item: what the attempt holds (its key's place,
+	// the workers its slots keep) is held until then. It is never called
+	// for an attempt that was not abandoned.
+	Returned func(lane int, seq uint32)
 }
 
 // Lane is one worker's ring of items. The coordinator owns the slots it
@@ -692,12 +698,21 @@ func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 	res := make(chan error, 1) // an abandoned attempt's late result must not block
 	det, w := l.env.Detached, l.env.Worker
 	id := det.add(spec.ID)
-	inside := l.env.Inside
+	inside, told, laneID, seq := l.env.Inside, l.env.Returned, l.ID, l.next
+	// fate is decided once: the function returns first (returnedFirst),
+	// or the worker abandons it first (abandonedFirst), which then says
+	// so when it returns.
+	var fate atomic.Int32
 	go func() {
 		defer det.done(id)
 		if inside != nil {
 			defer inside()()
 		}
+		defer func() { // after its result is sent
+			if !fate.CompareAndSwap(running, returnedFirst) && told != nil {
+				told(laneID, seq)
+			}
+		}()
 		returned := false
 		defer func() {
 			if !returned { // call recovers panics: this is runtime.Goexit
@@ -725,11 +740,22 @@ func (l *Lane) runTimed(spec *Spec, ctx *Context, job worker.Job) error {
 			g.Stop()
 		}
 	case <-gfire:
+		if !fate.CompareAndSwap(running, abandonedFirst) {
+			terr.Err = <-res // it returned as the grace period ended: its result is sent
+			break
+		}
 		out.Abandoned = true
 		ctx.touch() // the function may still use it: never reuse it (this marks the item too)
 	}
 	return terr
 }
+
+// The fate of a timed attempt's function (runTimed).
+const (
+	running        int32 = iota
+	returnedFirst        // it returned before its worker abandoned it
+	abandonedFirst       // its worker abandoned it first
+)
 
 // due is a channel that is always ready: the fire channel of a timer whose
 // time had come when it was to be armed.
