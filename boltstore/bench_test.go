@@ -246,3 +246,73 @@ func BenchmarkReopen(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRestartBacklog measures what a restart costs the tasks that
+// were ready at the crash: each starts carefully once (its start is
+// committed before its function is called: coordinator/careful.go), so
+// that a function that kills its process at once is counted. n empty
+// tasks wait in a paused pool; "first" runs them from Resume on a new
+// scheduler, "restored" from Resume on a scheduler that restored them
+// from the file, "restored-not-careful" the same with
+// WithCarefulRestart(false). All on 4 workers, in one op, so that they
+// share the machine's noise.
+func BenchmarkRestartBacklog(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			open := func(path string, opts ...coordinator.Option) *coordinator.Scheduler {
+				s, err := coordinator.New(append([]coordinator.Option{coordinator.WithStore(boltstore.New(path)),
+					coordinator.WithFunc("noop", noop), coordinator.WithWorkers(4)}, opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return s
+			}
+			backlog := func() string { // a file of n tasks waiting in a paused pool
+				path := filepath.Join(b.TempDir(), "baton.db")
+				s := open(path)
+				if err := s.Pause(""); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Submit(durableTasks("t", n)...); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Shutdown(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				return path
+			}
+			runFrom := func(s *coordinator.Scheduler) time.Duration {
+				start := time.Now()
+				if err := s.Resume(""); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				d := time.Since(start)
+				if err := s.Shutdown(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			var first, careful, rash time.Duration
+			for b.Loop() {
+				careful += runFrom(open(backlog())) // paused, as stored
+				rash += runFrom(open(backlog(), coordinator.WithCarefulRestart(false)))
+				s := open(filepath.Join(b.TempDir(), "baton.db"))
+				if err := s.Pause(""); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Submit(durableTasks("t", n)...); err != nil {
+					b.Fatal(err)
+				}
+				first += runFrom(s)
+			}
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) / float64(n) }
+			b.ReportMetric(per(first), "first-ns/task")
+			b.ReportMetric(per(careful), "restored-ns/task")
+			b.ReportMetric(per(rash), "restored-not-careful-ns/task")
+			b.ReportMetric(float64(careful)/float64(first), "restored/first")
+		})
+	}
+}

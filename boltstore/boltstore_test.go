@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		crashChild() // the crash test's child process: never returns
 	}
+	if os.Getenv(poisonChildEnv) != "" {
+		poisonChild() // TestPoisonTaskStopsCrashing's child process: never returns
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -123,6 +123,7 @@ func (s *state) applyItem(ls *laneState, seq uint32, now time.Time) {
 func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Time) {
 	r := &s.tasks[t]
 	h := &s.hot[t]
+	s.carefulDone(t)
 	var p *pending // what the attempt spawned or chose: applied only if it succeeds
 	if len(s.pend) > 0 {
 		if p = s.pend[t]; p != nil {

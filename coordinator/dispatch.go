@@ -366,6 +366,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 		urgent = urgent || s.keys[s.keyOf[t]].limit > 0 // its end frees a place of its key
 	}
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, s.hasSuccessors(t), urgent)
+	s.handOutCarefully(ls, seq, t)
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,
 		// which only its worker knows: past this, the worker passes it.
@@ -941,6 +942,7 @@ func (s *state) started(t, l int32, now time.Time) {
 	}
 	h.flags |= fStarted
 	s.emit(EventStarted, t, now)
+	s.startedCarefully(t, l)
 }
 
 func (s *state) pushReady(t int32, now time.Time) {

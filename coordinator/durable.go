@@ -40,6 +40,8 @@ type durable struct {
 	meta      bool           // the version record is to be written, with the next commit
 	pools     []int          // pools whose state (paused) to write this iteration
 	restoring bool           // restore is submitting the stored tasks: submit must make nothing ready
+	careful   map[int32]bool // restored tasks whose next start waits for its commit (careful.go)
+	rash      bool           // WithCarefulRestart(false): mark none
 	failed    error          // a commit failed: nothing more is written
 	buf       []byte         // encoding space, reused
 	ch        Changes        // reused
@@ -79,6 +81,7 @@ func (s *state) forgot(t int32) {
 		d.deletes = append(d.deletes, d.seq[t])
 		d.seq[t] = 0
 		delete(d.cancels, t)
+		delete(d.careful, t)
 	}
 }
 

@@ -543,3 +543,75 @@ func TestRestoreDecisionsAreLoggedAndTold(t *testing.T) {
 		}
 	})
 }
+
+// A function that kills its process as soon as it starts, before its
+// start can be committed (here: the store is copied as it is at the call,
+// as a SIGKILL would leave it), ends Failed with ErrInterrupted after at
+// most MaxAttempts + 1 crashes: after a restart its start is committed
+// before it is called (a careful start), so every later crash counts. It
+// crash-looped the scheduler for ever. A task beside it that does not
+// crash still succeeds.
+func TestPoisonTaskEndsAfterMaxAttemptsPlusOneCrashes(t *testing.T) {
+	for _, maxAttempts := range []int{1, 3} {
+		t.Run(fmt.Sprintf("MaxAttempts=%d", maxAttempts), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cur := storetest.NewMemory()
+				crashed := make(chan *storetest.Memory, 1)
+				var mu sync.Mutex
+				poison := coordinator.WithFunc("poison", func(ctx context.Context, _ []byte) error {
+					mu.Lock()
+					at := cur.Crash() // the process dies here
+					mu.Unlock()
+					crashed <- at
+					<-ctx.Done()
+					return ctx.Err()
+				})
+				innocent := coordinator.WithFunc("innocent", func(context.Context, []byte) error { return nil })
+				crashes := 0
+				for gen := 0; ; gen++ {
+					if gen > 3*(maxAttempts+1) {
+						t.Fatalf("%d crashes and the poison task is not final; want it failed after at most %d", crashes, maxAttempts+1)
+					}
+					mu.Lock()
+					store := cur.Open()
+					mu.Unlock()
+					s, err := coordinator.New(coordinator.WithStore(store), coordinator.WithWorkers(2), poison, innocent)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if gen == 0 {
+						err := s.Submit(coordinator.Task{ID: "poison", Func: "poison", Retry: coordinator.RetryPolicy{MaxAttempts: maxAttempts}},
+							coordinator.Task{ID: "bystander", Func: "innocent", Delay: time.Millisecond})
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					if info, _ := s.Info("poison"); info.Status.Final() {
+						if info.Status != coordinator.Failed || !errors.Is(info.Err, coordinator.ErrInterrupted) || info.Attempts != maxAttempts {
+							t.Errorf("Info(poison) after %d crashes = %v %v, %d attempts; want failed, ErrInterrupted, %d attempts",
+								crashes, info.Status, info.Err, info.Attempts, maxAttempts)
+						}
+						if crashes > maxAttempts+1 {
+							t.Errorf("the poison task failed after %d crashes; want at most %d", crashes, maxAttempts+1)
+						}
+						if err := s.WaitTasks(context.Background(), "bystander"); err != nil {
+							t.Errorf("WaitTasks(bystander) = %v; want nil", err)
+						}
+						if err := s.Shutdown(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					next := <-crashed
+					crashes++
+					if err := s.Shutdown(context.Background()); err != nil { // writes nothing: as if it had died
+						t.Fatal(err)
+					}
+					mu.Lock()
+					cur = next
+					mu.Unlock()
+				}
+			})
+		})
+	}
+}

@@ -71,7 +71,7 @@ func TestShutdownNamesABlockedSubscriber(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines := make(chan string, 4) // nobody reads it before Shutdown returns
+		lines := make(chan string, 4)                                // nobody reads it before Shutdown returns
 		s.Subscribe(func(e coordinator.Event) { lines <- e.TaskID }) // this line is named
 		_, _, line, _ := runtime.Caller(0)
 		var tasks []coordinator.Task

@@ -140,6 +140,9 @@ func (l *loop) do(out *outbox) error {
 		a.deliver(out.Failed)
 	}
 	if out.Failed == nil {
+		for _, g := range out.Go {
+			g.l.Go(g.seq)
+		}
 		for _, p := range out.Publish {
 			p.do()
 		}

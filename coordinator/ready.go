@@ -32,6 +32,7 @@ type outbox struct {
 	Failed  error         // a commit failed before this iteration (ErrStoreFailed, wrapped): commit nothing more
 	Commit  *Changes      // nil: nothing to write
 	Answers []answer      // delivered with the commit's error
+	Go      []goItem      // careful starts committed: let them start, after a good commit only (careful.go)
 	Publish []publication // after a good commit only
 	Stop    []stop        // after a failed commit too, with cause ErrClosed
 	Events  []Event       // after a good commit only; shared with the subscribers from then on
@@ -162,7 +163,7 @@ func (s *state) ready(now time.Time) outbox {
 	s.stopReqs = s.stopReqs[:0]
 	s.planLag(now)
 	due, ok := s.nextDue()
-	o := outbox{Answers: s.answers, Publish: s.pubs, Stop: s.stops, Events: s.events,
+	o := outbox{Answers: s.answers, Go: s.goes, Publish: s.pubs, Stop: s.stops, Events: s.events,
 		Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
 	if s.dur != nil {
 		o.Failed = s.dur.failed
@@ -190,7 +191,8 @@ func (s *state) advance(commitErr error) error {
 	clear(s.answers)
 	clear(s.pubs)
 	clear(s.stops)
-	s.answers, s.pubs, s.stops = s.answers[:0], s.pubs[:0], s.stops[:0]
+	clear(s.goes)
+	s.answers, s.pubs, s.stops, s.goes = s.answers[:0], s.pubs[:0], s.stops[:0], s.goes[:0]
 	if len(s.events) > 0 {
 		s.eventCap = min(len(s.events), maxEventCap)
 	}

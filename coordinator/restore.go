@@ -88,7 +88,7 @@ func corrupt(what string, err error) error {
 // returns what the restore decided (interrupted attempts, skips) as a
 // first commit, nil if nothing: New commits it and tells committed.
 func (s *state) openDurable(cfg *durableConfig, ld *loader, now time.Time) (*Changes, error) {
-	d := &durable{funcs: cfg.funcs, resumes: cfg.resumes, runs: cfg.runs, next: 1, epoch: 1}
+	d := &durable{funcs: cfg.funcs, resumes: cfg.resumes, runs: cfg.runs, rash: cfg.rash, next: 1, epoch: 1}
 	s.dur = d
 	if !ld.seen {
 		if len(ld.tasks) > 0 {
@@ -345,7 +345,8 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			s.pushReady(t, now)
 		case Status(st.Status) == Running:
 			// The attempt was running when the process died: it counts,
-			// and is retried if the policy allows.
+			// and is retried if the policy allows, carefully (careful.go).
+			s.markCareful(t)
 			s.failed(t, ErrInterrupted, true, now)
 		case verdict == ruleSkips:
 			// Its rule cannot be met any more: a dependency's end was
@@ -355,10 +356,15 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			s.cascade(now)
 		case verdict == ruleWaits:
 		case Status(st.Status) == Ready:
+			s.markCareful(t) // it may have been started by the process that crashed (careful.go)
 			s.pushReady(t, now)
 		case !st.Due.IsZero():
+			if !st.Due.After(now) {
+				s.markCareful(t)
+			}
 			s.schedule(t, st.Due, now) // a start missed meanwhile: catchUp, when it is handed out
 		default:
+			s.markCareful(t)
 			s.eligible(t, now)
 		}
 	}

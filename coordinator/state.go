@@ -288,6 +288,7 @@ type state struct {
 	pubs     []publication // lane items to publish
 	stops    []stop        // attempt contexts to end
 	stopReqs []stopReq     // attempts stopped this iteration, resolved into stops by ready
+	goes     []goItem      // careful starts recorded this iteration (careful.go)
 
 	sink        uint64 // submit's look-ahead loads land here
 	rng         *rand.Rand

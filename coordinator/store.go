@@ -131,6 +131,26 @@ func WithFunc(name string, f func(ctx context.Context, payload []byte) error) Op
 	}
 }
 
+// WithCarefulRestart says whether a durable scheduler starts carefully,
+// after a restart, the tasks that the process before it may have started
+// (those New finds ready to run, and those it finds running, whose
+// interrupted attempts it counts): the first start of each waits until
+// that start is committed before its function is called, so that a
+// function that kills its process at once (a log.Fatal on a bad payload)
+// is counted, and ends Failed with ErrInterrupted after at most
+// MaxAttempts + 1 crashes instead of crashing every process that restores
+// it. The default is true. The price is paid after a restart only, by
+// those tasks, once each: about one commit (an fsync) per worker per task
+// until each has started (docs/durable.md has the figures); false drains
+// a large backlog after a crash at full speed, and leaves such a task
+// uncounted.
+func WithCarefulRestart(careful bool) Option {
+	return func(c *config) error {
+		c.durable().rash = !careful
+		return nil
+	}
+}
+
 // durableConfig is what WithStore and WithFunc set, and which pools
 // resume the attempts a crash left running (set by New from their
 // workers).
@@ -139,6 +159,7 @@ type durableConfig struct {
 	funcs   map[string]func(context.Context, []byte) error
 	resumes []bool // by pool index: its Worker is a worker.Resumer that said yes
 	runs    []bool // by pool index: its Worker is worker.Func (a task needs a function)
+	rash    bool   // WithCarefulRestart(false): restored tasks start without waiting for their starts' commits
 }
 
 func (c *config) durable() *durableConfig {

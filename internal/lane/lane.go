@@ -134,6 +134,8 @@ const (
 	itemTouched                    // set by the worker: the function called a method of its context
 	itemUrgent                     // report as soon as this one is done: its outcome starts a clock (retry, next run)
 	itemStartBy                    // the worker must claim it by its slot's startBy time (SetStartBy)
+	itemCareful                    // claimed, the worker calls nothing until the coordinator lets it (SetCareful, Go)
+	itemGo                         // set by the coordinator: the careful item's start is committed
 )
 
 // Outcome is what a worker says of an attempt that failed.
@@ -248,6 +250,7 @@ type Lane struct {
 	word atomic.Uint64 // published count (low 32 bits, wrapping) | closedBit
 	mark atomic.Uint32 // report once the item before this sequence is done
 	wake chan struct{} // buffer 1: the coordinator published work on a closed lane
+	goc  chan struct{} // buffer 1: the coordinator let a careful item start (Go)
 	ID   int           // immutable: the coordinator's index of the lane
 
 	items [Size]Item
@@ -275,7 +278,7 @@ type Lane struct {
 
 // NewLane returns an empty, closed lane.
 func NewLane(id int) *Lane {
-	l := &Lane{ID: id, wake: make(chan struct{}, 1)}
+	l := &Lane{ID: id, wake: make(chan struct{}, 1), goc: make(chan struct{}, 1)}
 	l.word.Store(closedBit)
 	return l
 }
@@ -316,6 +319,24 @@ func (l *Lane) SetReady(seq uint32, unixNano int64) { l.readys[seq&mask] = encod
 func (l *Lane) SetStartBy(seq uint32, unixNano int64) {
 	l.startBy[seq&mask] = unixNano
 	l.items[seq&mask].flags |= itemStartBy
+}
+
+// SetCareful makes the item at seq, put and not published, a careful
+// start: once the worker has claimed it (and reported the claim), it
+// calls nothing until the coordinator calls Go for it, or the attempt's
+// context ends (the attempt then ends with the context's cause, its
+// function never called). A durable scheduler commits a careful
+// attempt's start before its function may run. Coordinator only.
+func (l *Lane) SetCareful(seq uint32) { l.items[seq&mask].flags |= itemCareful }
+
+// Go lets the careful item at seq, claimed, call its function.
+// Coordinator only.
+func (l *Lane) Go(seq uint32) {
+	atomic.OrUint32(&l.items[seq&mask].flags, itemGo)
+	select {
+	case l.goc <- struct{}{}:
+	default:
+	}
 }
 
 // ClearReady: see SetReady.
@@ -582,6 +603,10 @@ func (l *Lane) runOne() {
 		l.progress()
 	}
 	spec, ctx := l.env.Specs.At(it.task), l.ctxs[i]
+	if flags&itemCareful != 0 && !l.waitGo(it, ctx) {
+		l.finish(context.Cause(ctx)) // cancelled or shut down before it could start
+		return
+	}
 	var err error
 	switch {
 	case spec.X != nil && spec.X.Timeout > 0:
@@ -592,6 +617,19 @@ func (l *Lane) runOne() {
 		err = l.env.Worker.Do(ctx, l.job(spec, i))
 	}
 	l.finish(err)
+}
+
+// waitGo waits until the coordinator lets careful item it start (Go), and
+// reports false if its context ends first.
+func (l *Lane) waitGo(it *Item, ctx *Context) bool {
+	for atomic.LoadUint32(&it.flags)&itemGo == 0 {
+		select {
+		case <-l.goc:
+		case <-ctx.Done():
+			return atomic.LoadUint32(&it.flags)&itemGo != 0
+		}
+	}
+	return true
 }
 
 func (l *Lane) job(spec *Spec, i uint32) worker.Job {
