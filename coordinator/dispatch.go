@@ -19,7 +19,7 @@ func (s *state) dispatch(now time.Time) {
 	for pi := range s.pools {
 		p := &s.pools[pi]
 		if s.closing || p.paused || s.dur != nil && s.dur.failed != nil { // a failed commit: Shutdown is on its way
-			p.revokeAt, p.stuckAt, p.tokenAt = time.Time{}, time.Time{}, time.Time{} // nothing starts: nothing to plan
+			p.revokeAt, p.stuckAt, p.tokenAt, p.tokenFrom = time.Time{}, time.Time{}, time.Time{}, time.Time{} // nothing starts: nothing to plan
 			continue
 		}
 		// Neither a rate-limited pool (one attempt per worker, claimed at

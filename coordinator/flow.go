@@ -47,11 +47,21 @@ func rateEvery(perSecond float64) time.Duration {
 	return time.Duration(math.Ceil(float64(time.Second) / perSecond))
 }
 
-// take uses a token at now, if one is there.
-func (r *rateLimit) take(now time.Time) bool {
+// maxCatchUp bounds how late a token may be taken for work that waited for
+// it (take's from): a wake of the coordinator that comes late loses no
+// time to the rate, up to this; a pool whose workers, not its rate, held
+// work back for longer owes it nothing.
+const maxCatchUp = 10 * time.Millisecond
+
+// take uses a token at now, if one is there. from is now, or, for work
+// that has waited for its token since it came (a wake that came late), the
+// time the token came: the bucket goes on from there, and the time the
+// wake lost is not lost to the rate (burst 1 started 867 a second at
+// 3,000 a second).
+func (r *rateLimit) take(now, from time.Time) bool {
 	tat := r.tat
-	if tat.Before(now) {
-		tat = now
+	if tat.Before(from) {
+		tat = from
 	}
 	if tat.Sub(now) > time.Duration(r.burst-1)*r.every {
 		return false
@@ -94,7 +104,7 @@ func (s *state) pausePool(i int, now time.Time) bool {
 		return false
 	}
 	p.paused = true
-	p.revokeAt, p.stuckAt, p.tokenAt = time.Time{}, time.Time{}, time.Time{}
+	p.revokeAt, p.stuckAt, p.tokenAt, p.tokenFrom = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	s.takeBackUnclaimed(p)
 	s.poolEvent(EventPaused, i, now)
 	return true
@@ -139,7 +149,19 @@ func (s *state) poolEvent(kind EventKind, i int, now time.Time) {
 // while the pool's rate limit has tokens: the dispatch of a rate-limited
 // pool. A task of k slots waits for k idle workers (reserve).
 func (s *state) handOutOne(p *poolState, now time.Time) {
-	p.tokenAt = time.Time{}
+	from := now
+	if w := p.tokenFrom; !w.IsZero() && w.Before(now) && now.Sub(w) <= maxCatchUp {
+		from = w // the ready work has waited for this token since it came
+	}
+	p.tokenAt, p.tokenFrom = time.Time{}, time.Time{}
+	defer func() {
+		// Tokens that came while the wake was late and found no idle
+		// worker are still owed to the work waiting (within maxCatchUp):
+		// the next worker to come back takes one.
+		if p.tokenFrom.IsZero() && p.readyLive > 0 && p.rate != nil && p.rate.next().Before(now) {
+			p.tokenFrom = p.rate.next()
+		}
+	}()
 	for _, li := range p.lanes {
 		if p.readyLive == 0 || p.idle == 0 {
 			return
@@ -157,9 +179,10 @@ func (s *state) handOutOne(p *poolState, now time.Time) {
 			s.reserve(p, t)
 			return
 		}
-		if p.rate != nil && !p.rate.take(now) {
+		if p.rate != nil && !p.rate.take(now, from) {
 			s.unpop(t)
 			p.tokenAt = p.rate.next()
+			p.tokenFrom = p.tokenAt
 			return
 		}
 		s.placeAlone(ls, p, t)

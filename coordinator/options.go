@@ -310,9 +310,13 @@ type rateConfig struct {
 // once), so its throughput is bounded by the round trip to the coordinator
 // too: hundreds of thousands of starts a second, per pool. On a real clock
 // a start due at a token's time happens when the coordinator wakes, a
-// little later: a burst of 1 loses that lateness at every start (4–14%
-// below perSecond was measured at a few hundred starts a second), while a
-// burst of 3 or more lets the next starts catch up. pool is a pool's
+// little later; the bucket goes on from the token's time, not from the
+// late wake, so that no time is lost to the rate whatever the burst (up
+// to 10 ms of lateness: a pool whose workers, not its rate, held work
+// back longer is owed nothing). The starts that catch up on a late wake
+// come together, so over a window T the upper bound holds on the
+// tokens' times; on the starts' own times it may be passed by what came
+// late, perSecond·10ms at most. pool is a pool's
 // name ("" is the default pool); perSecond must be positive and finite,
 // burst at least 1. SetRateLimit changes it while the scheduler runs.
 func WithRateLimit(pool string, perSecond float64, burst int) Option {

@@ -147,7 +147,7 @@ func (r rateReq) apply(l *loop, now time.Time) {
 	p := &l.st.pools[r.pool]
 	switch {
 	case r.perSecond == 0:
-		p.rate, p.tokenAt = nil, time.Time{}
+		p.rate, p.tokenAt, p.tokenFrom = nil, time.Time{}, time.Time{}
 	case p.rate == nil:
 		p.rate = newRateLimit(r.perSecond, r.burst, now)
 		l.st.takeBackUnclaimed(p) // what was handed out must pass the bucket too

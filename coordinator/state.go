@@ -214,6 +214,7 @@ type poolState struct {
 	paused    bool       // Pause: nothing is handed out
 	rate      *rateLimit // WithRateLimit, SetRateLimit (nil: none)
 	tokenAt   time.Time  // when the rate limit has a token for the ready work waiting (zero: not waiting for one)
+	tokenFrom time.Time  // when the token the ready work waits for came, or comes (zero: none owed; flow.go take)
 	multi     bool       // a task of several slots was submitted to it: dispatch looks at the head of its queue
 	reserving bool       // a task of several slots heads its best level: workers are kept for it
 }
