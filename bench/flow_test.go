@@ -168,3 +168,40 @@ func BenchmarkRateAccuracy(b *testing.B) {
 		})
 	}
 }
+
+// historySetups are what BenchmarkHistory compares: the attempt history
+// off, and on with its default bounds (coordinator.WithHistory).
+var historySetups = []struct {
+	name string
+	opts []coordinator.Option
+}{
+	{"off", []coordinator.Option{coordinator.WithHistory(0, 0)}},
+	{"default", nil},
+	{"off-again", []coordinator.Option{coordinator.WithHistory(0, 0)}}, // the order's bias: it should match off
+}
+
+// BenchmarkHistory: what remembering every attempt costs the run phase of
+// a flat graph behind a gate on two workers (-baton.n empty tasks, each
+// setup in turn in every op so that they share the machine's noise); each
+// reports its ns/attempt and allocations, and default its cost in percent
+// of off's time.
+func BenchmarkHistory(b *testing.B) {
+	n := *benchN
+	total := make([]time.Duration, len(historySetups))
+	mallocs := make([]uint64, len(historySetups))
+	for range b.N {
+		for i, st := range historySetups {
+			elapsed, m := runFlow(b, n, 0, st.opts, func(int, *coordinator.Task) {})
+			total[i] += elapsed
+			mallocs[i] += m
+		}
+	}
+	for i, st := range historySetups {
+		b.ReportMetric(float64(total[i].Nanoseconds())/float64(b.N)/float64(n), st.name+"-ns/attempt")
+		b.ReportMetric(float64(mallocs[i])/float64(b.N)/float64(n), st.name+"-allocs/attempt")
+		if i > 0 {
+			b.ReportMetric(100*(total[i].Seconds()/total[0].Seconds()-1), st.name+"-%")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}

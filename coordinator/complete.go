@@ -135,6 +135,20 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 		s.emit(EventStarted, t, now)
 	}
 	h.status = Running
+	if s.historyOn() {
+		o, err := OutcomeSucceeded, error(nil)
+		switch {
+		case st == lane.Sealed:
+		case h.flags&fCancelReq != 0:
+			o, err = OutcomeCancelled, ErrCancelled
+			if h.flags&fClosed != 0 {
+				err = ErrClosed
+			}
+		default:
+			o, err = OutcomeFailed, ls.l.Outcome(seq).Err
+		}
+		s.rememberEnd(ls, seq, t, o, err, now)
+	}
 	switch {
 	case st == lane.Sealed:
 		// The task's result is its last successful attempt's (SetResult

@@ -249,7 +249,7 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 	}
 	from := ls.n
 	k = min(k, int(lane.Size-(ls.n-ls.applied)))
-	placed := s.fuseOn(ls, p, k)
+	placed := s.fuseOn(ls, p, k, now)
 	level := int32(math.MinInt32)
 	alone := !(p.idle > 0 && (ls.open || p.idle > 1)) // no other worker of the pool is idle
 	for took := 0; placed < k && took < take; took++ {
@@ -277,10 +277,10 @@ func (s *state) fill(ls *laneState, p *poolState, take, k int, now time.Time) {
 			s.unpop(t) // the next level: not in this fill
 			break
 		}
-		s.place(ls, t, false, 0)
+		s.place(ls, t, false, 0, now)
 		placed++
 		if r := &s.tasks[t]; r.succ.n > 0 || r.x != nil {
-			placed += s.fuseOn(ls, p, k-placed)
+			placed += s.fuseOn(ls, p, k-placed, now)
 		} else {
 			ls.fuseAt = ls.n // nothing to fuse behind it
 		}
@@ -310,7 +310,7 @@ func (s *state) published(ls *laneState, p *poolState, from uint32) {
 // fuseOn fuses behind the lane's items from ls.fuseAt on, at most k, and
 // returns how many. It stops at the first item with a successor left for
 // lack of room, to go on from there next time.
-func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
+func (s *state) fuseOn(ls *laneState, p *poolState, k int, now time.Time) int {
 	if int32(ls.fuseAt-ls.applied) < 0 {
 		ls.fuseAt = ls.applied
 	}
@@ -335,7 +335,7 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 		return 0
 	}
 	for ls.fuseAt != ls.n {
-		got, done := s.fuse(ls, p, ls.fuseAt, k-placed, best, waiting)
+		got, done := s.fuse(ls, p, ls.fuseAt, k-placed, best, waiting, now)
 		placed += got
 		if !done {
 			break
@@ -346,7 +346,7 @@ func (s *state) fuseOn(ls *laneState, p *poolState, k int) int {
 }
 
 // place writes t's next attempt into the lane's next slot.
-func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
+func (s *state) place(ls *laneState, t int32, fused bool, parent uint32, now time.Time) {
 	r := &s.tasks[t]
 	h := &s.hot[t]
 	seq := ls.n
@@ -367,6 +367,9 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 	}
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, s.hasSuccessors(t), urgent)
 	s.handOutCarefully(ls, seq, t)
+	if s.historyOn() {
+		s.handedOut(ls, seq, t, now)
+	}
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,
 		// which only its worker knows: past this, the worker passes it.
@@ -400,7 +403,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32) {
 // queue), and, while another worker of the pool is idle, one per item: the
 // rest are released by the item's report and spread. An item whose
 // successors are not all fused asks for a report when a pool is hungry.
-func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32, waiting bool) (int, bool) {
+func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32, waiting bool, now time.Time) (int, bool) {
 	t := ls.l.Task(seq)
 	r := &s.tasks[t]
 	h := &s.hot[t]
@@ -445,7 +448,7 @@ func (s *state) fuse(ls *laneState, p *poolState, seq uint32, k int, best int32,
 			left = true // it would wait behind worse work handed out after its dependency
 		default:
 			hc.unmet = 0
-			s.place(ls, c, true, seq)
+			s.place(ls, c, true, seq, now)
 			fused++
 		}
 		// Left waiting, or fused behind work handed out after its
@@ -943,6 +946,10 @@ func (s *state) started(t, l int32, now time.Time) {
 	h.flags |= fStarted
 	s.emit(EventStarted, t, now)
 	s.startedCarefully(t, l)
+	if s.historyOn() {
+		ls, seq := s.locate(l)
+		ls.sawStart(seq, now)
+	}
 }
 
 func (s *state) pushReady(t int32, now time.Time) {

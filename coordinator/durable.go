@@ -34,6 +34,8 @@ type durable struct {
 	mark      []uint32       // by record: the epoch it was last made dirty in
 	epoch     uint32         // this iteration's
 	dirty     []int32        // records whose state to write this iteration
+	histDirty []int32        // records whose history to write this iteration (history.go)
+	histMark  []uint32       // by record: the epoch its history was last marked in
 	defs      []KV           // definitions of the tasks submitted this iteration
 	deletes   []uint64       // sequences of the tasks forgotten this iteration
 	cancels   map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
@@ -207,7 +209,7 @@ func (s *state) answer(reply chan<- error, err error) { s.later(answer{err: repl
 // how that went. After a failed commit nothing more is written.
 func (s *state) takeCommit(now time.Time) *Changes {
 	d := s.dur
-	if d.failed != nil || (len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.defs) == 0 && len(d.pools) == 0) {
+	if d.failed != nil || (len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.defs) == 0 && len(d.pools) == 0 && len(d.histDirty) == 0) {
 		return nil
 	}
 	c := &d.ch
@@ -226,6 +228,20 @@ func (s *state) takeCommit(now time.Time) *Changes {
 		d.buf = st.Append(d.buf)
 		c.Puts = append(c.Puts, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
 	}
+	for _, t := range d.histDirty {
+		if int(t) >= len(d.seq) || d.seq[t] == 0 || s.hot[t].status == dropped {
+			continue
+		}
+		h, ok := s.historyRecord(t)
+		if !ok {
+			continue // implied by its state's Last
+		}
+		start := len(d.buf)
+		d.buf = record.AppendTaskKey(d.buf, d.seq[t], record.KindHistory)
+		k := len(d.buf)
+		d.buf = h.Append(d.buf)
+		c.Puts = append(c.Puts, KV{Key: d.buf[start:k:k], Value: d.buf[k:len(d.buf):len(d.buf)]})
+	}
 	for _, i := range d.pools {
 		p := record.Pool{Paused: s.pools[i].paused}
 		start := len(d.buf)
@@ -237,9 +253,10 @@ func (s *state) takeCommit(now time.Time) *Changes {
 	for _, seq := range d.deletes {
 		start := len(d.buf)
 		d.buf = record.AppendTaskKey(d.buf, seq, record.KindDef)
+		d.buf = record.AppendTaskKey(d.buf, seq, record.KindHistory)
 		d.buf = record.AppendTaskKey(d.buf, seq, record.KindState)
 		k := record.TaskKeyLen
-		c.Deletes = append(c.Deletes, d.buf[start:start+k:start+k], d.buf[start+k:start+2*k:start+2*k])
+		c.Deletes = append(c.Deletes, d.buf[start:start+k:start+k], d.buf[start+k:start+2*k:start+2*k], d.buf[start+2*k:start+3*k:start+3*k])
 	}
 	if len(c.Puts) == 0 && len(c.Deletes) == 0 {
 		return nil
@@ -265,7 +282,7 @@ func (s *state) committed(failed error) error {
 	clear(d.ch.Deletes)
 	d.ch.Puts, d.ch.Deletes = d.ch.Puts[:0], d.ch.Deletes[:0]
 	clear(d.defs)
-	d.defs, d.dirty, d.deletes, d.pools = d.defs[:0], d.dirty[:0], d.deletes[:0], d.pools[:0]
+	d.defs, d.dirty, d.deletes, d.pools, d.histDirty = d.defs[:0], d.dirty[:0], d.deletes[:0], d.pools[:0], d.histDirty[:0]
 	if cap(d.buf) > 1<<20 {
 		d.buf = nil // a large batch: do not keep its space
 	} else {
@@ -288,7 +305,6 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	status := h.status
 	st := record.State{Attempts: r.attempts, Runs: r.runs, At: now}
 	x := r.x
-	var timeout *worker.TimeoutError
 	switch h.status {
 	case dispatched:
 		if h.flags&fStarted != 0 {
@@ -336,25 +352,8 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 		if x.recurring() {
 			st.Planned = x.planned
 		}
-		switch {
-		case x.err == nil || status == Succeeded || status == Skipped:
-		case errors.Is(x.err, ErrChildFailed):
-			// First: a *JoinError wraps its children's errors, which may
-			// be any of the kinds below.
-			st.ErrKind, st.ErrMsg = record.ErrKindJoin, x.err.Error()
-		case errors.Is(x.err, ErrCancelled):
-			st.ErrKind = record.ErrKindCancelled
-		case errors.Is(x.err, ErrClosed):
-			st.ErrKind = record.ErrKindClosed
-		case errors.Is(x.err, ErrInterrupted):
-			st.ErrKind = record.ErrKindInterrupted
-		case errors.As(x.err, &timeout):
-			st.ErrKind, st.Timeout = record.ErrKindTimeout, timeout.After
-			if timeout.Err != nil {
-				st.ErrMsg = timeout.Err.Error()
-			}
-		default:
-			st.ErrKind, st.ErrMsg = record.ErrKindOther, x.err.Error()
+		if x.err != nil && status != Succeeded && status != Skipped {
+			st.ErrKind, st.ErrMsg, st.Timeout = errKindOf(x.err)
 		}
 		if x.hasResult {
 			if b, ok := x.result.([]byte); ok || x.result == nil {
@@ -364,6 +363,11 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	}
 	if h.status == Skipped && r.link != noTask {
 		st.Cause = s.key(r.link)
+	}
+	if s.historyOn() && int(t) < len(s.histHead) {
+		if a, ok := s.lastAttempt(t); ok {
+			st.Last = &a
+		}
 	}
 	if x != nil && x.branched {
 		st.Branched, st.Chosen = true, x.chosen
@@ -402,9 +406,42 @@ func (s *state) defOf(t int32, task *Task) record.Def {
 	return d
 }
 
+// errKindOf is how a record says err (a state's, an attempt's): its kind,
+// its text where the kind needs it, and a timeout's duration.
+func errKindOf(err error) (kind uint8, msg string, timeout time.Duration) {
+	var te *worker.TimeoutError
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrChildFailed):
+		// First: a *JoinError wraps its children's errors, which may be
+		// any of the kinds below.
+		return record.ErrKindJoin, err.Error(), 0
+	case errors.Is(err, ErrCancelled):
+		return record.ErrKindCancelled, "", 0
+	case errors.Is(err, ErrClosed):
+		return record.ErrKindClosed, "", 0
+	case errors.Is(err, ErrInterrupted):
+		return record.ErrKindInterrupted, "", 0
+	case errors.As(err, &te):
+		if te.Err != nil {
+			msg = te.Err.Error()
+		}
+		return record.ErrKindTimeout, msg, te.After
+	default:
+		return record.ErrKindOther, err.Error(), 0
+	}
+	return record.ErrKindNone, "", 0
+}
+
 // stateErr is a state record's error, the sentinels with their identity.
 func stateErr(st *record.State) error {
-	switch st.ErrKind {
+	return kindErr(st.ErrKind, st.ErrMsg, st.Timeout)
+}
+
+// kindErr is the error a record says (errKindOf), the sentinels with their
+// identity.
+func kindErr(kind uint8, msg string, timeout time.Duration) error {
+	switch kind {
 	case record.ErrKindCancelled:
 		return ErrCancelled
 	case record.ErrKindClosed:
@@ -412,13 +449,13 @@ func stateErr(st *record.State) error {
 	case record.ErrKindInterrupted:
 		return ErrInterrupted
 	case record.ErrKindOther:
-		return errors.New(st.ErrMsg)
+		return errors.New(msg)
 	case record.ErrKindJoin:
-		return storedJoinError(st.ErrMsg)
+		return storedJoinError(msg)
 	case record.ErrKindTimeout:
-		te := &worker.TimeoutError{After: st.Timeout}
-		if st.ErrMsg != "" {
-			te.Err = errors.New(st.ErrMsg)
+		te := &worker.TimeoutError{After: timeout}
+		if msg != "" {
+			te.Err = errors.New(msg)
 		}
 		return te
 	}

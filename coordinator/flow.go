@@ -185,15 +185,15 @@ func (s *state) handOutOne(p *poolState, now time.Time) {
 			p.tokenFrom = p.tokenAt
 			return
 		}
-		s.placeAlone(ls, p, t)
+		s.placeAlone(ls, p, t, now)
 	}
 }
 
 // placeAlone hands t to the idle lane ls, and holds idle for it as many
 // more of p's idle lanes as it takes extra slots.
-func (s *state) placeAlone(ls *laneState, p *poolState, t int32) {
+func (s *state) placeAlone(ls *laneState, p *poolState, t int32, now time.Time) {
 	from := ls.n
-	s.place(ls, t, false, 0)
+	s.place(ls, t, false, 0, now)
 	ls.fuseAt = ls.n // nothing is fused behind it
 	s.published(ls, p, from)
 	for k := s.slots(t) - 1; k > 0; {
@@ -239,7 +239,7 @@ func (s *state) slotPass(p *poolState, now time.Time) bool {
 						s.unpop(got)
 						break
 					}
-					s.placeAlone(ls, p, t)
+					s.placeAlone(ls, p, t, now)
 				}
 				break
 			}

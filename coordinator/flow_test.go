@@ -836,7 +836,8 @@ func TestLimitedKeyIsNotBetterWork(t *testing.T) {
 // tasks, not every key it has seen.
 func TestKeysAreForgotten(t *testing.T) {
 	s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithRetention(0),
-		coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1}))
+		coordinator.WithKeys(coordinator.KeyPolicy{Limit: 1}),
+		coordinator.WithHistory(1, 1000)) // the history's ring is bounded on its own (WithHistory): small here, not to hide a growth
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats

@@ -39,6 +39,9 @@ type config struct {
 	logger     *slog.Logger
 	taskLog    bool // the logger was given (WithLogger): log task life to it
 
+	histPerTask int // WithHistory
+	histTotal   int
+
 	middleware  []Middleware   // WithMiddleware, outermost first
 	dur         *durableConfig // WithStore, WithFunc (nil: neither)
 	subscribers []*subscriber  // WithSubscriber, in the order given
@@ -261,7 +264,8 @@ func CheckOptions(opts ...Option) error {
 }
 
 func newConfig(opts []Option) (*config, error) {
-	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter}
+	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter,
+		histPerTask: DefaultHistoryPerTask, histTotal: DefaultHistoryTotal}
 	for i, o := range opts {
 		if o == nil {
 			return c, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)

@@ -20,6 +20,7 @@ type storedTask struct {
 	seq   uint64
 	def   record.Def
 	state record.State
+	hist  *record.History // its history record, if it has one (version 5)
 }
 
 // loader decodes a store's records as its Load hands them over (add is
@@ -73,6 +74,16 @@ func (ld *loader) add(key, value []byte) error {
 			return corrupt(fmt.Sprintf("task record %d", seq), err)
 		}
 		ld.tasks[len(ld.tasks)-1].state = st
+		return nil
+	case ok && kind == record.KindHistory:
+		if len(ld.tasks) == 0 || ld.tasks[len(ld.tasks)-1].seq != seq {
+			return fmt.Errorf("%w: task record %d has a history and no definition", ErrStoreCorrupt, seq)
+		}
+		h, err := record.DecodeHistory(value)
+		if err != nil {
+			return corrupt(fmt.Sprintf("the history of task record %d", seq), err)
+		}
+		ld.tasks[len(ld.tasks)-1].hist = &h
 		return nil
 	}
 	return fmt.Errorf("%w: unknown key %q", ErrStoreCorrupt, key)
@@ -153,6 +164,9 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 		return err
 	}
 	finals := s.layStates(stored)
+	if s.historyOn() {
+		s.restoreHistory(stored)
+	}
 	s.restoreJoins(stored)
 	s.restoreRuns()
 	s.restoreCounts(finals)
@@ -347,6 +361,11 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			// The attempt was running when the process died: it counts,
 			// and is retried if the policy allows, carefully (careful.go).
 			s.markCareful(t)
+			if s.historyOn() {
+				r := &s.tasks[t]
+				s.remember(t, -1, r.attempts, r.runs+1, OutcomeInterrupted, ErrInterrupted, "", 0, st.At.UnixNano(), now.UnixNano())
+				s.historyChanged(t)
+			}
 			s.failed(t, ErrInterrupted, true, now)
 		case verdict == ruleSkips:
 			// Its rule cannot be met any more: a dependency's end was

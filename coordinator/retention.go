@@ -280,6 +280,7 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		release(r.link)
 	}
 	s.forgot(t)
+	s.forgetHistory(t)
 	s.ids.Delete(s.held[t].hash, t)
 	a := &s.arenas[r.arena]
 	if a.live--; a.live == 0 {

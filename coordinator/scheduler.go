@@ -148,6 +148,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.lanePools = append(s.lanePools, pools[ls.pool].name)
 	}
 	st.retain, st.keep = cfg.retain, cfg.keep
+	if cfg.histPerTask > 0 {
+		st.startHistory(cfg.histPerTask, cfg.histTotal)
+	}
 	st.stamps = len(cfg.middleware) > 0
 	for name, rc := range cfg.rates { // newConfig checked the names
 		st.pools[st.byName[name]].rate = newRateLimit(rc.perSecond, rc.burst, s.clk.Now())

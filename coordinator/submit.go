@@ -305,6 +305,9 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 		}
 	}
 	s.growFam(idx)
+	if s.historyOn() {
+		s.growHistory()
+	}
 	s.open += n
 }
 

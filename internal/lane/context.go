@@ -46,6 +46,7 @@ type Context struct {
 	resultMu  sync.Mutex  // guards result and hasResult against SetResult from stray goroutines
 	result    any         // guarded by resultMu
 	hasResult bool        // guarded by resultMu
+	worker    string      // guarded by resultMu: which worker ran it (SetWorker)
 	over      atomic.Bool // the attempt returned: SetResult is ignored
 
 	mu    sync.Mutex
@@ -325,6 +326,30 @@ func (c *Context) SetResult(v any) bool {
 	}
 	c.result, c.hasResult = v, true
 	return true
+}
+
+// SetWorker records which worker ran the attempt (a custom or remote
+// pool's name for it). It reports false if the attempt is over.
+func (c *Context) SetWorker(name string) bool {
+	c.touch()
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	if c.over.Load() {
+		return false
+	}
+	c.worker = name
+	return true
+}
+
+// Worker returns what SetWorker recorded. Called by the coordinator once
+// the attempt is reported, or while it runs.
+func (c *Context) Worker() string {
+	if !c.touched.Load() {
+		return ""
+	}
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	return c.worker
 }
 
 // Finish closes the attempt to SetResult and Keep. Called by the worker

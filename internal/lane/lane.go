@@ -136,6 +136,7 @@ const (
 	itemStartBy                    // the worker must claim it by its slot's startBy time (SetStartBy)
 	itemCareful                    // claimed, the worker calls nothing until the coordinator lets it (SetCareful, Go)
 	itemGo                         // set by the coordinator: the careful item's start is committed
+	itemStamp                      // the worker reads the clock as the function starts and as it returns (SetStamp, Stamps)
 )
 
 // Outcome is what a worker says of an attempt that failed.
@@ -265,6 +266,11 @@ type Lane struct {
 	startBy [Size]int64
 	ctxs    [Size]*Context // one per slot, reused while no function looked at it
 	outs    [Size]Outcome  // written by the worker for a failure only
+	// stamps: when the function of the slot's item started and returned
+	// (UnixNano, on the workers' clock), written by the worker for an
+	// item with itemStamp (SetStamp), read by the coordinator once the
+	// item is done (Stamps).
+	stamps *[Size][2]int64 // allocated by the first SetStamp
 
 	// Owned by the worker goroutine.
 	next   uint32            // the next sequence to look at
@@ -328,6 +334,27 @@ func (l *Lane) SetStartBy(seq uint32, unixNano int64) {
 // function never called). A durable scheduler commits a careful
 // attempt's start before its function may run. Coordinator only.
 func (l *Lane) SetCareful(seq uint32) { l.items[seq&mask].flags |= itemCareful }
+
+// SetStamp asks the worker to read the clock as the function of the item
+// at seq, put and not published, starts and as it returns (Stamps): two
+// clock reads, worth it for attempts that are not tiny. Coordinator only.
+func (l *Lane) SetStamp(seq uint32) {
+	if l.stamps == nil {
+		l.stamps = new([Size][2]int64) // published with the item: the worker sees it
+	}
+	l.items[seq&mask].flags |= itemStamp
+}
+
+// Stamps returns when the function of the item at seq started and
+// returned (UnixNano; 0 for an item not stamped, or not yet started or
+// returned). The coordinator may call it while the item runs.
+func (l *Lane) Stamps(seq uint32) (started, ended int64) {
+	i := seq & mask
+	if atomic.LoadUint32(&l.items[i].flags)&itemStamp == 0 {
+		return 0, 0
+	}
+	return atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
+}
 
 // Go lets the careful item at seq, claimed, call its function.
 // Coordinator only.
@@ -603,9 +630,16 @@ func (l *Lane) runOne() {
 		l.progress()
 	}
 	spec, ctx := l.env.Specs.At(it.task), l.ctxs[i]
+	if flags&itemStamp != 0 {
+		atomic.StoreInt64(&l.stamps[i][0], 0)
+		atomic.StoreInt64(&l.stamps[i][1], 0)
+	}
 	if flags&itemCareful != 0 && !l.waitGo(it, ctx) {
 		l.finish(context.Cause(ctx)) // cancelled or shut down before it could start
 		return
+	}
+	if flags&itemStamp != 0 {
+		atomic.StoreInt64(&l.stamps[i][0], l.env.Clock.Now().UnixNano())
 	}
 	var err error
 	switch {
@@ -648,6 +682,9 @@ func (l *Lane) finish(err error) {
 	i := l.next & mask
 	it := &l.items[i]
 	flags := atomic.LoadUint32(&it.flags)
+	if flags&itemStamp != 0 && atomic.LoadInt64(&l.stamps[i][0]) != 0 {
+		atomic.StoreInt64(&l.stamps[i][1], l.env.Clock.Now().UnixNano())
+	}
 	if flags&itemTouched != 0 {
 		l.ctxs[i].Finish()
 	}

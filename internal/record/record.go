@@ -9,6 +9,9 @@
 //	"p" name            a pool's state: whether it is paused (version 3 on)
 //	"t" seq(8, BE) "d"  definition: what Submit was given, dependencies by ID
 //	"t" seq(8, BE) "s"  state: status, attempts, runs, due times, error, result
+//	"t" seq(8, BE) "h"  history: the attempts kept of the task (version 5; none
+//	                    for a task whose only attempt succeeded plainly: its
+//	                    state's Last says it)
 //
 // seq numbers tasks in submission order, so that a Load in key order reads
 // them in the order they were submitted, each definition before its state.
@@ -31,8 +34,9 @@ import (
 // task (Def.Parent) and a spawner's join and a branch's choice
 // (State.Joining, JoinFrom, Adopt, Branched, Chosen), each read only if
 // present, so that an older record reads as before, and the error kind of
-// a failed join (ErrKindJoin).
-const Version = 4
+// a failed join (ErrKindJoin); version 5 the attempt history (KindHistory
+// records, State.Last).
+const Version = 5
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
 // coordinator wraps it in its ErrStoreCorrupt).
@@ -43,8 +47,9 @@ var MetaKey = []byte("m")
 
 // Kinds of task records, the last byte of their keys.
 const (
-	KindDef   = 'd'
-	KindState = 's'
+	KindDef     = 'd'
+	KindState   = 's'
+	KindHistory = 'h' // version 5
 )
 
 // TaskKeyLen is the length of a task record's key.
@@ -230,6 +235,101 @@ type State struct {
 	Adopt     string   // a spawner: the child whose result becomes its own at a good join; version 4
 	Branched  bool     // its successful attempt chose its dependents (Chosen); version 4
 	Chosen    []string // the dependents a branch chose; version 4
+	Last      *Attempt // its latest attempt that ended, for the history (version 5); nil: none
+}
+
+// Attempt is one attempt of a task, in a history record or a state's Last.
+type Attempt struct {
+	Attempt, Run           int32
+	Outcome                uint8  // the coordinator's Outcome
+	Handed, Started, Ended int64  // UnixNano; 0: unknown
+	Worker                 string // "" if none was named
+	ErrKind                uint8  // as a state's
+	ErrMsg                 string // ErrKindOther, ErrKindJoin, ErrKindTimeout (the function's error's, if any)
+	Timeout                time.Duration
+}
+
+func (a *Attempt) append(b []byte) []byte {
+	b = binary.AppendVarint(b, int64(a.Attempt))
+	b = binary.AppendVarint(b, int64(a.Run))
+	b = append(b, a.Outcome)
+	b = binary.AppendVarint(b, a.Handed)
+	b = binary.AppendVarint(b, a.Started)
+	b = binary.AppendVarint(b, a.Ended)
+	b = appendString(b, a.Worker)
+	b = append(b, a.ErrKind)
+	if hasMsg(a.ErrKind) {
+		b = appendString(b, a.ErrMsg)
+	}
+	if a.ErrKind == ErrKindTimeout {
+		b = binary.AppendVarint(b, int64(a.Timeout))
+	}
+	return b
+}
+
+func (r *reader) attempt() Attempt {
+	var a Attempt
+	a.Attempt = int32(r.varint())
+	a.Run = int32(r.varint())
+	a.Outcome = r.byte()
+	a.Handed = r.varint()
+	a.Started = r.varint()
+	a.Ended = r.varint()
+	a.Worker = r.string()
+	a.ErrKind = r.byte()
+	if hasMsg(a.ErrKind) {
+		a.ErrMsg = r.string()
+	}
+	if a.ErrKind == ErrKindTimeout {
+		a.Timeout = time.Duration(r.varint())
+	}
+	if a.ErrKind > ErrKindJoin || a.Attempt < 0 || a.Run < 0 {
+		r.fail()
+	}
+	return a
+}
+
+func hasMsg(kind uint8) bool {
+	return kind == ErrKindOther || kind == ErrKindTimeout || kind == ErrKindJoin
+}
+
+// History is a task's history record: the attempts kept, oldest first,
+// and how many older ones were dropped.
+type History struct {
+	Dropped  int32
+	Attempts []Attempt
+}
+
+// Append appends h's encoding.
+func (h *History) Append(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(h.Dropped))
+	b = binary.AppendUvarint(b, uint64(len(h.Attempts)))
+	for i := range h.Attempts {
+		b = h.Attempts[i].append(b)
+	}
+	return b
+}
+
+// DecodeHistory reads a history record; an error wraps ErrCorrupt.
+func DecodeHistory(v []byte) (History, error) {
+	rd := reader{b: v}
+	var h History
+	h.Dropped = int32(rd.uvarint())
+	n := rd.uvarint()
+	if n > uint64(len(v)) {
+		return h, fmt.Errorf("%w: a history of %d attempts", ErrCorrupt, n)
+	}
+	h.Attempts = make([]Attempt, n)
+	for i := range h.Attempts {
+		h.Attempts[i] = rd.attempt()
+	}
+	if err := rd.done(); err != nil {
+		return h, err
+	}
+	if h.Dropped < 0 {
+		return h, fmt.Errorf("%w: a history that dropped %d attempts", ErrCorrupt, h.Dropped)
+	}
+	return h, nil
 }
 
 // Error kinds of a state record: the coordinator's sentinels keep their
@@ -266,6 +366,9 @@ func (st *State) Append(b []byte) []byte {
 	if family {
 		flags |= 32
 	}
+	if st.Last != nil {
+		flags |= 64
+	}
 	b = append(b, st.Status, flags)
 	b = binary.AppendVarint(b, int64(st.Attempts))
 	b = binary.AppendVarint(b, int64(st.Runs))
@@ -292,6 +395,9 @@ func (st *State) Append(b []byte) []byte {
 		for _, c := range st.Chosen {
 			b = appendString(b, c)
 		}
+	}
+	if st.Last != nil {
+		b = st.Last.append(b)
 	}
 	return b
 }
@@ -335,6 +441,10 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 			st.Chosen[i] = rd.string()
 		}
 	}
+	if flags&64 != 0 {
+		a := rd.attempt()
+		st.Last = &a
+	}
 	if err := rd.done(); err != nil {
 		return st, err
 	}
@@ -353,7 +463,8 @@ func (st *State) SameAs(old *State) bool {
 		st.ErrMsg == old.ErrMsg && st.Timeout == old.Timeout && st.Cause == old.Cause &&
 		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil) &&
 		st.Joining == old.Joining && st.JoinFrom == old.JoinFrom && st.Adopt == old.Adopt &&
-		st.Branched == old.Branched && slices.Equal(st.Chosen, old.Chosen)
+		st.Branched == old.Branched && slices.Equal(st.Chosen, old.Chosen) &&
+		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || *st.Last == *old.Last)
 }
 
 func appendString(b []byte, s string) []byte {

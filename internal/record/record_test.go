@@ -25,6 +25,11 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(timedOut.Append(nil))
 	joinFailed := State{Status: 4, Attempts: 1, ErrKind: ErrKindJoin, ErrMsg: `task "p": spawned "p/a" failed: boom`, JoinFrom: 2}
 	f.Add(joinFailed.Append(nil))
+	last := Attempt{Attempt: 2, Run: 1, Outcome: 2, Handed: 5, Started: 6, Ended: 9, Worker: "w1", ErrKind: ErrKindTimeout, ErrMsg: "slow", Timeout: time.Second}
+	withLast := State{Status: 4, Attempts: 2, Last: &last}
+	f.Add(withLast.Append(nil))
+	hist := History{Dropped: 3, Attempts: []Attempt{last, {Attempt: 3, Run: 1, Outcome: 1, Ended: 10}}}
+	f.Add(hist.Append(nil))
 	def := Def{ID: "a", Func: "f", Payload: []byte{1}, HasPayload: true, Deps: []string{"b", "c"}, Jitter: 0.5, Cron: "@daily", NotBefore: time.Unix(9, 0)}
 	f.Add(def.Append(nil))
 	f.Add([]byte{})
@@ -37,6 +42,14 @@ func FuzzDecodeRecords(f *testing.F) {
 			}
 		} else if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("DecodeState error %v does not wrap ErrCorrupt", err)
+		}
+		if got, err := DecodeHistory(b); err == nil {
+			again, err := DecodeHistory(got.Append(nil))
+			if err != nil || !reflect.DeepEqual(again, got) {
+				t.Fatalf("history %+v re-decoded as %+v (%v)", got, again, err)
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeHistory error %v does not wrap ErrCorrupt", err)
 		}
 		if got, err := DecodeDef(b); err == nil {
 			again, err := DecodeDef(got.Append(nil))

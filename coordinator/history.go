@@ -1,0 +1,551 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/actor"
+	"github.com/batonhq/baton/internal/lane"
+	"github.com/batonhq/baton/internal/record"
+)
+
+// Where an attempt is remembered: every attempt's end is written, as the
+// coordinator applies it, to a ring of records bounded in total
+// (WithHistory's total), and chained to the task's newest records, of
+// which each task keeps WithHistory's perTask; History reads them. A
+// record is a few words with no pointers (no garbage collector scans the
+// ring), so the history of empty tasks that succeed costs a store of one
+// cache line each; what only some attempts have (an error, a worker's
+// name, log lines) lives in a map beside it, by record.
+//
+// Times come from the coordinator's clock as it decides: when it handed
+// the attempt out, when it saw it start (if it watches starts: Kinds), when
+// it applied its end; a start it did not see is the later of the hand-out
+// and the end of the item before it in its lane (the worker runs a lane's
+// items one after the other). A worker reports an end at once when it
+// runs dry, and a lane of long attempts holds few, so those times are
+// exact to within a report for attempts long enough to matter, and cost
+// no clock read. Attempts with a Timeout, for which the worker reads the
+// clock anyway, are timed by the worker itself (lane.SetStamp).
+
+// Outcome is how an attempt ended (Attempt.Outcome).
+type Outcome uint8
+
+// Outcomes of attempts.
+const (
+	OutcomeRunning     Outcome = iota // not over: handed to a worker, perhaps started
+	OutcomeSucceeded                  // its function returned nil
+	OutcomeFailed                     // it returned an error, panicked or timed out (Err says which)
+	OutcomeCancelled                  // Cancel or Shutdown stopped it (Err: ErrCancelled or ErrClosed)
+	OutcomeInterrupted                // it was running when its process died (a durable scheduler; Err: ErrInterrupted)
+	OutcomeSnoozed                    // it asked to run again later (Snooze): not a failure
+)
+
+var outcomeNames = [...]string{"running", "succeeded", "failed", "cancelled", "interrupted", "snoozed"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Attempt is one attempt of a task, as History tells it.
+type Attempt struct {
+	Attempt   int       // 1-based within its run (TaskInfo.Attempts counts them)
+	Run       int       // 1-based run (recurring tasks have several)
+	Pool      string    // its pool ("" for the default one)
+	Worker    string    // the worker that ran it: "worker 2" for a local pool's third, what a custom or remote pool said (SetWorker), "" if unknown
+	HandedOut time.Time // when the coordinator handed it to a worker
+	Started   time.Time // when its function was called; zero if unknown (see History)
+	Ended     time.Time // when it ended: its function returned, or the coordinator applied its end; zero while it runs
+	Outcome   Outcome
+	Err       error // for OutcomeFailed, OutcomeCancelled and OutcomeInterrupted: why
+}
+
+// Duration is how long the attempt ran: from Started to Ended, or to now
+// (the caller's) if it still runs; 0 if Started is unknown.
+func (a Attempt) Duration(now time.Time) time.Duration {
+	switch {
+	case a.Started.IsZero():
+		return 0
+	case a.Ended.IsZero():
+		return now.Sub(a.Started)
+	}
+	return a.Ended.Sub(a.Started)
+}
+
+// History is what a scheduler remembers of a task's attempts (History).
+type History struct {
+	Attempts []Attempt // oldest first; the last may be running
+	Dropped  int       // older attempts no longer kept (WithHistory's bounds)
+}
+
+// Defaults of WithHistory.
+const (
+	DefaultHistoryPerTask = 10
+	DefaultHistoryTotal   = 100_000
+)
+
+// WithHistory sets how many attempts the scheduler remembers (History):
+// the newest perTask of each task, and total in all (the oldest go first;
+// History says how many of a task's were dropped). A durable scheduler
+// (WithStore) keeps them across restarts. The default is
+// DefaultHistoryPerTask and DefaultHistoryTotal; WithHistory(0, 0) turns
+// the history off (History then reports only the attempt running, if
+// any). It costs about a store of one cache line per attempt that
+// succeeds (bench/README.md). perTask and total must not be negative, and
+// total must be at least perTask.
+func WithHistory(perTask, total int) Option {
+	return func(c *config) error {
+		if perTask < 0 || total < perTask || (perTask == 0) != (total == 0) || total > 1<<30 {
+			return fmt.Errorf("%w: WithHistory(%d, %d): want 0 <= perTask <= total <= 2^30, both 0 or neither", ErrInvalidOption, perTask, total)
+		}
+		c.histPerTask, c.histTotal = perTask, total
+		return nil
+	}
+}
+
+// attemptRec is one attempt in the ring. serial is 1 + its place in the
+// order ends were recorded; a task's records are chained newest first
+// through prev (a serial: the record it names is gone once the ring slot
+// holds another serial).
+type attemptRec struct {
+	serial  uint64
+	prev    uint64
+	task    int32
+	lane    int32 // the lane that ran it (-1: none, as for an attempt a restore found interrupted)
+	attempt int32
+	run     int32
+	outcome Outcome
+	detail  bool  // an attemptDetail is kept for it
+	handed  int64 // UnixNano; 0: unknown
+	started int64
+	ended   int64
+}
+
+// attemptDetail is what only some attempts have.
+type attemptDetail struct {
+	err    error
+	worker string
+}
+
+// historyTable is the state's attempt history (zero: off). Owned by the
+// coordinator goroutine.
+type historyTable struct {
+	histPerTask int32
+	histCap     int          // WithHistory's total: the ring's size
+	recs        []attemptRec // the ring; it grows up to histCap
+	nextSerial  uint64       // the serial of the next record
+	histHead    []uint64     // per task: the serial of its newest record (0: none)
+	histCount   []int32      // per task: attempts recorded since it was submitted (History's Dropped)
+	details     map[uint64]*attemptDetail
+}
+
+// historyOn reports whether attempts are remembered.
+func (s *state) historyOn() bool { return s.histPerTask > 0 }
+
+// startHistory turns the history on (New).
+func (s *state) startHistory(perTask, total int) {
+	s.histPerTask, s.histCap = int32(perTask), total
+	s.recs = make([]attemptRec, 0, min(total, 1024))
+	s.nextSerial = 1
+}
+
+// growHistory gives the records of a new batch their history entries.
+func (s *state) growHistory() {
+	if n := len(s.tasks); len(s.histHead) < n {
+		s.histHead = append(s.histHead, make([]uint64, n-len(s.histHead))...)
+		s.histCount = append(s.histCount, make([]int32, n-len(s.histCount))...)
+	}
+}
+
+// forgetHistory drops task t's history (retention forgot it, or its
+// record is reused).
+func (s *state) forgetHistory(t int32) {
+	if !s.historyOn() || int(t) >= len(s.histHead) {
+		return
+	}
+	for sr := s.histHead[t]; sr != 0; {
+		r := s.rec(sr)
+		if r == nil {
+			break
+		}
+		if r.detail {
+			delete(s.details, sr)
+		}
+		r.task = noTask // unreachable: the next record in its slot overwrites it
+		sr = r.prev
+	}
+	s.histHead[t], s.histCount[t] = 0, 0
+}
+
+// rec returns the record of serial sr, or nil if it is gone.
+func (s *state) rec(sr uint64) *attemptRec {
+	if sr == 0 || len(s.recs) == 0 {
+		return nil
+	}
+	r := &s.recs[(sr-1)%uint64(s.histCap)]
+	if int((sr-1)%uint64(s.histCap)) >= len(s.recs) || r.serial != sr {
+		return nil
+	}
+	return r
+}
+
+// remember records the end of an attempt of t: its attempt and run
+// numbers, the lane that ran it (-1: none), its outcome and error, and
+// its times (UnixNano, 0 if unknown). A durable scheduler's caller marks
+// the history to be written (historyChanged).
+func (s *state) remember(t int32, lane int32, attempt, run int32, o Outcome, err error, worker string, handed, started, ended int64) {
+	sr := s.nextSerial
+	s.nextSerial++
+	idx := int((sr - 1) % uint64(s.histCap))
+	if idx == len(s.recs) {
+		s.recs = append(s.recs, attemptRec{})
+	}
+	r := &s.recs[idx]
+	if r.serial != 0 && r.detail {
+		delete(s.details, r.serial)
+	}
+	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run,
+		outcome: o, handed: handed, started: started, ended: ended}
+	if err != nil || worker != "" {
+		if s.details == nil {
+			s.details = map[uint64]*attemptDetail{}
+		}
+		s.details[sr] = &attemptDetail{err: err, worker: worker}
+		r.detail = true
+	}
+	s.histHead[t] = sr
+	s.histCount[t]++
+	if s.histCount[t] > s.histPerTask {
+		s.trimHistory(t)
+	}
+}
+
+// trimHistory cuts task t's chain after its newest perTask records.
+func (s *state) trimHistory(t int32) {
+	r := s.rec(s.histHead[t])
+	for k := int32(1); r != nil && k < s.histPerTask; k++ {
+		r = s.rec(r.prev)
+	}
+	if r == nil {
+		return
+	}
+	for sr := r.prev; sr != 0; {
+		old := s.rec(sr)
+		if old == nil {
+			break
+		}
+		if old.detail {
+			delete(s.details, sr)
+			old.detail = false
+		}
+		old.task, sr = noTask, old.prev
+	}
+	r.prev = 0
+}
+
+// rememberEnd records the end of the attempt of t at item seq of ls,
+// whose function was called, as ended applies it.
+func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err error, now time.Time) {
+	r := &s.tasks[t]
+	handed, seen := ls.attemptTimes(seq)
+	started, ended := ls.l.Stamps(seq)
+	if started == 0 {
+		started = max(handed, ls.lastEnd) // behind the item before it, or handed to an idle worker
+		if seen != 0 {
+			started = min(started, seen)
+		}
+	}
+	if ended == 0 {
+		ended = now.UnixNano()
+	}
+	ls.lastEnd = ended
+	worker := ""
+	if ls.l.Touched(seq) {
+		worker = ls.l.Ctx(seq).Worker()
+	}
+	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, o, err, worker, handed, started, ended)
+	s.historyChanged(t)
+}
+
+// attemptTimes returns when the attempt at seq was handed out and when the
+// coordinator saw it start (UnixNano; 0: unknown).
+func (ls *laneState) attemptTimes(seq uint32) (handed, seen int64) {
+	if ls.times == nil {
+		return 0, 0
+	}
+	tm := &ls.times[seq&(lane.Size-1)]
+	return tm[0], tm[1]
+}
+
+// handedOut records, for the history, when the item at seq of ls, an
+// attempt of t, was put; the worker times an attempt with a timeout
+// itself (it reads the clock for the deadline anyway).
+func (s *state) handedOut(ls *laneState, seq uint32, t int32, now time.Time) {
+	if ls.times == nil {
+		ls.times = new([lane.Size][2]int64)
+	}
+	ls.times[seq&(lane.Size-1)] = [2]int64{now.UnixNano(), 0}
+	if x := s.spec(t).X; x != nil && x.Timeout > 0 {
+		ls.l.SetStamp(seq)
+	}
+}
+
+// sawStart records, for the history, when the coordinator saw the item at
+// seq of ls started.
+func (ls *laneState) sawStart(seq uint32, now time.Time) {
+	if ls.times != nil {
+		ls.times[seq&(lane.Size-1)][1] = now.UnixNano()
+	}
+}
+
+// workerName is how History names lane li's worker: its place in its pool.
+func (s *state) workerName(li int32) string {
+	if li < 0 || int(li) >= len(s.lanes) {
+		return ""
+	}
+	p := &s.pools[s.lanes[li].pool]
+	for k, l := range p.lanes {
+		if l == int(li) {
+			return fmt.Sprintf("worker %d", k)
+		}
+	}
+	return ""
+}
+
+// history answers History for task t: its kept attempts, oldest first,
+// and the one out now, if any.
+func (s *state) history(t int32, now time.Time) History {
+	var h History
+	pool := s.pools[s.hot[t].pool].name
+	if s.historyOn() && int(t) < len(s.histHead) {
+		for sr := s.histHead[t]; sr != 0; {
+			r := s.rec(sr)
+			if r == nil || r.task != t {
+				break
+			}
+			a := Attempt{Attempt: int(r.attempt), Run: int(r.run), Pool: pool, Outcome: r.outcome,
+				HandedOut: unixTime(r.handed), Started: unixTime(r.started), Ended: unixTime(r.ended)}
+			a.Worker = s.workerName(r.lane)
+			if r.detail {
+				if d := s.details[sr]; d != nil {
+					a.Err = d.err
+					if d.worker != "" {
+						a.Worker = d.worker
+					}
+				}
+			}
+			h.Attempts = append(h.Attempts, a)
+			sr = r.prev
+		}
+		for i, j := 0, len(h.Attempts)-1; i < j; i, j = i+1, j-1 {
+			h.Attempts[i], h.Attempts[j] = h.Attempts[j], h.Attempts[i]
+		}
+		h.Dropped = int(s.histCount[t]) - len(h.Attempts)
+	}
+	if a, ok := s.runningAttempt(t, pool); ok {
+		h.Attempts = append(h.Attempts, a)
+	}
+	return h
+}
+
+// runningAttempt describes t's attempt out on a worker now, if any.
+func (s *state) runningAttempt(t int32, pool string) (Attempt, bool) {
+	r := &s.tasks[t]
+	h := &s.hot[t]
+	if h.status != dispatched || r.link == noTask {
+		return Attempt{}, false
+	}
+	ls, seq := s.locate(r.link)
+	a := Attempt{Attempt: int(r.attempts), Run: int(r.runs) + 1, Pool: pool, Outcome: OutcomeRunning,
+		Worker: s.workerName(int32(ls.l.ID))}
+	handed, seen := ls.attemptTimes(seq)
+	started, _ := ls.l.Stamps(seq)
+	if started == 0 && (h.flags&fStarted != 0 || lane.Running(ls.l.State(seq))) {
+		started = seen
+		if started == 0 {
+			started = max(handed, ls.lastEnd)
+		}
+	}
+	a.HandedOut, a.Started = unixTime(handed), unixTime(started)
+	return a, true
+}
+
+// unixTime is the time of UnixNano n; zero for 0.
+func unixTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+type historyReply struct {
+	h  History
+	ok bool
+}
+
+type historyReq struct {
+	id    string
+	reply chan<- historyReply
+}
+
+func (r historyReq) apply(l *loop, now time.Time) {
+	h, ok := l.st.historyOf(r.id, now)
+	r.reply <- historyReply{h, ok}
+}
+
+// historyOf answers History.
+func (s *state) historyOf(id string, now time.Time) (History, bool) {
+	t, ok := s.findLive(id)
+	if !ok || s.hot[t].status == reserved {
+		return History{}, false
+	}
+	return s.history(t, now), true
+}
+
+// History returns the attempts the scheduler remembers of task id (see
+// WithHistory), oldest first, the attempt out on a worker now last
+// (OutcomeRunning), and how many older ones it no longer keeps; false if
+// the task is unknown (never submitted, or forgotten by retention, with
+// its history). Each attempt says when it was handed to a worker, when
+// its function started and when it ended, on the scheduler's clock: the
+// start and end as the worker read them for attempts of pools whose
+// attempts take 10 µs or more on average, as the coordinator learned of
+// them otherwise (a start it did not watch for is zero: see Kinds). A
+// durable scheduler (WithStore) keeps them across restarts; an attempt
+// a crash interrupted is OutcomeInterrupted. History blocks until the
+// coordinator answers (as Info does), is safe for concurrent use, and
+// after Shutdown reports what the scheduler remembered when it stopped.
+func (s *Scheduler) History(id string) (History, bool) {
+	select {
+	case <-s.loopDone:
+		return s.final.historyOf(id, s.clk.Now())
+	default:
+	}
+	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- historyReply) request {
+		return historyReq{id: id, reply: reply}
+	})
+	if err != nil {
+		<-s.loopDone
+		return s.final.historyOf(id, s.clk.Now())
+	}
+	return r.h, r.ok
+}
+
+// SetWorker records, for the history, which worker runs the attempt whose
+// context is ctx: a custom or remote pool's name for it (a host, a
+// process). Without it, History names a local pool's worker by its place
+// in the pool ("worker 2"). It returns ErrNoAttempt if ctx is not a
+// running attempt's context. It does not block and is safe for concurrent
+// use.
+func SetWorker(ctx context.Context, name string) error {
+	c, ok := lane.Of(ctx)
+	if !ok || !c.SetWorker(name) {
+		return ErrNoAttempt
+	}
+	return nil
+}
+
+// A durable scheduler keeps each task's history in a history record
+// (record.KindHistory), rewritten as an attempt of the task ends, and its
+// latest attempt in its state record too (record.State.Last). A task
+// whose only attempt succeeded plainly (no error, worker name or log
+// line: most tasks) writes no history record: its state's Last is its
+// history, so that the history costs a durable scheduler no record more
+// per task.
+
+// historyChanged marks t's history to be written with this iteration's
+// commit, on a durable scheduler.
+func (s *state) historyChanged(t int32) {
+	d := s.dur
+	if d == nil {
+		return
+	}
+	if int(t) >= len(d.histMark) {
+		d.histMark = slices.Grow(d.histMark, int(t)+1-len(d.histMark))
+		d.histMark = d.histMark[:cap(d.histMark)]
+	}
+	if d.histMark[t] != d.epoch {
+		d.histMark[t] = d.epoch
+		d.histDirty = append(d.histDirty, t)
+	}
+}
+
+// attemptOf is the stored form of the record of serial sr.
+func (s *state) attemptOf(sr uint64, r *attemptRec) record.Attempt {
+	a := record.Attempt{Attempt: r.attempt, Run: r.run, Outcome: uint8(r.outcome),
+		Handed: r.handed, Started: r.started, Ended: r.ended, Worker: s.workerName(r.lane)}
+	if r.detail {
+		if d := s.details[sr]; d != nil {
+			a.ErrKind, a.ErrMsg, a.Timeout = errKindOf(d.err)
+			if d.worker != "" {
+				a.Worker = d.worker
+			}
+		}
+	}
+	return a
+}
+
+// lastAttempt is t's latest attempt that ended, for its state record.
+func (s *state) lastAttempt(t int32) (record.Attempt, bool) {
+	sr := s.histHead[t]
+	r := s.rec(sr)
+	if r == nil || r.task != t {
+		return record.Attempt{}, false
+	}
+	return s.attemptOf(sr, r), true
+}
+
+// historyRecord is t's history record; false if its state's Last says it
+// all (one attempt, which succeeded plainly).
+func (s *state) historyRecord(t int32) (record.History, bool) {
+	var h record.History
+	for sr := s.histHead[t]; sr != 0; {
+		r := s.rec(sr)
+		if r == nil || r.task != t {
+			break
+		}
+		h.Attempts = append(h.Attempts, s.attemptOf(sr, r))
+		sr = r.prev
+	}
+	slices.Reverse(h.Attempts)
+	h.Dropped = s.histCount[t] - int32(len(h.Attempts))
+	if h.Dropped == 0 && len(h.Attempts) == 1 {
+		if a := &h.Attempts[0]; a.Outcome == uint8(OutcomeSucceeded) && a.ErrKind == record.ErrKindNone && !s.rec(s.histHead[t]).detail {
+			return h, false
+		}
+	}
+	return h, true
+}
+
+// restoreHistory rebuilds the histories a store holds: each task's
+// history record, or its state's Last, in the order the attempts ended.
+func (s *state) restoreHistory(stored []storedTask) {
+	type ended struct {
+		t int32
+		a record.Attempt
+	}
+	var all []ended
+	for i := range stored {
+		t := int32(i)
+		switch st := &stored[i]; {
+		case st.hist != nil:
+			for _, a := range st.hist.Attempts {
+				all = append(all, ended{t, a})
+			}
+			s.histCount[t] = st.hist.Dropped
+		case st.state.Last != nil:
+			all = append(all, ended{t, *st.state.Last})
+		}
+	}
+	slices.SortStableFunc(all, func(x, y ended) int { return cmp.Compare(x.a.Ended, y.a.Ended) })
+	for _, e := range all {
+		a := &e.a
+		s.remember(e.t, -1, a.Attempt, a.Run, Outcome(a.Outcome), kindErr(a.ErrKind, a.ErrMsg, a.Timeout), a.Worker, a.Handed, a.Started, a.Ended)
+	}
+}

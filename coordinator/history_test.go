@@ -1,0 +1,199 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
+	"github.com/batonhq/baton/worker"
+)
+
+// History (WithHistory's doc): every attempt with when it was handed out,
+// started and ended, its pool and worker, outcome and error, oldest
+// first; the attempt running now last; a task's history goes with it.
+func TestHistoryTellsEveryAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithPool("io", 2, worker.Func{}))
+		start := time.Now()
+		calls := 0
+		g := newGate()
+		err := s.Submit(
+			coordinator.Task{ID: "flaky", Pool: "io", Retry: coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second},
+				Run: func(ctx context.Context) error {
+					calls++
+					time.Sleep(time.Duration(calls) * time.Minute)
+					if calls < 3 {
+						return fmt.Errorf("attempt %d: planned", calls)
+					}
+					return nil
+				}},
+			coordinator.Task{ID: "slow", Run: func(ctx context.Context) error { return g.run(ctx) }},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		h, ok := s.History("slow")
+		if !ok || len(h.Attempts) != 1 || h.Attempts[0].Outcome != coordinator.OutcomeRunning || !h.Attempts[0].Started.Equal(start) || !h.Attempts[0].Ended.IsZero() {
+			t.Fatalf("History(slow) while it runs = %+v, %v; want one attempt, running since %v", h, ok, start)
+		}
+		time.Sleep(time.Hour)
+		g.release()
+		settle(t, s)
+		h, _ = s.History("flaky")
+		if len(h.Attempts) != 3 || h.Dropped != 0 {
+			t.Fatalf("History(flaky) = %+v; want 3 attempts", h)
+		}
+		at := start
+		for i, a := range h.Attempts {
+			want := coordinator.OutcomeFailed
+			if i == 2 {
+				want = coordinator.OutcomeSucceeded
+			}
+			if i > 0 {
+				at = at.Add(time.Second << (i - 1)) // the retry's wait: BaseDelay·2^(failures-1)
+			}
+			dur := time.Duration(i+1) * time.Minute
+			if a.Attempt != i+1 || a.Run != 1 || a.Pool != "io" || a.Worker == "" || a.Outcome != want ||
+				!a.HandedOut.Equal(at) || !a.Started.Equal(at) || !a.Ended.Equal(at.Add(dur)) || a.Duration(time.Now()) != dur {
+				t.Errorf("attempt %d = %+v; want attempt %d of run 1 in pool io, %v, from %v for %v", i, a, i+1, want, at, dur)
+			}
+			if (a.Err == nil) != (i == 2) {
+				t.Errorf("attempt %d: Err %v", i, a.Err)
+			}
+			at = at.Add(dur)
+		}
+		if e := h.Attempts[0].Err; e == nil || e.Error() != "attempt 1: planned" {
+			t.Errorf("attempt 1's error = %v; want its own", e)
+		}
+		if _, ok := s.History("ghost"); ok {
+			t.Error("History(ghost) found; want unknown")
+		}
+	})
+}
+
+// The history keeps the newest WithHistory perTask attempts of a task and
+// says how many it dropped; the total bound drops the oldest of all.
+func TestHistoryIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithHistory(3, 5))
+		fail := func(context.Context) error { return errors.New("planned") }
+		err := s.Submit(
+			coordinator.Task{ID: "a", Retry: coordinator.RetryPolicy{MaxAttempts: 4}, Run: fail},
+			coordinator.Task{ID: "b", Deps: []string{"a"}, When: coordinator.AllDone, Retry: coordinator.RetryPolicy{MaxAttempts: 3}, Run: fail},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		ha, _ := s.History("a")
+		hb, _ := s.History("b")
+		// a's 4 attempts, the first dropped by perTask; then b's 3 push two
+		// more of a's out of the ring of 5.
+		if len(hb.Attempts) != 3 || hb.Dropped != 0 {
+			t.Errorf("History(b) = %d attempts, %d dropped; want 3, 0", len(hb.Attempts), hb.Dropped)
+		}
+		if len(ha.Attempts) != 2 || ha.Dropped != 2 || ha.Attempts[0].Attempt != 3 || ha.Attempts[1].Attempt != 4 {
+			t.Errorf("History(a) = %+v; want its attempts 3 and 4, 2 dropped", ha)
+		}
+	})
+}
+
+// WithHistory(0, 0) turns the history off: only the attempt running is
+// told.
+func TestHistoryOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithHistory(0, 0))
+		if err := s.Submit(coordinator.Task{ID: "a", Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if h, ok := s.History("a"); !ok || len(h.Attempts) != 0 {
+			t.Errorf("History(a) = %+v, %v; want known, no attempt", h, ok)
+		}
+	})
+}
+
+// A durable scheduler keeps the history across a restart: what ended is
+// told as it was, an attempt a crash interrupted is OutcomeInterrupted;
+// retention forgets a task's history with it.
+func TestHistorySurvivesARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		calls := 0
+		running := make(chan struct{}, 1)
+		funcs := []coordinator.Option{
+			coordinator.WithFunc("flaky", func(ctx context.Context, _ []byte) error {
+				calls++
+				time.Sleep(time.Minute)
+				if calls < 3 {
+					return fmt.Errorf("attempt %d: planned", calls)
+				}
+				return nil
+			}),
+			coordinator.WithFunc("plain", func(context.Context, []byte) error { time.Sleep(time.Second); return nil }),
+			coordinator.WithFunc("hang", func(ctx context.Context, _ []byte) error {
+				running <- struct{}{}
+				<-ctx.Done()
+				return ctx.Err()
+			}),
+		}
+		s1, err := coordinator.New(append([]coordinator.Option{coordinator.WithStore(mem.Open()), coordinator.WithWorkers(2)}, funcs...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s1.Submit(
+			coordinator.Task{ID: "flaky", Func: "flaky", Retry: coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second}},
+			coordinator.Task{ID: "plain", Func: "plain"},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.WaitTasks(context.Background(), "flaky", "plain"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Submit(coordinator.Task{ID: "hang", Func: "hang", Retry: coordinator.RetryPolicy{MaxAttempts: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		<-running
+		synctest.Wait()
+		before := map[string]coordinator.History{}
+		for _, id := range []string{"flaky", "plain"} {
+			before[id], _ = s1.History(id)
+		}
+		crashed := mem.Crash()
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		s2, err := coordinator.New(append([]coordinator.Option{coordinator.WithStore(crashed.Open()), coordinator.WithWorkers(2)}, funcs...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, want := range before {
+			got, _ := s2.History(id)
+			if len(got.Attempts) != len(want.Attempts) || got.Dropped != want.Dropped {
+				t.Fatalf("History(%s) after the restart = %+v; want %+v", id, got, want)
+			}
+			for i := range want.Attempts {
+				g, w := got.Attempts[i], want.Attempts[i]
+				if g.Attempt != w.Attempt || g.Run != w.Run || g.Outcome != w.Outcome || g.Worker != w.Worker ||
+					!g.HandedOut.Equal(w.HandedOut) || !g.Started.Equal(w.Started) || !g.Ended.Equal(w.Ended) || fmt.Sprint(g.Err) != fmt.Sprint(w.Err) {
+					t.Errorf("History(%s) attempt %d after the restart = %+v; want %+v", id, i, g, w)
+				}
+			}
+		}
+		h, _ := s2.History("hang")
+		if len(h.Attempts) == 0 || h.Attempts[0].Outcome != coordinator.OutcomeInterrupted || !errors.Is(h.Attempts[0].Err, coordinator.ErrInterrupted) {
+			t.Errorf("History(hang) after the restart = %+v; want its first attempt interrupted", h)
+		}
+		if err := s2.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
