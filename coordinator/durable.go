@@ -366,6 +366,7 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	}
 	if s.historyOn() && int(t) < len(s.histHead) {
 		if a, ok := s.lastAttempt(t); ok {
+			a.Lines, a.LinesDropped = nil, 0 // in its history record: an attempt that logged has one
 			st.Last = &a
 		}
 	}

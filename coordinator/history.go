@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -63,7 +64,11 @@ type Attempt struct {
 	Started   time.Time // when its function was called; zero if unknown (see History)
 	Ended     time.Time // when it ended: its function returned, or the coordinator applied its end; zero while it runs
 	Outcome   Outcome
-	Err       error // for OutcomeFailed, OutcomeCancelled and OutcomeInterrupted: why
+	Err       error     // for OutcomeFailed, OutcomeCancelled and OutcomeInterrupted: why
+	Logs      []LogLine // what it logged (Logger, AppendLog), oldest first: the newest WithTaskLogs allows
+	// LogsDropped counts the lines it logged that are not in Logs
+	// (WithTaskLogs's bounds): the oldest go first.
+	LogsDropped int
 }
 
 // Duration is how long the attempt ran: from Started to Ended, or to now
@@ -129,8 +134,15 @@ type attemptRec struct {
 
 // attemptDetail is what only some attempts have.
 type attemptDetail struct {
-	err    error
-	worker string
+	err         error
+	worker      string
+	logs        []LogLine
+	logsDropped int
+}
+
+// empty reports whether d says nothing: the attempt needs no detail.
+func (d *attemptDetail) empty() bool {
+	return d.err == nil && d.worker == "" && len(d.logs) == 0 && d.logsDropped == 0
 }
 
 // historyTable is the state's attempt history (zero: off). Owned by the
@@ -199,7 +211,7 @@ func (s *state) rec(sr uint64) *attemptRec {
 // numbers, the lane that ran it (-1: none), its outcome and error, and
 // its times (UnixNano, 0 if unknown). A durable scheduler's caller marks
 // the history to be written (historyChanged).
-func (s *state) remember(t int32, lane int32, attempt, run int32, o Outcome, err error, worker string, handed, started, ended int64) {
+func (s *state) remember(t int32, lane int32, attempt, run int32, o Outcome, d attemptDetail, handed, started, ended int64) {
 	sr := s.nextSerial
 	s.nextSerial++
 	idx := int((sr - 1) % uint64(s.histCap))
@@ -212,11 +224,11 @@ func (s *state) remember(t int32, lane int32, attempt, run int32, o Outcome, err
 	}
 	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run,
 		outcome: o, handed: handed, started: started, ended: ended}
-	if err != nil || worker != "" {
+	if !d.empty() {
 		if s.details == nil {
 			s.details = map[uint64]*attemptDetail{}
 		}
-		s.details[sr] = &attemptDetail{err: err, worker: worker}
+		s.details[sr] = &d
 		r.detail = true
 	}
 	s.histHead[t] = sr
@@ -265,11 +277,15 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		ended = now.UnixNano()
 	}
 	ls.lastEnd = ended
-	worker := ""
+	d := attemptDetail{err: err}
 	if ls.l.Touched(seq) {
-		worker = ls.l.Ctx(seq).Worker()
+		c := ls.l.Ctx(seq)
+		d.worker = c.Worker()
+		if l, _ := c.Extra(nil).(*attemptLog); l != nil {
+			d.logs, d.logsDropped = l.snapshot()
+		}
 	}
-	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, o, err, worker, handed, started, ended)
+	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, o, d, handed, started, ended)
 	s.historyChanged(t)
 }
 
@@ -334,7 +350,7 @@ func (s *state) history(t int32, now time.Time) History {
 			a.Worker = s.workerName(r.lane)
 			if r.detail {
 				if d := s.details[sr]; d != nil {
-					a.Err = d.err
+					a.Err, a.Logs, a.LogsDropped = d.err, d.logs, d.logsDropped
 					if d.worker != "" {
 						a.Worker = d.worker
 					}
@@ -373,6 +389,15 @@ func (s *state) runningAttempt(t int32, pool string) (Attempt, bool) {
 		}
 	}
 	a.HandedOut, a.Started = unixTime(handed), unixTime(started)
+	if ls.l.Touched(seq) {
+		c := ls.l.Ctx(seq)
+		if w := c.Worker(); w != "" {
+			a.Worker = w
+		}
+		if l, _ := c.Extra(nil).(*attemptLog); l != nil {
+			a.Logs, a.LogsDropped = l.snapshot()
+		}
+	}
 	return a, true
 }
 
@@ -486,6 +511,10 @@ func (s *state) attemptOf(sr uint64, r *attemptRec) record.Attempt {
 			if d.worker != "" {
 				a.Worker = d.worker
 			}
+			a.LinesDropped = int32(d.logsDropped)
+			for _, l := range d.logs {
+				a.Lines = append(a.Lines, record.Line{Time: l.Time.UnixNano(), Level: int32(l.Level), Msg: l.Message, Attrs: l.Attrs})
+			}
 		}
 	}
 	return a
@@ -546,6 +575,10 @@ func (s *state) restoreHistory(stored []storedTask) {
 	slices.SortStableFunc(all, func(x, y ended) int { return cmp.Compare(x.a.Ended, y.a.Ended) })
 	for _, e := range all {
 		a := &e.a
-		s.remember(e.t, -1, a.Attempt, a.Run, Outcome(a.Outcome), kindErr(a.ErrKind, a.ErrMsg, a.Timeout), a.Worker, a.Handed, a.Started, a.Ended)
+		d := attemptDetail{err: kindErr(a.ErrKind, a.ErrMsg, a.Timeout), worker: a.Worker, logsDropped: int(a.LinesDropped)}
+		for _, l := range a.Lines {
+			d.logs = append(d.logs, LogLine{Time: time.Unix(0, l.Time), Level: slog.Level(l.Level), Message: l.Msg, Attrs: l.Attrs})
+		}
+		s.remember(e.t, -1, a.Attempt, a.Run, Outcome(a.Outcome), d, a.Handed, a.Started, a.Ended)
 	}
 }

@@ -41,6 +41,8 @@ type config struct {
 
 	histPerTask int // WithHistory
 	histTotal   int
+	logLines    int // WithTaskLogs
+	logBytes    int
 
 	middleware  []Middleware   // WithMiddleware, outermost first
 	dur         *durableConfig // WithStore, WithFunc (nil: neither)
@@ -265,7 +267,8 @@ func CheckOptions(opts ...Option) error {
 
 func newConfig(opts []Option) (*config, error) {
 	c := &config{workers: runtime.GOMAXPROCS(0), grace: DefaultAbandonAfter,
-		histPerTask: DefaultHistoryPerTask, histTotal: DefaultHistoryTotal}
+		histPerTask: DefaultHistoryPerTask, histTotal: DefaultHistoryTotal,
+		logLines: DefaultTaskLogLines, logBytes: DefaultTaskLogBytes}
 	for i, o := range opts {
 		if o == nil {
 			return c, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)

@@ -28,6 +28,8 @@ type Scheduler struct {
 	workers   map[string]worker.Worker // immutable: pool name -> worker, for validation
 	sizes     map[string]int           // immutable: pool name -> its number of workers (PoolSizes)
 	lanePools []string                 // immutable: lane ID -> its pool's name (Spawn's children inherit it)
+	logLines  int                      // immutable: WithTaskLogs's lines per attempt (0: none kept)
+	logBytes  int                      // immutable: WithTaskLogs's bytes per attempt
 	hook      func(time.Time)          // immutable; only for testing
 	log       *slog.Logger             // immutable
 	dcfg      *durableConfig           // immutable: WithStore and WithFunc (nil: neither)
@@ -117,6 +119,8 @@ func New(opts ...Option) (*Scheduler, error) {
 		hook:     cfg.armed,
 		log:      cfg.logger,
 		dcfg:     cfg.dur,
+		logLines: cfg.logLines,
+		logBytes: cfg.logBytes,
 		mailbox:  actor.NewMailbox[request](),
 		wake:     actor.NewSignal(),
 		unsubbed: actor.NewSignal(),
@@ -150,6 +154,8 @@ func New(opts ...Option) (*Scheduler, error) {
 	st.retain, st.keep = cfg.retain, cfg.keep
 	if cfg.histPerTask > 0 {
 		st.startHistory(cfg.histPerTask, cfg.histTotal)
+	} else {
+		s.logLines, s.logBytes = 0, 0 // kept with the history: none
 	}
 	st.stamps = len(cfg.middleware) > 0
 	for name, rc := range cfg.rates { // newConfig checked the names

@@ -34,6 +34,7 @@ type Context struct {
 	lane    *Lane         // immutable: the lane whose slot it serves (nil: none)
 	slot    uint32        // immutable: the slot; its item's flags are marked at the first touch
 	task    atomic.Int32  // the attempt's task, recorded at the first touch (valid once touched)
+	meta    atomic.Uint64 // the attempt's numbers, attempt<<32 | run, recorded at the first touch
 
 	// Attempt data, written before the function runs and read-only while it
 	// does.
@@ -47,6 +48,7 @@ type Context struct {
 	result    any         // guarded by resultMu
 	hasResult bool        // guarded by resultMu
 	worker    string      // guarded by resultMu: which worker ran it (SetWorker)
+	extra     any         // guarded by resultMu: the owner's per-attempt data (Extra), made on first use
 	over      atomic.Bool // the attempt returned: SetResult is ignored
 
 	mu    sync.Mutex
@@ -111,6 +113,8 @@ func (c *Context) touch() {
 			// worker owns the item: its task is the attempt's.
 			it := &c.lane.items[c.slot]
 			c.task.Store(it.task)
+			m := c.lane.meta[c.slot]
+			c.meta.Store(uint64(uint32(m.attempt))<<32 | uint64(uint32(m.run)))
 			atomic.OrUint32(&it.flags, itemTouched) // so the worker and the coordinator need not read c
 		}
 		c.touched.Store(true)
@@ -339,6 +343,28 @@ func (c *Context) SetWorker(name string) bool {
 	}
 	c.worker = name
 	return true
+}
+
+// Extra returns the owner's per-attempt data of c (the scheduler keeps an
+// attempt's log lines there), made by make on first use; nil, without
+// calling make, once the attempt is over and if make is nil. It marks c
+// touched.
+func (c *Context) Extra(make func() any) any {
+	c.touch()
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	if c.extra == nil && make != nil && !c.over.Load() {
+		c.extra = make()
+	}
+	return c.extra
+}
+
+// Meta reports the attempt's numbers: its attempt within its run and its
+// run, both 1-based. It marks c touched.
+func (c *Context) Meta() (attempt, run int) {
+	c.touch()
+	m := c.meta.Load()
+	return int(int32(m >> 32)), int(int32(m))
 }
 
 // Worker returns what SetWorker recorded. Called by the coordinator once

@@ -247,6 +247,15 @@ type Attempt struct {
 	ErrKind                uint8  // as a state's
 	ErrMsg                 string // ErrKindOther, ErrKindJoin, ErrKindTimeout (the function's error's, if any)
 	Timeout                time.Duration
+	Lines                  []Line // its log lines kept, oldest first
+	LinesDropped           int32  // its log lines not kept
+}
+
+// Line is one line of an attempt's log.
+type Line struct {
+	Time       int64 // UnixNano
+	Level      int32 // slog.Level
+	Msg, Attrs string
 }
 
 func (a *Attempt) append(b []byte) []byte {
@@ -263,6 +272,14 @@ func (a *Attempt) append(b []byte) []byte {
 	}
 	if a.ErrKind == ErrKindTimeout {
 		b = binary.AppendVarint(b, int64(a.Timeout))
+	}
+	b = binary.AppendUvarint(b, uint64(a.LinesDropped))
+	b = binary.AppendUvarint(b, uint64(len(a.Lines)))
+	for _, l := range a.Lines {
+		b = binary.AppendVarint(b, l.Time)
+		b = binary.AppendVarint(b, int64(l.Level))
+		b = appendString(b, l.Msg)
+		b = appendString(b, l.Attrs)
 	}
 	return b
 }
@@ -283,7 +300,16 @@ func (r *reader) attempt() Attempt {
 	if a.ErrKind == ErrKindTimeout {
 		a.Timeout = time.Duration(r.varint())
 	}
-	if a.ErrKind > ErrKindJoin || a.Attempt < 0 || a.Run < 0 {
+	a.LinesDropped = int32(r.uvarint())
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return a
+	}
+	for range n {
+		a.Lines = append(a.Lines, Line{Time: r.varint(), Level: int32(r.varint()), Msg: r.string(), Attrs: r.string()})
+	}
+	if a.ErrKind > ErrKindJoin || a.Attempt < 0 || a.Run < 0 || a.LinesDropped < 0 {
 		r.fail()
 	}
 	return a
@@ -464,7 +490,13 @@ func (st *State) SameAs(old *State) bool {
 		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil) &&
 		st.Joining == old.Joining && st.JoinFrom == old.JoinFrom && st.Adopt == old.Adopt &&
 		st.Branched == old.Branched && slices.Equal(st.Chosen, old.Chosen) &&
-		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || *st.Last == *old.Last)
+		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || st.Last.same(old.Last))
+}
+
+func (a *Attempt) same(b *Attempt) bool {
+	return a.Attempt == b.Attempt && a.Run == b.Run && a.Outcome == b.Outcome && a.Handed == b.Handed &&
+		a.Started == b.Started && a.Ended == b.Ended && a.Worker == b.Worker && a.ErrKind == b.ErrKind &&
+		a.ErrMsg == b.ErrMsg && a.Timeout == b.Timeout && a.LinesDropped == b.LinesDropped && slices.Equal(a.Lines, b.Lines)
 }
 
 func appendString(b []byte, s string) []byte {

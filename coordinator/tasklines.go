@@ -1,0 +1,278 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/batonhq/baton/internal/lane"
+)
+
+// A task's own log lines: Logger(ctx) gives a running attempt a
+// *slog.Logger whose records are kept with the attempt (History's
+// Attempt.Logs, bounded by WithTaskLogs, durable where the scheduler is)
+// and passed on to the scheduler's logger (WithLogger) with the task's
+// attributes. A custom or remote worker attaches lines of its own with
+// AppendLog. The lines live in the attempt's context while it runs
+// (lane.Context.Extra) and move to its history record when it ends.
+
+// LogLine is one line of an attempt's log.
+type LogLine struct {
+	Time    time.Time
+	Level   slog.Level
+	Message string
+	Attrs   string // its attributes as key=value pairs, as slog's text handler writes them
+}
+
+// String renders l as one line: time, level, message, attributes.
+func (l LogLine) String() string {
+	s := l.Time.UTC().Format(time.RFC3339Nano) + " " + l.Level.String() + " " + l.Message
+	if l.Attrs != "" {
+		s += " " + l.Attrs
+	}
+	return s
+}
+
+// Defaults of WithTaskLogs.
+const (
+	DefaultTaskLogLines = 100
+	DefaultTaskLogBytes = 16 << 10
+)
+
+// WithTaskLogs bounds the log lines kept of each attempt (Logger,
+// AppendLog): the newest lines, at most lines of them and bytes of
+// message and attributes in all (History's Attempt.LogsDropped counts the
+// others). Default DefaultTaskLogLines and DefaultTaskLogBytes;
+// WithTaskLogs(0, 0) keeps none (Logger's records still reach WithLogger's
+// logger). Lines are kept with the attempt's history (WithHistory), so
+// WithHistory(0, 0) keeps none either.
+func WithTaskLogs(lines, bytes int) Option {
+	return func(c *config) error {
+		if lines < 0 || bytes < 0 || (lines == 0) != (bytes == 0) {
+			return fmt.Errorf("%w: WithTaskLogs(%d, %d): want both 0, or both positive", ErrInvalidOption, lines, bytes)
+		}
+		c.logLines, c.logBytes = lines, bytes
+		return nil
+	}
+}
+
+// attemptLog is the lines kept of one attempt: a ring of the newest.
+// Safe for concurrent use (a task's goroutines log at once).
+type attemptLog struct {
+	mu       sync.Mutex
+	lines    []LogLine // guarded by mu: a ring of at most maxLines, from start
+	start    int       // guarded by mu
+	bytes    int       // guarded by mu: of the lines kept
+	dropped  int       // guarded by mu: lines no longer kept
+	maxLines int       // immutable
+	maxBytes int       // immutable
+}
+
+func lineSize(l *LogLine) int { return len(l.Message) + len(l.Attrs) }
+
+func (a *attemptLog) add(l LogLine) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.maxLines == 0 {
+		a.dropped++
+		return
+	}
+	if lineSize(&l) > a.maxBytes { // cut to fit, saying so
+		const mark = "…"
+		room := max(a.maxBytes-len(mark), 0)
+		if len(l.Message) > room {
+			l.Message, l.Attrs = cutUTF8(l.Message, room)+mark, ""
+		} else {
+			l.Attrs = cutUTF8(l.Attrs, room-len(l.Message)) + mark
+		}
+	}
+	a.lines = append(a.lines, l)
+	a.bytes += lineSize(&l)
+	for len(a.lines)-a.start > a.maxLines || a.bytes > a.maxBytes {
+		a.bytes -= lineSize(&a.lines[a.start])
+		a.lines[a.start] = LogLine{}
+		a.start++
+		a.dropped++
+	}
+	if a.start > len(a.lines)/2 && a.start > 16 { // compact now and then
+		a.lines = append(a.lines[:0], a.lines[a.start:]...)
+		a.start = 0
+	}
+}
+
+// cutUTF8 cuts s to at most n bytes, on a rune boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// snapshot returns the lines kept, oldest first, and how many were dropped.
+func (a *attemptLog) snapshot() ([]LogLine, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]LogLine(nil), a.lines[a.start:]...), a.dropped
+}
+
+// attemptLogOf returns the log of the attempt c, made on first use; nil if
+// the attempt is over.
+func attemptLogOf(c *lane.Context, s *Scheduler) *attemptLog {
+	v := c.Extra(func() any { return &attemptLog{maxLines: s.logLines, maxBytes: s.logBytes} })
+	l, _ := v.(*attemptLog)
+	return l
+}
+
+// Logger returns a logger for the running attempt whose context is ctx: its
+// records are kept with the attempt (History; WithTaskLogs bounds them;
+// a durable scheduler stores them) and passed to the scheduler's logger
+// (WithLogger, or slog.Default()) with the attributes LogKeyTask,
+// LogKeyPool (if not the default pool), LogKeyAttempt and LogKeyRun. For a
+// context that is no running attempt's, it returns slog.Default(). A line
+// logged after the attempt's function returned reaches the scheduler's
+// logger only. It does not block; the logger is safe for concurrent use.
+func Logger(ctx context.Context) *slog.Logger {
+	c, ok := lane.Of(ctx)
+	if !ok {
+		return slog.Default()
+	}
+	id, owner, ok := c.TaskID()
+	s, _ := owner.(*Scheduler)
+	if !ok || s == nil {
+		return slog.Default()
+	}
+	attempt, run := c.Meta()
+	attrs := []slog.Attr{slog.String(LogKeyTask, id)}
+	if pool := s.poolOfTask(c); pool != "" {
+		attrs = append(attrs, slog.String(LogKeyPool, pool))
+	}
+	attrs = append(attrs, slog.Int(LogKeyAttempt, attempt), slog.Int(LogKeyRun, run))
+	return slog.New(&taskHandler{c: c, s: s, next: s.log.Handler().WithAttrs(attrs)})
+}
+
+// poolOfTask is the pool of the attempt c runs in.
+func (s *Scheduler) poolOfTask(c *lane.Context) string {
+	laneID, _, ok := c.Item()
+	if !ok || laneID >= len(s.lanePools) {
+		return ""
+	}
+	return s.lanePools[laneID]
+}
+
+// AppendLog adds lines to the log of the running attempt whose context is
+// ctx, as Logger's records are (bounded by WithTaskLogs): a custom or
+// remote worker passes on what its handler logged elsewhere. Their times
+// are kept as given. It returns ErrNoAttempt if ctx is not a running
+// attempt's context. It does not block and is safe for concurrent use.
+func AppendLog(ctx context.Context, lines ...LogLine) error {
+	c, ok := lane.Of(ctx)
+	if !ok {
+		return ErrNoAttempt
+	}
+	_, owner, ok := c.Attempt()
+	s, _ := owner.(*Scheduler)
+	if !ok || s == nil {
+		return ErrNoAttempt
+	}
+	l := attemptLogOf(c, s)
+	if l == nil {
+		return ErrNoAttempt
+	}
+	for _, line := range lines {
+		l.add(line)
+	}
+	return nil
+}
+
+// taskHandler is Logger's handler: it keeps each record with the attempt
+// and passes it on to next.
+type taskHandler struct {
+	c      *lane.Context
+	s      *Scheduler
+	next   slog.Handler // the scheduler's, with the task's attributes and WithAttrs's
+	prefix string       // WithGroup's, as "a.b."
+	attrs  string       // WithAttrs's, as text
+}
+
+func (h *taskHandler) Enabled(context.Context, slog.Level) bool { return true } // kept whatever the scheduler's logger enables
+
+func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		appendAttr(&b, h.prefix, a)
+		return true
+	})
+	if l := attemptLogOf(h.c, h.s); l != nil {
+		l.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: b.String()})
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var b strings.Builder
+	b.WriteString(h.attrs)
+	for _, a := range attrs {
+		appendAttr(&b, h.prefix, a)
+	}
+	return &taskHandler{c: h.c, s: h.s, next: h.next.WithAttrs(attrs), prefix: h.prefix, attrs: b.String()}
+}
+
+func (h *taskHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &taskHandler{c: h.c, s: h.s, next: h.next.WithGroup(name), prefix: h.prefix + name + ".", attrs: h.attrs}
+}
+
+// appendAttr writes a as key=value (groups flattened with dots, values
+// quoted where slog's text handler would quote them).
+func appendAttr(b *strings.Builder, prefix string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		p := prefix
+		if a.Key != "" {
+			p += a.Key + "."
+		}
+		for _, g := range a.Value.Group() {
+			appendAttr(b, p, g)
+		}
+		return
+	}
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	b.WriteString(prefix + a.Key)
+	b.WriteByte('=')
+	v := a.Value.String()
+	if needsQuote(v) {
+		v = strconv.Quote(v)
+	}
+	b.WriteString(v)
+}
+
+func needsQuote(s string) bool {
+	if s == "" {
+		return true
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '=' || r == '"' || r == 0x7f || r > 0x7e {
+			return true
+		}
+	}
+	return false
+}

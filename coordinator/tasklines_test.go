@@ -1,0 +1,130 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
+	"github.com/batonhq/baton/worker"
+)
+
+// A task's own log (Logger): its lines are kept with the attempt that
+// logged them, each attempt its own, in History, and reach WithLogger's
+// logger with the task's attributes; a durable scheduler keeps them.
+func TestTaskLogLinesAreKeptWithTheirAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out logBuffer
+		mem := storetest.NewMemory()
+		calls := 0
+		step := coordinator.WithFunc("step", func(ctx context.Context, p []byte) error {
+			calls++
+			log := coordinator.Logger(ctx).With("payload", string(p))
+			log.Info("fetching", "try", calls)
+			if calls == 1 {
+				log.Warn("upstream said no", "status", 503)
+				return errors.New("503")
+			}
+			log.WithGroup("db").Info("stored", "rows", 3)
+			return nil
+		})
+		s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1), step,
+			coordinator.WithLogger(out.logger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(coordinator.Task{ID: "fetch", Func: "step", Payload: []byte("p 1"),
+			Retry: coordinator.RetryPolicy{MaxAttempts: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		check := func(where string, h coordinator.History) {
+			t.Helper()
+			if len(h.Attempts) != 2 {
+				t.Fatalf("%s: %d attempts; want 2", where, len(h.Attempts))
+			}
+			var got [2][]string
+			for i, a := range h.Attempts {
+				for _, l := range a.Logs {
+					got[i] = append(got[i], fmt.Sprintf("%v %s %s", l.Level, l.Message, l.Attrs))
+				}
+			}
+			want := [2][]string{
+				{`INFO fetching payload="p 1" try=1`, `WARN upstream said no payload="p 1" status=503`},
+				{`INFO fetching payload="p 1" try=2`, `INFO stored payload="p 1" db.rows=3`},
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s: lines %q; want %q", where, got, want)
+			}
+		}
+		h, _ := s.History("fetch")
+		check("History", h)
+		for _, line := range []string{`msg=fetching task=fetch attempt=1 run=1 payload="p 1" try=1`,
+			`level=WARN msg="upstream said no" task=fetch attempt=1 run=1 payload="p 1" status=503`,
+			`msg=stored task=fetch attempt=2 run=1 payload="p 1" db.rows=3`} {
+			if !out.contains(line) {
+				t.Errorf("WithLogger's output lacks %q:\n%s", line, out.String())
+			}
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1), step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Shutdown(context.Background())
+		h, _ = s2.History("fetch")
+		check("History after a restart", h)
+	})
+}
+
+// WithTaskLogs bounds the lines kept of an attempt: the newest stay, the
+// others are counted; a line longer than the bytes allowed is cut. A
+// custom worker adds lines of its own (AppendLog).
+func TestTaskLogIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		custom := workerFunc(func(ctx context.Context, j worker.Job) error {
+			return coordinator.AppendLog(ctx, coordinator.LogLine{Level: slog.LevelInfo, Message: "from elsewhere"})
+		})
+		quiet := slog.New(slog.DiscardHandler)
+		s := newScheduler(t, coordinator.WithTaskLogs(3, 64), coordinator.WithPool("remote", 1, custom), coordinator.WithLogger(quiet))
+		err := s.Submit(
+			coordinator.Task{ID: "chatty", Run: func(ctx context.Context) error {
+				for i := range 10 {
+					coordinator.Logger(ctx).Info(fmt.Sprint("line ", i))
+				}
+				return nil
+			}},
+			coordinator.Task{ID: "long", Run: func(ctx context.Context) error {
+				coordinator.Logger(ctx).Info("a long one", "x", strings.Repeat("x", 100))
+				return nil
+			}},
+			coordinator.Task{ID: "elsewhere", Pool: "remote", Payload: []byte("p")},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		h, _ := s.History("chatty")
+		if a := h.Attempts[0]; len(a.Logs) != 3 || a.LogsDropped != 7 || a.Logs[0].Message != "line 7" || a.Logs[2].Message != "line 9" {
+			t.Errorf("lines %+v, %d dropped; want lines 7 to 9, 7 dropped", a.Logs, a.LogsDropped)
+		}
+		h, _ = s.History("long")
+		if a := h.Attempts[0]; len(a.Logs) != 1 || len(a.Logs[0].Message)+len(a.Logs[0].Attrs) > 64 || !strings.HasSuffix(a.Logs[0].Attrs, "…") {
+			t.Errorf("lines %+v; want the one line, cut to 64 bytes with a mark", a.Logs)
+		}
+		h, _ = s.History("elsewhere")
+		if a := h.Attempts[0]; len(a.Logs) != 1 || a.Logs[0].Message != "from elsewhere" {
+			t.Errorf("History(elsewhere) lines %+v; want the custom worker's", a.Logs)
+		}
+		if err := coordinator.AppendLog(context.Background(), coordinator.LogLine{}); !errors.Is(err, coordinator.ErrNoAttempt) {
+			t.Errorf("AppendLog(no attempt) = %v; want ErrNoAttempt", err)
+		}
+	})
+}
