@@ -146,6 +146,9 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 			}
 		default:
 			o, err = OutcomeFailed, ls.l.Outcome(seq).Err
+			if _, ok := snoozeOf(err); ok {
+				o, err = OutcomeSnoozed, nil
+			}
 		}
 		s.rememberEnd(ls, seq, t, o, err, now)
 	}
@@ -188,6 +191,10 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 			s.dropPending(p)
 		}
 		out := ls.l.Outcome(seq)
+		if d, ok := snoozeOf(out.Err); ok {
+			s.snoozed(t, d, now)
+			return
+		}
 		s.failed(t, out.Err, out.Retry, now)
 	}
 }
@@ -273,7 +280,7 @@ func (s *state) failed(t int32, err error, retry bool, now time.Time) {
 	r := &s.tasks[t]
 	h := &s.hot[t]
 	if retry && int(r.attempts) < x.retry.attempts() {
-		wait := x.retry.wait(int(r.attempts), s.rng)
+		wait := s.retryWait(x, int(r.attempts), err)
 		h.status = Pending
 		s.pools[h.pool].totals.Retries++
 		if e := s.emit(EventRetrying, t, now); e != nil {

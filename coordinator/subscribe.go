@@ -59,9 +59,9 @@ type SubscribeOption func(*subscriber)
 // report; without it, it looks for none (a durable scheduler
 // (WithStore) commits every start all the same).
 //
-// Some kinds are timely: EventFailed, EventRetrying, EventPaused and
-// EventResumed are decided as soon as they happen, since a worker reports
-// every failure at once. A subscriber of these kinds only is told at once
+// Some kinds are timely: EventFailed, EventRetrying, EventSnoozed,
+// EventPaused, EventResumed and EventReopened are decided as soon as they
+// happen, since a worker reports every failure (and snooze) at once. A subscriber of these kinds only is told at once
 // without making the coordinator have every attempt reported (which a
 // prompt subscriber of any other kind does: see MaxLag), and MaxLag
 // changes nothing for it.
@@ -87,7 +87,7 @@ const allKinds kindSet = 1<<len(kindNames) - 1
 // if it asks for every attempt to be reported (a prompt listener), or
 // looks at the lanes (a lagged one). The others, failures and pauses,
 // are decided as soon as they happen (Kinds).
-const lateKinds = allKinds &^ (1<<EventFailed | 1<<EventRetrying | 1<<EventPaused | 1<<EventResumed)
+const lateKinds = allKinds &^ (1<<EventFailed | 1<<EventRetrying | 1<<EventPaused | 1<<EventResumed | 1<<EventSnoozed | 1<<EventReopened)
 
 var _ = [16 - len(kindNames)]struct{}{} // every kind has its bit in a kindSet
 

@@ -278,9 +278,11 @@ const (
 	EventResumed                    // Resume: pool Event.Pool starts work again (TaskID is empty)
 	EventJoining                    // its attempt succeeded having spawned tasks (Spawn): it waits for them, Pending, holding no worker
 	EventSpawned                    // a task spawned by an attempt of Event.Parent joined the graph, that attempt having succeeded: it is Pending
+	EventSnoozed                    // its attempt asked to run again in Event.Wait (Snooze): no failure, no attempt used
+	EventReopened                   // Rerun re-opened the final task: it is Pending again (Event.Cause: who asked, RerunRequest.By)
 )
 
-var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred", "paused", "resumed", "joining", "spawned"}
+var kindNames = [...]string{"started", "succeeded", "failed", "retrying", "cancelled", "skipped", "recurred", "paused", "resumed", "joining", "spawned", "snoozed", "reopened"}
 
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) {

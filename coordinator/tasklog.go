@@ -19,6 +19,8 @@ import (
 //	Info   "task skipped"     task, pool, cause (the upstream task to blame; "" if its own rule was not met)
 //	Debug  "task joining"     task, pool, attempt, run (its attempt succeeded having spawned tasks; it waits for them)
 //	Debug  "task spawned"     task, pool, parent (it joined the graph: its spawner's attempt succeeded)
+//	Info   "task snoozed"     task, pool, attempt, run, wait (Snooze: it runs again then, no attempt used)
+//	Info   "task reopened"    task, pool, cause (Rerun: who asked, RerunRequest.By)
 //
 // pool is left out for the default pool. attempt is the attempt the event
 // concerns (for "task failed", the number of attempts the run made).
@@ -48,6 +50,8 @@ const (
 	LogMsgResumed   = "pool resumed" // Resume (attribute: pool)
 	LogMsgJoining   = "task joining"
 	LogMsgSpawned   = "task spawned"
+	LogMsgSnoozed   = "task snoozed"
+	LogMsgReopened  = "task reopened"
 )
 
 // taskLog writes the task-life log lines of a scheduler given a logger
@@ -101,7 +105,7 @@ func eventLevel(k EventKind) slog.Level {
 		return slog.LevelWarn
 	case EventFailed:
 		return slog.LevelError
-	case EventCancelled, EventSkipped, EventPaused, EventResumed:
+	case EventCancelled, EventSkipped, EventPaused, EventResumed, EventSnoozed, EventReopened:
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
@@ -119,6 +123,8 @@ var eventMsg = [...]string{
 	EventResumed:   LogMsgResumed,
 	EventJoining:   LogMsgJoining,
 	EventSpawned:   LogMsgSpawned,
+	EventSnoozed:   LogMsgSnoozed,
+	EventReopened:  LogMsgReopened,
 }
 
 // write logs one event, on the subscriber's goroutine.
@@ -149,7 +155,7 @@ func (tl *taskLog) write(e Event) {
 			cause = e.Err.Error()
 		}
 		r.AddAttrs(slog.String(LogKeyCause, cause))
-	case EventSkipped:
+	case EventSkipped, EventReopened:
 		r.AddAttrs(slog.String(LogKeyCause, e.Cause))
 	default:
 		r.AddAttrs(slog.Int(LogKeyAttempt, e.Attempt), slog.Int(LogKeyRun, e.Run))
@@ -157,6 +163,8 @@ func (tl *taskLog) write(e Event) {
 	switch e.Kind {
 	case EventRetrying:
 		r.AddAttrs(slog.Any(LogKeyError, e.Err), slog.Duration(LogKeyWait, e.Wait))
+	case EventSnoozed:
+		r.AddAttrs(slog.Duration(LogKeyWait, e.Wait))
 	case EventFailed:
 		r.AddAttrs(slog.Any(LogKeyError, e.Err))
 	}
