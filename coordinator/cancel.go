@@ -243,6 +243,7 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 		if x.hasResult {
 			ti.Result = x.result
 		}
+		ti.Reruns = int(x.reruns)
 	}
 	if st == Skipped && r.link != noTask {
 		ti.Cause = s.key(r.link)

@@ -364,6 +364,9 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	if h.status == Skipped && r.link != noTask {
 		st.Cause = s.key(r.link)
 	}
+	if x != nil {
+		st.Reruns = x.reruns
+	}
 	if s.historyOn() && int(t) < len(s.histHead) {
 		if a, ok := s.lastAttempt(t); ok {
 			a.Lines, a.LinesDropped = nil, 0 // in its history record: an attempt that logged has one

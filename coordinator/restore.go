@@ -297,6 +297,9 @@ func (s *state) layStates(stored []storedTask) []retention {
 			x := s.extra(t)
 			x.branched, x.chosen = true, st.Chosen
 		}
+		if st.Reruns > 0 {
+			s.extra(t).reruns = st.Reruns
+		}
 		if st.CancelReq {
 			if d.cancels == nil {
 				d.cancels = map[int32]bool{}
@@ -308,7 +311,7 @@ func (s *state) layStates(stored []storedTask) []retention {
 			h.unmet = 0
 			s.open--
 			if s.retain {
-				finals = append(finals, retention{at: st.At, t: t})
+				finals = append(finals, retention{at: st.At, t: t, rerun: st.Reruns})
 			}
 		}
 	}

@@ -31,7 +31,7 @@ func (s *state) settle(now time.Time) {
 	}
 	s.settledEnds = s.settledEnds[:0]
 	for _, t := range s.finalized {
-		s.expiry = append(s.expiry, retention{at: now, t: t})
+		s.expiry = append(s.expiry, retention{at: now, t: t, rerun: s.reruns(t)})
 	}
 	s.finalized = s.finalized[:0]
 	s.expire(now)
@@ -47,6 +47,9 @@ func (s *state) expire(now time.Time) {
 		}
 		s.expiry[s.expHead] = retention{}
 		s.expHead++
+		if !s.hot[x.t].status.Final() || x.rerun != s.reruns(x.t) {
+			continue // re-opened since (Rerun): its new end plans its drop
+		}
 		s.held[x.t].dropDue = true
 		s.maybeDrop(x.t)
 	}
@@ -279,9 +282,19 @@ func (s *state) drop(t int32, work []int32) []int32 {
 		s.held[r.link].refs--
 		release(r.link)
 	}
+	s.unlink(t, s.held[t].hash)
+	return work
+}
+
+// unlink forgets final task t, whose ID hashes to hash: its ID is free
+// again, its records (durable) and history go, and its record is reused
+// by a later Submit. What held it or what it held is the caller's (drop,
+// dropFamily).
+func (s *state) unlink(t int32, hash uint32) {
+	r := &s.tasks[t]
 	s.forgot(t)
 	s.forgetHistory(t)
-	s.ids.Delete(s.held[t].hash, t)
+	s.ids.Delete(hash, t)
 	a := &s.arenas[r.arena]
 	if a.live--; a.live == 0 {
 		*a = arena{}
@@ -290,11 +303,12 @@ func (s *state) drop(t int32, work []int32) []int32 {
 	*r = rec{link: noTask}
 	s.hot[t] = hot{status: dropped}
 	*s.spec(t) = lane.Spec{}
-	s.held[t] = holds{}
+	if s.retain {
+		s.held[t] = holds{}
+	}
 	if s.fam != nil {
 		s.fam[t] = noFam
 	}
 	s.unkey(t)
 	s.recFree.add(t)
-	return work
 }

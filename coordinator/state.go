@@ -168,6 +168,15 @@ type extra struct {
 	more      []int32         // dependents submitted in later batches
 	values    context.Context // SubmitContext's context, for the attempts' values
 	slots     int32           // Task.Slots, when more than 1
+	reruns    int32           // times Rerun re-opened it (rerun.go)
+}
+
+// reruns is how many times Rerun re-opened t.
+func (s *state) reruns(t int32) int32 {
+	if x := s.tasks[t].x; x != nil {
+		return x.reruns
+	}
+	return 0
 }
 
 // arena holds the dependency and successor lists of one submitted batch.
@@ -187,8 +196,9 @@ type holds struct {
 }
 
 type retention struct {
-	at time.Time // when the task became final
-	t  int32
+	at    time.Time // when the task became final
+	t     int32
+	rerun int32 // its re-runs then (Rerun): an entry of an end since re-opened is stale
 }
 
 // poolState is one worker pool as the coordinator sees it.

@@ -323,6 +323,7 @@ type TaskInfo struct {
 	Parent   string  // the task whose attempt spawned it (Spawn); "" for a task submitted
 	Children int     // the tasks its attempts spawned that joined the graph
 	Joining  bool    // its function returned nil and the tasks it spawned are not all final: it is Pending until they are (Spawn)
+	Reruns   int     // times Rerun re-opened it
 }
 
 // Errors returned by Submit, wrapped in a *TaskError naming the task

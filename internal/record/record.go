@@ -236,6 +236,7 @@ type State struct {
 	Branched  bool     // its successful attempt chose its dependents (Chosen); version 4
 	Chosen    []string // the dependents a branch chose; version 4
 	Last      *Attempt // its latest attempt that ended, for the history (version 5); nil: none
+	Reruns    int32    // times Rerun re-opened it (version 5)
 }
 
 // Attempt is one attempt of a task, in a history record or a state's Last.
@@ -395,6 +396,9 @@ func (st *State) Append(b []byte) []byte {
 	if st.Last != nil {
 		flags |= 64
 	}
+	if st.Reruns != 0 {
+		flags |= 128
+	}
 	b = append(b, st.Status, flags)
 	b = binary.AppendVarint(b, int64(st.Attempts))
 	b = binary.AppendVarint(b, int64(st.Runs))
@@ -424,6 +428,9 @@ func (st *State) Append(b []byte) []byte {
 	}
 	if st.Last != nil {
 		b = st.Last.append(b)
+	}
+	if st.Reruns != 0 {
+		b = binary.AppendVarint(b, int64(st.Reruns))
 	}
 	return b
 }
@@ -471,10 +478,13 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 		a := rd.attempt()
 		st.Last = &a
 	}
+	if flags&128 != 0 {
+		st.Reruns = int32(rd.varint())
+	}
 	if err := rd.done(); err != nil {
 		return st, err
 	}
-	if st.Status >= statuses || st.ErrKind > ErrKindJoin || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 {
+	if st.Status >= statuses || st.ErrKind > ErrKindJoin || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 || st.Reruns < 0 {
 		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrCorrupt, st.Status, st.ErrKind)
 	}
 	return st, nil
@@ -490,7 +500,7 @@ func (st *State) SameAs(old *State) bool {
 		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil) &&
 		st.Joining == old.Joining && st.JoinFrom == old.JoinFrom && st.Adopt == old.Adopt &&
 		st.Branched == old.Branched && slices.Equal(st.Chosen, old.Chosen) &&
-		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || st.Last.same(old.Last))
+		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || st.Last.same(old.Last)) && st.Reruns == old.Reruns
 }
 
 func (a *Attempt) same(b *Attempt) bool {

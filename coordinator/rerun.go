@@ -1,0 +1,523 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/actor"
+)
+
+// Where a re-run is decided: Rerun re-opens final tasks that did not
+// succeed, as one request (Airflow's clear, River UI's retry). A
+// re-opened task is as if submitted again where it stands: Pending, a
+// fresh attempt budget, its dependencies counted again as they are now,
+// and then decided by its rule as any task (it may run at once, wait, or
+// be skipped again at once if a dependency it needs still did not
+// succeed). Its history goes on (History; TaskInfo.Reruns counts the
+// re-runs). What depends on it and is not re-opened keeps its end; a
+// dependent still waiting waits for the new end.
+//
+// Families: a re-run spawner runs its function again and spawns a new
+// family in place of the old, which is forgotten first (its members'
+// IDs are free for the new spawn); a task outside the family that depends
+// on a member keeps it, and the re-run is refused. A re-run child whose
+// spawner's join failed re-opens that join: the spawner is Pending
+// (joining) again, holding no worker, and ends by its leaves once they
+// are all final, as the first time. Branches choose again when re-run;
+// a task a branch did not choose is skipped again as not chosen unless
+// its branch is re-run too. A series re-run runs its failed run again,
+// then goes on from its next start after now.
+
+// ErrNotRerunnable: Rerun was asked to re-open a task it cannot (wrapped
+// in a *TaskError saying why: not final, succeeded, or in a family that
+// forbids it); nothing was re-opened.
+var ErrNotRerunnable = errors.New("coordinator: cannot re-run")
+
+// RerunRequest is what Rerun re-opens.
+type RerunRequest struct {
+	IDs        []string // tasks that failed, were cancelled or were skipped
+	Downstream bool     // also every task downstream of them (through dependencies and joins) that did not succeed
+	By         string   // who asks (an operator, a tool): Event.Cause of their EventReopened and the log lines say it
+}
+
+// RerunResult says what Rerun re-opened.
+type RerunResult struct {
+	Reopened []string // every task re-opened (spawners whose join re-opened included), dependencies before dependents
+}
+
+// Rerun re-opens the tasks req names, and with req.Downstream every task
+// downstream of them that did not succeed, as one request: either all of
+// them are re-opened, or, with an error, none. Each re-opened task is
+// Pending again with a fresh attempt budget and is decided by its rule as
+// if submitted now; an EventReopened (Cause: req.By) tells each, and a
+// log line at Info. See the top of rerun.go, in short: a re-run spawner
+// spawns a new family in place of the old; a re-run child re-opens its
+// spawner's failed join; a branch chooses again; a series runs its failed
+// run again. Nothing re-runs by itself: only Rerun re-opens.
+//
+// It returns a *TaskError wrapping ErrUnknownTask for an ID unknown (or
+// forgotten by retention), ErrNotRerunnable for a task that is not final,
+// succeeded, or whose family forbids it (see above), ErrClosed after
+// Shutdown, and ctx.Err() if ctx ends before the coordinator took the
+// request. On a durable scheduler (WithStore) it returns once the re-run
+// is committed, as Submit does. It blocks for a round trip to the
+// coordinator and is safe for concurrent use.
+func (s *Scheduler) Rerun(ctx context.Context, req RerunRequest) (RerunResult, error) {
+	if s.closed.Load() {
+		return RerunResult{}, s.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return RerunResult{}, err
+	}
+	r := &rerunReq{req: req, reply: make(chan error, 1)}
+	if err := s.mailbox.Send(ctx, r); err != nil {
+		if errors.Is(err, actor.ErrStopped) {
+			return RerunResult{}, s.closedErr()
+		}
+		return RerunResult{}, err
+	}
+	err := <-r.reply
+	if errors.Is(err, ErrClosed) {
+		return RerunResult{}, s.closedErr()
+	}
+	if err != nil {
+		return RerunResult{}, err
+	}
+	return r.res, nil
+}
+
+type rerunReq struct {
+	req   RerunRequest
+	res   RerunResult // written before the reply
+	reply chan error
+}
+
+func (r *rerunReq) apply(l *loop, now time.Time) {
+	res, err := l.st.rerun(&r.req, now)
+	if err != nil {
+		r.reply <- err
+		return
+	}
+	r.res = res
+	l.st.later(answer{err: r.reply}) // once committed, on a durable scheduler
+}
+
+// rerun implements Rerun.
+func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
+	if s.closing {
+		return RerunResult{}, ErrClosed
+	}
+	if s.dur != nil && s.dur.failed != nil {
+		return RerunResult{}, s.dur.failed
+	}
+	refuse := func(t int32, why string, args ...any) error {
+		return &TaskError{ID: s.key(t), Err: ErrNotRerunnable, Detail: fmt.Sprintf(why, args...)}
+	}
+	var named []int32
+	for _, id := range req.IDs {
+		t, ok := s.findLive(id)
+		if !ok || s.hot[t].status == reserved {
+			return RerunResult{}, &TaskError{ID: id, Err: ErrUnknownTask}
+		}
+		named = append(named, t)
+	}
+	set := map[int32]bool{}
+	var order []int32 // the set, as found
+	add := func(t int32) {
+		if !set[t] {
+			set[t] = true
+			order = append(order, t)
+		}
+	}
+	for _, t := range named {
+		switch st := s.status(t); {
+		case !st.Final():
+			return RerunResult{}, refuse(t, "it is %v: only a final task can be re-run", st)
+		case st == Succeeded:
+			return RerunResult{}, refuse(t, "it succeeded: re-run the tasks downstream of it that did not")
+		}
+		add(t)
+	}
+	joins := map[int32]bool{} // spawners whose failed join re-opens
+	if req.Downstream {
+		s.rerunDownstream(order, add, joins)
+	}
+	// Families: a spawner re-run replaces its family; a child re-run
+	// re-opens its spawner's failed join.
+	var spawners []int32
+	for _, t := range order {
+		if x := s.tasks[t].x; s.fam != nil && x != nil && len(x.children[s.fam[t].first:]) > 0 {
+			spawners = append(spawners, t)
+		}
+	}
+	gone := map[int32]bool{} // members of the families replaced
+	for _, p := range spawners {
+		members := s.familyOf(p)
+		for _, m := range members {
+			gone[m] = true
+		}
+		for _, m := range members {
+			for c := range s.successors(m) {
+				if !gone[c] && s.hot[c].status != dropped {
+					return RerunResult{}, refuse(p, "%s, outside its family, depends on %s, which it spawned: its family cannot be replaced", quoteID(s.key(c)), quoteID(s.key(m)))
+				}
+			}
+		}
+	}
+	for _, t := range order {
+		if gone[t] {
+			continue
+		}
+		p := int32(noTask)
+		if s.fam != nil {
+			p = s.fam[t].parent
+		}
+		if p == noTask || gone[p] || set[p] {
+			continue
+		}
+		switch hp := &s.hot[p]; {
+		case hp.status == joining:
+		case hp.status == Failed && errors.Is(s.tasks[p].x.err, ErrChildFailed):
+			joins[p] = true
+		default:
+			return RerunResult{}, refuse(t, "its spawner %s is %v: re-run %s instead", quoteID(s.key(p)), s.status(p), quoteID(s.key(p)))
+		}
+	}
+	for p := range joins {
+		if gone[p] || set[p] { // re-run whole (a new family), or replaced with its spawner's
+			delete(joins, p)
+		}
+	}
+
+	// Apply: forget the families replaced, re-open the tasks and the
+	// joins, count their dependencies again, decide.
+	for _, p := range spawners {
+		s.dropFamily(p)
+	}
+	var reopened []int32
+	for _, t := range order {
+		if !gone[t] && !joins[t] {
+			s.reopen(t, req.By, now)
+			reopened = append(reopened, t)
+		}
+	}
+	for p := range joins {
+		s.reopenJoin(p, req.By, now)
+		reopened = append(reopened, p)
+	}
+	s.recountAfterRerun(reopened)
+	slices.SortFunc(reopened, s.byDepth())
+	for _, t := range reopened {
+		if s.hot[t].status == Pending {
+			s.decideReopened(t, now)
+		}
+	}
+	s.joinAll(now)
+	res := RerunResult{Reopened: make([]string, len(reopened))}
+	for i, t := range reopened {
+		res.Reopened[i] = s.key(t)
+	}
+	return res, nil
+}
+
+// rerunDownstream adds to the set, through add, every final task that did
+// not succeed downstream of the tasks in order (through dependencies, and
+// from a child to its spawner, whose failed join joins re-opens),
+// transitively.
+func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]bool) {
+	seen := map[int32]bool{}
+	work := slices.Clone(order)
+	for _, t := range work {
+		seen[t] = true
+	}
+	visit := func(c int32, join bool) {
+		if join {
+			joins[c] = true // its join re-opens; it does not run again
+		}
+		if !seen[c] && s.hot[c].status != dropped && s.hot[c].status != reserved {
+			seen[c] = true
+			work = append(work, c)
+			if st := s.status(c); !join && st.Final() && st != Succeeded {
+				add(c)
+			}
+		}
+	}
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		for c := range s.successors(t) {
+			visit(c, false)
+		}
+		if s.fam != nil {
+			if p := s.fam[t].parent; p != noTask && s.hot[p].status == Failed && errors.Is(s.tasks[p].x.err, ErrChildFailed) {
+				visit(p, true)
+			}
+		}
+	}
+}
+
+// familyOf lists the family of spawner p's current join: its children from
+// fam.first on and theirs, through a worklist.
+func (s *state) familyOf(p int32) []int32 {
+	var out []int32
+	work := []int32{p}
+	for len(work) > 0 {
+		u := work[len(work)-1]
+		work = work[:len(work)-1]
+		x := s.tasks[u].x
+		if x == nil {
+			continue
+		}
+		kids := x.children
+		if u == p {
+			kids = kids[s.fam[p].first:]
+		}
+		for _, c := range kids {
+			if s.hot[c].status != dropped {
+				out = append(out, c)
+				work = append(work, c)
+			}
+		}
+	}
+	return out
+}
+
+// dropFamily forgets the family of p's current join (all final, held by
+// nothing outside it: rerun checked), which a re-run of p replaces.
+func (s *state) dropFamily(p int32) {
+	members := s.familyOf(p)
+	in := make(map[int32]bool, len(members))
+	for _, m := range members {
+		in[m] = true
+	}
+	var released []int32
+	if s.retain {
+		root := s.fam[p].root
+		for _, m := range members {
+			r := &s.tasks[m]
+			for _, d := range s.edges(r, r.deps) {
+				if !in[d] {
+					s.held[d].kids--
+					s.famHold(m, d, -1)
+					released = append(released, d)
+				}
+			}
+			if s.hot[m].status == Skipped && r.link != noTask && !in[r.link] {
+				s.held[r.link].refs--
+				s.famHold(m, r.link, -1)
+				released = append(released, r.link)
+			}
+			if f := &s.fam[m]; f.ok && f.root != noTask {
+				s.fam[f.root].ready--
+			}
+		}
+		if root != noTask {
+			s.fam[root].size -= int32(len(members))
+		}
+	}
+	for _, m := range members {
+		s.unlink(m, s.ids.Hash(s.key(m)))
+	}
+	x := s.tasks[p].x
+	clear(x.children[s.fam[p].first:])
+	x.children = x.children[:s.fam[p].first]
+	s.fam[p].open = 0
+	s.touched(p) // its stored JoinFrom counts its children
+	for _, d := range released {
+		if s.hot[d].status != dropped {
+			s.maybeDrop(d)
+		}
+	}
+}
+
+// reopen makes final task t Pending again, as if submitted now, with a
+// fresh attempt budget; recountAfterRerun and decideReopened finish it.
+func (s *state) reopen(t int32, by string, now time.Time) {
+	r := &s.tasks[t]
+	h := &s.hot[t]
+	if h.status == Skipped && r.link != noTask {
+		s.uncause(t)
+	}
+	h.status = Pending
+	h.flags &^= fCancelReq | fClosed | fStarted | fFused
+	r.attempts = 0
+	if x := r.x; x != nil {
+		x.err = nil
+		if !x.recurring() {
+			x.result, x.hasResult = nil, false
+		}
+		x.branched, x.chosen = false, nil
+		x.startBy = time.Time{}
+	}
+	s.extra(t).reruns++
+	s.open++
+	if s.dur != nil {
+		delete(s.dur.cancels, t)
+	}
+	s.reopened(t, by, now)
+}
+
+// reopenJoin makes p, a spawner whose join failed, joining again: it
+// waits for its family, which a re-run child re-opens.
+func (s *state) reopenJoin(p int32, by string, now time.Time) {
+	h := &s.hot[p]
+	h.status = joining
+	h.flags &^= fCancelReq | fClosed
+	x := s.tasks[p].x
+	x.err = nil
+	x.reruns++
+	s.open++
+	s.reopened(p, by, now)
+}
+
+// reopened is what every re-opened task shares: its event, its record
+// (durable), and retention's plans for it dropped (it is not final).
+func (s *state) reopened(t int32, by string, now time.Time) {
+	if s.retain {
+		s.held[t].dropDue = false
+	}
+	if e := s.emit(EventReopened, t, now); e != nil {
+		e.Cause = by
+	}
+	s.touched(t)
+}
+
+// uncause takes t's skip cause off it (it is no longer skipped).
+func (s *state) uncause(t int32) {
+	r := &s.tasks[t]
+	c := r.link
+	r.link = noTask
+	if s.retain && c != noTask {
+		s.held[c].refs--
+		s.famHold(t, c, -1)
+		s.maybeDrop(c)
+	}
+}
+
+// recountAfterRerun counts again, for each re-opened task and each
+// dependent of one that waits or is skipped and not settled, the
+// dependencies it has still to hear from (cascade.go), as they are now;
+// and the open children of each spawner whose join re-opened.
+func (s *state) recountAfterRerun(reopened []int32) {
+	touched := map[int32]bool{}
+	isReopened := map[int32]bool{}
+	for _, t := range reopened {
+		touched[t], isReopened[t] = true, true
+		for c := range s.successors(t) {
+			touched[c] = true
+		}
+		if s.fam != nil {
+			if p := s.fam[t].parent; p != noTask {
+				touched[p] = true
+			}
+		}
+	}
+	for t := range touched {
+		h := &s.hot[t]
+		r := &s.tasks[t]
+		switch {
+		case h.status == joining:
+			n := int32(0)
+			for _, c := range r.x.children[s.fam[t].first:] {
+				if !s.hot[c].status.Final() {
+					n++
+				}
+			}
+			s.fam[t].open = n
+		case h.status == Skipped:
+			if h.unmet == 0 {
+				continue // settled: it keeps its end
+			}
+			n := int32(0)
+			for _, d := range s.edges(r, r.deps) {
+				if !s.settledEnd(d) {
+					n++
+				}
+			}
+			h.unmet = n
+		case h.status == Pending && (h.unmet > 0 || isReopened[t]):
+			h.unmet = 0
+			for _, d := range s.edges(r, r.deps) {
+				var counted bool
+				switch h.rule() {
+				case AllSucceeded:
+					counted = s.hot[d].status == Succeeded
+				case AllDone:
+					counted = s.hot[d].status.Final()
+				default:
+					counted = s.decided(d)
+				}
+				if !counted {
+					h.unmet++
+				}
+			}
+		}
+		if s.retain {
+			s.held[t].preds = 0
+			for _, d := range s.edges(r, r.deps) {
+				if !s.settledEnd(d) {
+					s.held[t].preds++
+				}
+			}
+		}
+	}
+}
+
+// byDepth orders tasks so that a task comes after those of its
+// dependencies in the list (a re-opened dependency is decided first).
+func (s *state) byDepth() func(a, b int32) int {
+	depth := map[int32]int{}
+	var of func(t int32) int
+	of = func(t int32) int {
+		if d, ok := depth[t]; ok {
+			return d
+		}
+		depth[t] = 0 // a guard: the graph has no cycle
+		r := &s.tasks[t]
+		d := 0
+		for _, dep := range s.edges(r, r.deps) {
+			d = max(d, of(dep)+1)
+		}
+		depth[t] = d
+		return d
+	}
+	return func(a, b int32) int { return of(a) - of(b) }
+}
+
+// decideReopened decides re-opened task t as a task submitted now is
+// decided (settleBatch): by its rule, then by a branch among its
+// dependencies that did not choose it (which skips it unless a failure
+// has started it under AnyFailed).
+func (s *state) decideReopened(t int32, now time.Time) {
+	h := &s.hot[t]
+	r := &s.tasks[t]
+	verdict, cause := s.ruleVerdict(t)
+	if verdict != ruleSkips && !(verdict == ruleRuns && h.rule() == AnyFailed) {
+		for _, d := range s.edges(r, r.deps) {
+			if s.hot[d].status == Succeeded && s.isBranch(d) && !s.chose(d, t) {
+				verdict, cause = ruleSkips, d
+				break
+			}
+		}
+	}
+	switch verdict {
+	case ruleRuns:
+		h.unmet = 0
+		s.eligible(t, now)
+	case ruleSkips:
+		// From its skip on, its count is its dependencies not settled
+		// (cascade.go).
+		n := int32(0)
+		for _, d := range s.edges(r, r.deps) {
+			if !s.settledEnd(d) {
+				n++
+			}
+		}
+		h.unmet = n
+		s.skip(t, cause, now)
+		s.cascade(now)
+	}
+}

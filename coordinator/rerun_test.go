@@ -1,0 +1,329 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
+)
+
+// broken is a task body that fails while its switch is on.
+type broken struct{ on atomic.Bool }
+
+func newBroken() *broken { b := &broken{}; b.on.Store(true); return b }
+
+func (b *broken) run(context.Context) error {
+	if b.on.Load() {
+		return errors.New("planned: broken")
+	}
+	return nil
+}
+
+func statuses(t *testing.T, s *coordinator.Scheduler, ids ...string) map[string]coordinator.Status {
+	t.Helper()
+	out := map[string]coordinator.Status{}
+	for _, id := range ids {
+		out[id] = status(t, s, id)
+	}
+	return out
+}
+
+// Rerun (its doc): a failed task and, with Downstream, what it skipped
+// run again, with a fresh attempt budget, as one request whose result
+// lists them (dependencies first); EventReopened names who asked; the
+// history goes on. Without Downstream the skipped stay skipped.
+func TestRerunReopensWhatFailedAndItsDownstream(t *testing.T) {
+	for _, downstream := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s := newScheduler(t)
+			rec := record(s)
+			a := newBroken()
+			err := s.Submit(
+				coordinator.Task{ID: "a", Retry: coordinator.RetryPolicy{MaxAttempts: 2}, Run: a.run},
+				coordinator.Task{ID: "b", Deps: []string{"a"}, Run: ok},
+				coordinator.Task{ID: "c", Deps: []string{"b"}, Run: ok},
+				coordinator.Task{ID: "cleanup", Deps: []string{"a"}, When: coordinator.AllDone, Run: ok},
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settle(t, s)
+			a.on.Store(false) // the cause is fixed
+			res, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a"}, Downstream: downstream, By: "ops"})
+			if err != nil {
+				t.Fatalf("Rerun = %v", err)
+			}
+			want := []string{"a"}
+			if downstream {
+				want = []string{"a", "b", "c"}
+			}
+			if !slices.Equal(res.Reopened, want) {
+				t.Errorf("Reopened = %v; want %v", res.Reopened, want)
+			}
+			settle(t, s)
+			got := statuses(t, s, "a", "b", "c", "cleanup")
+			for id, st := range got {
+				wantSt := coordinator.Succeeded
+				if !downstream && (id == "b" || id == "c") {
+					wantSt = coordinator.Skipped
+				}
+				if st != wantSt {
+					t.Errorf("downstream %v: status(%s) = %v; want %v", downstream, id, st, wantSt)
+				}
+			}
+			info, _ := s.Info("a")
+			if info.Attempts != 1 || info.Reruns != 1 {
+				t.Errorf("Info(a) = %d attempts, %d reruns; want 1 attempt of a fresh budget, 1 rerun", info.Attempts, info.Reruns)
+			}
+			h, _ := s.History("a")
+			if len(h.Attempts) != 3 || h.Attempts[2].Outcome != coordinator.OutcomeSucceeded {
+				t.Errorf("History(a) = %+v; want its 2 failures, then the re-run's success", h)
+			}
+			var by []string
+			for _, e := range rec.all() {
+				if e.Kind == coordinator.EventReopened {
+					by = append(by, e.TaskID+":"+e.Cause)
+				}
+			}
+			if len(by) != len(want) || by[0] != "a:ops" {
+				t.Errorf("EventReopened %v; want one per task re-opened, by ops", by)
+			}
+		})
+	}
+}
+
+// Rerun refuses, whole, a task unknown, not final, or that succeeded,
+// with a clear error, and re-opens nothing.
+func TestRerunRefusesWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		g := newGate()
+		err := s.Submit(
+			coordinator.Task{ID: "failed", Run: newBroken().run},
+			coordinator.Task{ID: "done", Run: ok},
+			coordinator.Task{ID: "busy", Run: g.run},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for _, c := range []struct {
+			ids  []string
+			want error
+		}{
+			{[]string{"failed", "ghost"}, coordinator.ErrUnknownTask},
+			{[]string{"failed", "busy"}, coordinator.ErrNotRerunnable},
+			{[]string{"done"}, coordinator.ErrNotRerunnable},
+		} {
+			_, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: c.ids})
+			var te *coordinator.TaskError
+			if !errors.Is(err, c.want) || !errors.As(err, &te) {
+				t.Errorf("Rerun(%v) = %v; want a *TaskError wrapping %v", c.ids, err, c.want)
+			}
+		}
+		if info, _ := s.Info("failed"); info.Status != coordinator.Failed || info.Reruns != 0 {
+			t.Errorf("Info(failed) = %v, %d reruns; want untouched", info.Status, info.Reruns)
+		}
+		g.release()
+		settle(t, s)
+	})
+}
+
+// A failed child's re-run re-opens its spawner's join; a re-run spawner
+// spawns a new family in place of the old (the old one's IDs free).
+func TestRerunInFamilies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		c1 := newBroken()
+		var spawns atomic.Int32
+		err := s.Submit(
+			coordinator.Task{ID: "p", Run: func(ctx context.Context) error {
+				spawns.Add(1)
+				return coordinator.Spawn(ctx,
+					coordinator.Task{ID: "p/1", Run: c1.run},
+					coordinator.Task{ID: "p/2", Run: ok})
+			}},
+			coordinator.Task{ID: "after", Deps: []string{"p"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if got := statuses(t, s, "p", "p/1", "p/2", "after"); got["p"] != coordinator.Failed || got["after"] != coordinator.Skipped {
+			t.Fatalf("statuses %v; want p failed by its join, after skipped", got)
+		}
+		c1.on.Store(false)
+		res, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"p/1"}, Downstream: true})
+		if err != nil {
+			t.Fatalf("Rerun(p/1) = %v", err)
+		}
+		if !slices.Equal(res.Reopened, []string{"p", "p/1", "after"}) && !slices.Equal(res.Reopened, []string{"p/1", "p", "after"}) {
+			t.Errorf("Reopened = %v; want p/1, its spawner's join p, and after", res.Reopened)
+		}
+		settle(t, s)
+		for id, st := range statuses(t, s, "p", "p/1", "p/2", "after") {
+			if st != coordinator.Succeeded {
+				t.Errorf("status(%s) = %v; want succeeded", id, st)
+			}
+		}
+		if n := spawns.Load(); n != 1 {
+			t.Errorf("p ran %d times; want once: its join re-opened, not its function", n)
+		}
+
+		// A re-run spawner: its family is replaced.
+		c1.on.Store(true)
+		err = s.Submit(coordinator.Task{ID: "q", Run: func(ctx context.Context) error {
+			return coordinator.Spawn(ctx, coordinator.Task{ID: "q/1", Run: c1.run})
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		c1.on.Store(false)
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"q"}}); err != nil {
+			t.Fatalf("Rerun(q) = %v", err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("q/1"); info.Status != coordinator.Succeeded || info.Attempts != 1 || info.Reruns != 0 || info.Parent != "q" {
+			t.Errorf("Info(q/1) = %+v; want the new family's child, succeeded on its first attempt", info)
+		}
+		if st := status(t, s, "q"); st != coordinator.Succeeded {
+			t.Errorf("status(q) = %v; want succeeded", st)
+		}
+	})
+}
+
+// A branch: a task it did not choose, re-run, is skipped again as not
+// chosen; a re-run branch chooses again.
+func TestRerunAndBranches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		pick := "x"
+		b := newBroken()
+		err := s.Submit(
+			coordinator.Task{ID: "pre", Run: b.run},
+			coordinator.Task{ID: "branch", Deps: []string{"pre"}, Run: func(ctx context.Context) error { return coordinator.Choose(ctx, pick) }},
+			coordinator.Task{ID: "x", Deps: []string{"branch"}, Run: ok},
+			coordinator.Task{ID: "y", Deps: []string{"branch"}, Run: ok},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		b.on.Store(false)
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"pre"}, Downstream: true}); err != nil {
+			t.Fatalf("Rerun = %v", err)
+		}
+		settle(t, s)
+		if got := statuses(t, s, "branch", "x", "y"); got["branch"] != coordinator.Succeeded || got["x"] != coordinator.Succeeded || got["y"] != coordinator.Skipped {
+			t.Errorf("statuses %v; want the branch to choose x", got)
+		}
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"y"}}); err != nil {
+			t.Fatalf("Rerun(y) = %v", err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("y"); info.Status != coordinator.Skipped || info.Cause != "branch" || !errors.Is(info.Err, coordinator.ErrNotChosen) || info.Reruns != 2 { // the first re-run re-opened it too (downstream of pre)
+			t.Errorf("Info(y) after its re-run = %+v; want skipped again, not chosen by branch", info)
+		}
+	})
+}
+
+// A series that failed runs its failed run again, then goes on.
+func TestRerunSeries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		runs := 0
+		b := newBroken()
+		b.on.Store(false)
+		err := s.Submit(coordinator.Task{ID: "tick", Every: time.Minute, Times: 3, Run: func(ctx context.Context) error {
+			runs++
+			if runs == 2 {
+				b.on.Store(true)
+			}
+			return b.run(ctx)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("tick"); info.Status != coordinator.Failed || info.Runs != 1 {
+			t.Fatalf("Info(tick) = %+v; want failed in its second run", info)
+		}
+		b.on.Store(false)
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"tick"}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("tick"); info.Status != coordinator.Succeeded || info.Runs != 3 {
+			t.Errorf("Info(tick) = %+v; want succeeded after its 3 runs", info)
+		}
+	})
+}
+
+// A durable scheduler commits a re-run before Rerun returns, and keeps
+// it, the re-run count and the history across a restart; retention does
+// not forget a re-opened task on its old end's time.
+func TestRerunIsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		b := newBroken()
+		funcs := coordinator.WithFunc("step", func(ctx context.Context, _ []byte) error { return b.run(ctx) })
+		gate := make(chan struct{})
+		hold := coordinator.WithFunc("hold", func(ctx context.Context, _ []byte) error {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+			return ctx.Err()
+		})
+		s, err := coordinator.New(coordinator.WithStore(mem.Open()), funcs, hold, coordinator.WithRetention(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(coordinator.Task{ID: "a", Func: "step"}, coordinator.Task{ID: "b", Func: "hold", Deps: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		time.Sleep(50 * time.Minute)
+		if err := s.Pause(""); err != nil { // nothing starts: the store holds the re-run as Rerun committed it
+			t.Fatal(err)
+		}
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a"}, Downstream: true}); err != nil {
+			t.Fatal(err)
+		}
+		crashed := mem.Crash()       // the re-run is committed
+		time.Sleep(20 * time.Minute) // a's old end is 70 minutes old: its retention must not forget it now
+		synctest.Wait()
+		if info, ok := s.Info("a"); !ok || info.Reruns != 1 {
+			t.Errorf("Info(a) = %+v, %v; want known, re-run once", info, ok)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b.on.Store(false)
+		s2, err := coordinator.New(coordinator.WithStore(crashed.Open()), funcs, hold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Shutdown(context.Background())
+		if st := status(t, s2, "a"); st.Final() {
+			t.Fatalf("status(a) after the restart = %v; want re-opened, waiting for its paused pool", st)
+		}
+		if err := s2.Resume(""); err != nil {
+			t.Fatal(err)
+		}
+		close(gate)
+		settle(t, s2)
+		info, _ := s2.Info("a")
+		h, _ := s2.History("a")
+		if info.Status != coordinator.Succeeded || info.Reruns != 1 || len(h.Attempts) != 2 {
+			t.Errorf("after the restart Info(a) = %+v, history %d attempts; want succeeded, re-run once, its failure and its success", info, len(h.Attempts))
+		}
+	})
+}
