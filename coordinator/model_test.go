@@ -27,6 +27,8 @@ type step struct {
 	shutdown bool
 	pause    int    // 1: Pause(pool), 2: Resume(pool)
 	pool     string // of pause
+	rerun    []string
+	down     bool // of rerun: Downstream
 }
 
 func (s step) String() string {
@@ -48,6 +50,8 @@ func (s step) String() string {
 		return fmt.Sprintf("pause %q", s.pool)
 	case s.pause == 2:
 		return fmt.Sprintf("resume %q", s.pool)
+	case s.rerun != nil:
+		return fmt.Sprintf("rerun %v downstream %v", s.rerun, s.down)
 	}
 	return "release " + s.free
 }
@@ -143,7 +147,14 @@ func genProgram(t *rapid.T, twoPools bool) program {
 	shut := false
 	n := rapid.IntRange(1, 25).Draw(t, "steps")
 	for range n {
-		switch k := rapid.IntRange(0, 13).Draw(t, "kind"); {
+		switch k := rapid.IntRange(0, 15).Draw(t, "kind"); {
+		case k >= 14 && !twoPools && len(ids) > 0:
+			// Rerun: one or two tasks, mostly ones that may have ended badly.
+			st := step{down: rapid.Bool().Draw(t, "down")}
+			for range rapid.IntRange(1, 2).Draw(t, "nrerun") {
+				st.rerun = append(st.rerun, rapid.SampledFrom(append(ids, "ghost")).Draw(t, "rerunID"))
+			}
+			p.steps = append(p.steps, st)
 		case k == 13:
 			p.steps = append(p.steps, step{pause: rapid.IntRange(1, 2).Draw(t, "pause"), pool: rapid.SampledFrom(pools).Draw(t, "pausePool")})
 		case k == 12 && !shut:
@@ -437,7 +448,7 @@ func runProgramAs(t *testing.T, prog program, observe bool) (diff string) {
 						g.add(mt.ID, chans[mt.ID])
 					}
 				}
-			case st.cancel != "" || st.advance > 0 || st.shutdown || st.pause != 0:
+			case st.cancel != "" || st.advance > 0 || st.shutdown || st.pause != 0 || st.rerun != nil:
 				if d := sh.step(s, m, st); d != "" {
 					diff = where + ": " + d
 					return
@@ -538,6 +549,19 @@ func (sh *shutter) step(s *coordinator.Scheduler, m *refmodel.Model, st step) st
 			m.Pause(st.pool)
 		} else {
 			m.Resume(st.pool)
+		}
+	case st.rerun != nil:
+		res, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: st.rerun, Downstream: st.down})
+		want, werr := m.Rerun(st.rerun, st.down)
+		same := (err == nil && werr == nil) ||
+			(errors.Is(werr, refmodel.ErrUnknownTask) && errors.Is(err, coordinator.ErrUnknownTask)) ||
+			(errors.Is(werr, refmodel.ErrNotRerunnable) && errors.Is(err, coordinator.ErrNotRerunnable)) ||
+			(errors.Is(werr, refmodel.ErrClosed) && errors.Is(err, coordinator.ErrClosed))
+		if !same {
+			return fmt.Sprintf("Rerun = %v; model: %v", err, werr)
+		}
+		if !slices.Equal(res.Reopened, want) {
+			return fmt.Sprintf("Rerun re-opened %v; model %v", res.Reopened, want)
 		}
 	}
 	return ""
@@ -643,9 +667,14 @@ func compare(s *coordinator.Scheduler, m *refmodel.Model, mu *sync.Mutex, starte
 			}
 		} else {
 			r := m.Tasks[live]
-			if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Runs != r.Runs || info.Cause != r.Cause {
-				return fmt.Sprintf("%s: Info(%s) = %v %v attempts %d runs %d cause %q; model %v attempts %d runs %d cause %q",
-					where, id, found, info.Status, info.Attempts, info.Runs, info.Cause, coordinator.Status(r.Status), r.Attempts, r.Runs, r.Cause)
+			if !found || int(info.Status) != int(r.Status) || info.Attempts != r.Attempts || info.Runs != r.Runs || info.Cause != r.Cause || info.Reruns != r.Reruns {
+				return fmt.Sprintf("%s: Info(%s) = %v %v attempts %d runs %d cause %q reruns %d; model %v attempts %d runs %d cause %q reruns %d",
+					where, id, found, info.Status, info.Attempts, info.Runs, info.Cause, info.Reruns, coordinator.Status(r.Status), r.Attempts, r.Runs, r.Cause, r.Reruns)
+			}
+		}
+		if ok {
+			if d := sameHistory(s, id, m.Tasks[live].History); d != "" {
+				return where + ": " + d
 			}
 		}
 		if events == nil {
@@ -658,6 +687,24 @@ func compare(s *coordinator.Scheduler, m *refmodel.Model, mu *sync.Mutex, starte
 		if got := events[id]; !slices.Equal(got, want) {
 			return fmt.Sprintf("%s: events of %s %v; model %v", where, id, got, want)
 		}
+	}
+	return ""
+}
+
+// sameHistory says how the scheduler's History of id differs from the
+// model's ("" if it does not): the newest attempts (WithHistory's default
+// per task), and how many older ones were dropped.
+func sameHistory(s *coordinator.Scheduler, id string, want []string) string {
+	h, _ := s.History(id)
+	var got []string
+	for _, a := range h.Attempts {
+		if a.Outcome != coordinator.OutcomeRunning {
+			got = append(got, fmt.Sprintf("a%d r%d %v", a.Attempt, a.Run, a.Outcome))
+		}
+	}
+	dropped := max(len(want)-coordinator.DefaultHistoryPerTask, 0)
+	if !slices.Equal(got, want[dropped:]) || h.Dropped != dropped {
+		return fmt.Sprintf("History(%s) = %v, %d dropped; model %v", id, got, h.Dropped, want)
 	}
 	return ""
 }

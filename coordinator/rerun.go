@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -142,8 +143,12 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		add(t)
 	}
 	joins := map[int32]bool{} // spawners whose failed join re-opens
+	// Who depends on whom, those submitted after a dependency's end had
+	// settled included (wireEarlier left them off its successors: it had
+	// nothing more to tell them). A re-run is rare: one look at every task.
+	dependents := s.dependentsIndex()
 	if req.Downstream {
-		s.rerunDownstream(order, add, joins)
+		s.rerunDownstream(order, add, joins, dependents)
 	}
 	// Families: a spawner re-run replaces its family; a child re-run
 	// re-opens its spawner's failed join.
@@ -155,13 +160,16 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 	}
 	gone := map[int32]bool{} // members of the families replaced
 	for _, p := range spawners {
-		members := s.familyOf(p)
-		for _, m := range members {
+		for _, m := range s.familyOf(p) {
 			gone[m] = true
 		}
+	}
+	spawners = slices.DeleteFunc(spawners, func(p int32) bool { return gone[p] }) // in a family replaced whole
+	for _, p := range spawners {
+		members := s.familyOf(p)
 		for _, m := range members {
-			for c := range s.successors(m) {
-				if !gone[c] && s.hot[c].status != dropped {
+			for _, c := range dependents[m] {
+				if !gone[c] {
 					return RerunResult{}, refuse(p, "%s, outside its family, depends on %s, which it spawned: its family cannot be replaced", quoteID(s.key(c)), quoteID(s.key(m)))
 				}
 			}
@@ -204,17 +212,13 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 			reopened = append(reopened, t)
 		}
 	}
-	for p := range joins {
+	for _, p := range sortedTasks(joins) {
 		s.reopenJoin(p, req.By, now)
 		reopened = append(reopened, p)
 	}
-	s.recountAfterRerun(reopened)
-	slices.SortFunc(reopened, s.byDepth())
-	for _, t := range reopened {
-		if s.hot[t].status == Pending {
-			s.decideReopened(t, now)
-		}
-	}
+	s.recountAfterRerun(reopened, dependents)
+	reopened = s.rerunOrder(reopened)
+	s.settleReopened(reopened, now)
 	s.joinAll(now)
 	res := RerunResult{Reopened: make([]string, len(reopened))}
 	for i, t := range reopened {
@@ -227,7 +231,7 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 // not succeed downstream of the tasks in order (through dependencies, and
 // from a child to its spawner, whose failed join joins re-opens),
 // transitively.
-func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]bool) {
+func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]bool, dependents map[int32][]int32) {
 	seen := map[int32]bool{}
 	work := slices.Clone(order)
 	for _, t := range work {
@@ -248,7 +252,7 @@ func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]
 	for len(work) > 0 {
 		t := work[len(work)-1]
 		work = work[:len(work)-1]
-		for c := range s.successors(t) {
+		for _, c := range dependents[t] {
 			visit(c, false)
 		}
 		if s.fam != nil {
@@ -401,17 +405,32 @@ func (s *state) uncause(t int32) {
 // dependent of one that waits or is skipped and not settled, the
 // dependencies it has still to hear from (cascade.go), as they are now;
 // and the open children of each spawner whose join re-opened.
-func (s *state) recountAfterRerun(reopened []int32) {
+func (s *state) recountAfterRerun(reopened []int32, dependents map[int32][]int32) {
 	touched := map[int32]bool{}
 	isReopened := map[int32]bool{}
 	for _, t := range reopened {
 		touched[t], isReopened[t] = true, true
-		for c := range s.successors(t) {
-			touched[c] = true
-		}
 		if s.fam != nil {
 			if p := s.fam[t].parent; p != noTask {
 				touched[p] = true
+			}
+		}
+	}
+	// Every dependent of a re-opened task hears its new end, those left
+	// off its successors too.
+	for _, t := range reopened {
+		known := map[int32]bool{}
+		for c := range s.successors(t) {
+			known[c] = true
+		}
+		for _, c := range dependents[t] {
+			touched[c] = true
+			if !known[c] {
+				x := s.extra(t)
+				x.more = append(x.more, c)
+				if s.hot[t].pool != s.hot[c].pool {
+					s.hot[t].flags |= fCross
+				}
 			}
 		}
 	}
@@ -427,10 +446,8 @@ func (s *state) recountAfterRerun(reopened []int32) {
 				}
 			}
 			s.fam[t].open = n
+		case h.status == Skipped && h.unmet == 0: // settled: it keeps its end
 		case h.status == Skipped:
-			if h.unmet == 0 {
-				continue // settled: it keeps its end
-			}
 			n := int32(0)
 			for _, d := range s.edges(r, r.deps) {
 				if !s.settledEnd(d) {
@@ -438,7 +455,8 @@ func (s *state) recountAfterRerun(reopened []int32) {
 				}
 			}
 			h.unmet = n
-		case h.status == Pending && (h.unmet > 0 || isReopened[t]):
+		case isReopened[t]: // settleReopened counts it as a task submitted now
+		case h.status == Pending && h.unmet > 0:
 			h.unmet = 0
 			for _, d := range s.edges(r, r.deps) {
 				var counted bool
@@ -466,58 +484,118 @@ func (s *state) recountAfterRerun(reopened []int32) {
 	}
 }
 
-// byDepth orders tasks so that a task comes after those of its
-// dependencies in the list (a re-opened dependency is decided first).
-func (s *state) byDepth() func(a, b int32) int {
-	depth := map[int32]int{}
-	var of func(t int32) int
-	of = func(t int32) int {
-		if d, ok := depth[t]; ok {
-			return d
+// dependentsIndex maps every task to the live tasks that depend on it.
+func (s *state) dependentsIndex() map[int32][]int32 {
+	out := map[int32][]int32{}
+	for c := range s.tasks {
+		c := int32(c)
+		if st := s.hot[c].status; st == dropped || st == reserved {
+			continue
 		}
-		depth[t] = 0 // a guard: the graph has no cycle
-		r := &s.tasks[t]
-		d := 0
-		for _, dep := range s.edges(r, r.deps) {
-			d = max(d, of(dep)+1)
+		r := &s.tasks[c]
+		for _, d := range s.edges(r, r.deps) {
+			out[d] = append(out[d], c)
 		}
-		depth[t] = d
-		return d
 	}
-	return func(a, b int32) int { return of(a) - of(b) }
+	return out
 }
 
-// decideReopened decides re-opened task t as a task submitted now is
-// decided (settleBatch): by its rule, then by a branch among its
-// dependencies that did not choose it (which skips it unless a failure
-// has started it under AnyFailed).
-func (s *state) decideReopened(t int32, now time.Time) {
-	h := &s.hot[t]
-	r := &s.tasks[t]
-	verdict, cause := s.ruleVerdict(t)
-	if verdict != ruleSkips && !(verdict == ruleRuns && h.rule() == AnyFailed) {
+// sortedTasks returns the tasks of set in index order.
+func sortedTasks(set map[int32]bool) []int32 {
+	out := make([]int32, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// rerunOrder orders the re-opened tasks as they are decided (and listed
+// in RerunResult): each after the re-opened tasks it waits for (its
+// dependencies; a joining spawner's children), ties by ID, so that the
+// order is the graph's, whatever order the request found them in.
+func (s *state) rerunOrder(tasks []int32) []int32 {
+	in := make(map[int32]bool, len(tasks))
+	for _, t := range tasks {
+		in[t] = true
+	}
+	waits := map[int32]int{}    // re-opened tasks each waits for
+	next := map[int32][]int32{} // who waits for each
+	edge := func(from, to int32) { next[from] = append(next[from], to); waits[to]++ }
+	for _, t := range tasks {
+		r := &s.tasks[t]
 		for _, d := range s.edges(r, r.deps) {
-			if s.hot[d].status == Succeeded && s.isBranch(d) && !s.chose(d, t) {
-				verdict, cause = ruleSkips, d
-				break
+			if in[d] && d != t {
+				edge(d, t)
+			}
+		}
+		if s.fam != nil {
+			if p := s.fam[t].parent; p != noTask && in[p] {
+				edge(t, p)
 			}
 		}
 	}
-	switch verdict {
-	case ruleRuns:
+	ready := &idHeap{s: s}
+	for _, t := range tasks {
+		if waits[t] == 0 {
+			heap.Push(ready, t)
+		}
+	}
+	out := make([]int32, 0, len(tasks))
+	for ready.Len() > 0 {
+		t := heap.Pop(ready).(int32)
+		out = append(out, t)
+		for _, c := range next[t] {
+			if waits[c]--; waits[c] == 0 {
+				heap.Push(ready, c)
+			}
+		}
+	}
+	return out
+}
+
+// idHeap is a heap of tasks by ID (rerunOrder).
+type idHeap struct {
+	s *state
+	t []int32
+}
+
+func (h *idHeap) Len() int           { return len(h.t) }
+func (h *idHeap) Less(i, j int) bool { return h.s.key(h.t[i]) < h.s.key(h.t[j]) }
+func (h *idHeap) Swap(i, j int)      { h.t[i], h.t[j] = h.t[j], h.t[i] }
+func (h *idHeap) Push(x any)         { h.t = append(h.t, x.(int32)) }
+func (h *idHeap) Pop() any {
+	x := h.t[len(h.t)-1]
+	h.t = h.t[:len(h.t)-1]
+	return x
+}
+
+// settleReopened decides the re-opened tasks (not the joins), in order,
+// as a batch submitted now is decided: each counts what it waits for as
+// wireEarlier counts it, those whose dependencies are met are eligible,
+// then the ends of their dependencies that had ended apply as those ends
+// would have (settleBatch), a branch that did not choose a task last.
+func (s *state) settleReopened(order []int32, now time.Time) {
+	var idx []int32
+	var ended [][2]int32
+	for _, t := range order {
+		h := &s.hot[t]
+		if h.status != Pending {
+			continue // a join: it waits for its children
+		}
+		idx = append(idx, t)
 		h.unmet = 0
-		s.eligible(t, now)
-	case ruleSkips:
-		// From its skip on, its count is its dependencies not settled
-		// (cascade.go).
-		n := int32(0)
-		for _, d := range s.edges(r, r.deps) {
-			if !s.settledEnd(d) {
-				n++
+		r := &s.tasks[t]
+		for _, j := range s.edges(r, r.deps) {
+			switch st := s.hot[j].status; {
+			case st == Succeeded && h.flags&fRule == 0 && !s.isBranch(j):
+			case st.Final():
+				h.unmet++
+				ended = append(ended, [2]int32{t, j})
+			default:
+				h.unmet++
 			}
 		}
-		h.unmet = n
-		s.skip(t, cause, now)
-		s.cascade(now)
 	}
+	s.settleBatch(idx, ended, now)
 }

@@ -25,6 +25,7 @@ package refmodel
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -87,7 +88,9 @@ type Record struct {
 	Attempts int
 	Runs     int
 	Cause    string
+	Reruns   int      // times Rerun re-opened it
 	Events   []string // kinds, in order: started, retrying, succeeded, ...
+	History  []string // each attempt's end, in order: "a1 r1 failed" (attempt, run, outcome), as History tells them
 	Dropped  bool     // forgotten by retention
 
 	unmet     int          // dependencies not yet taken into account (see Submit); 0 once started
@@ -246,9 +249,21 @@ func (m *Model) settleBatch(base, n int) {
 			}
 		}
 	}
+	idx := make([]int, n)
 	for i := range n {
-		if r := m.Tasks[base+i]; r.Status == Pending && r.unmet == 0 {
-			m.eligible(base + i)
+		idx[i] = base + i
+	}
+	m.applyEnded(idx, ended)
+}
+
+// applyEnded makes the tasks of idx, just wired, eligible if their
+// dependencies are met, then applies the ends of the dependencies that
+// had already ended (ended), as those ends would have been, a branch that
+// did not choose a task last.
+func (m *Model) applyEnded(idx []int, ended [][2]int) {
+	for _, t := range idx {
+		if r := m.Tasks[t]; r.Status == Pending && r.unmet == 0 {
+			m.eligible(t)
 		}
 	}
 	var unchosen [][2]int // skipped once the other ends are applied (notChosen)
@@ -752,6 +767,16 @@ func (m *Model) outcome(t int, ok bool) {
 		delete(m.running, r.Pool)
 	}
 	m.flowEnd(t)
+	if f := m.g.fam[r]; f == nil || !f.joined { // a join's end is no attempt's
+		o := "failed"
+		switch {
+		case r.cancelReq:
+			o = "cancelled"
+		case ok:
+			o = "succeeded"
+		}
+		r.History = append(r.History, fmt.Sprintf("a%d r%d %s", r.Attempts, r.Runs+1, o))
+	}
 	if m.grown(t, ok) {
 		return // it joins what it spawned
 	}

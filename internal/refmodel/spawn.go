@@ -95,8 +95,11 @@ type famRec struct {
 	open     int   // children of its current join not final
 	joining  bool
 	joined   bool // its join has ended well: the success applied now is its attempt's
-	branched bool // its last run chose (Choose)
-	chosen   []string
+	// failedJoin: it ended Failed by its join (a leaf did not end well): a
+	// re-run child re-opens its join (rerun.go).
+	failedJoin bool
+	branched   bool // its last run chose (Choose)
+	chosen     []string
 }
 
 func (m *Model) famOf(r *Record) *famRec {
@@ -436,6 +439,7 @@ func (m *Model) completeJoin(t int) {
 			m.endedBadly(t)
 		}
 	case m.leafFailed(t):
+		f.failedJoin = true
 		m.finish(r, Failed, "failed")
 		m.endedBadly(t)
 	default:
