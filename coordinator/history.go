@@ -58,6 +58,7 @@ func (o Outcome) String() string {
 type Attempt struct {
 	Attempt   int       // 1-based within its run (TaskInfo.Attempts counts them)
 	Run       int       // 1-based run (recurring tasks have several)
+	Rerun     int       // the re-run it belongs to (Rerun): 0 before the first
 	Pool      string    // its pool ("" for the default one)
 	Worker    string    // the worker that ran it: "worker 2" for a local pool's third, what a custom or remote pool said (SetWorker), "" if unknown
 	HandedOut time.Time // when the coordinator handed it to a worker
@@ -125,6 +126,7 @@ type attemptRec struct {
 	lane    int32 // the lane that ran it (-1: none, as for an attempt a restore found interrupted)
 	attempt int32
 	run     int32
+	rerun   int32
 	outcome Outcome
 	detail  bool  // an attemptDetail is kept for it
 	handed  int64 // UnixNano; 0: unknown
@@ -211,7 +213,7 @@ func (s *state) rec(sr uint64) *attemptRec {
 // numbers, the lane that ran it (-1: none), its outcome and error, and
 // its times (UnixNano, 0 if unknown). A durable scheduler's caller marks
 // the history to be written (historyChanged).
-func (s *state) remember(t int32, lane int32, attempt, run int32, o Outcome, d attemptDetail, handed, started, ended int64) {
+func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outcome, d attemptDetail, handed, started, ended int64) {
 	sr := s.nextSerial
 	s.nextSerial++
 	idx := int((sr - 1) % uint64(s.histCap))
@@ -222,7 +224,7 @@ func (s *state) remember(t int32, lane int32, attempt, run int32, o Outcome, d a
 	if r.serial != 0 && r.detail {
 		delete(s.details, r.serial)
 	}
-	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run,
+	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run, rerun: rerun,
 		outcome: o, handed: handed, started: started, ended: ended}
 	if !d.empty() {
 		if s.details == nil {
@@ -285,7 +287,7 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 			d.logs, d.logsDropped = l.snapshot()
 		}
 	}
-	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, o, d, handed, started, ended)
+	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, s.reruns(t), o, d, handed, started, ended)
 	s.historyChanged(t)
 }
 
@@ -345,7 +347,7 @@ func (s *state) history(t int32, now time.Time) History {
 			if r == nil || r.task != t {
 				break
 			}
-			a := Attempt{Attempt: int(r.attempt), Run: int(r.run), Pool: pool, Outcome: r.outcome,
+			a := Attempt{Attempt: int(r.attempt), Run: int(r.run), Rerun: int(r.rerun), Pool: pool, Outcome: r.outcome,
 				HandedOut: unixTime(r.handed), Started: unixTime(r.started), Ended: unixTime(r.ended)}
 			a.Worker = s.workerName(r.lane)
 			if r.detail {
@@ -378,7 +380,7 @@ func (s *state) runningAttempt(t int32, pool string) (Attempt, bool) {
 		return Attempt{}, false
 	}
 	ls, seq := s.locate(r.link)
-	a := Attempt{Attempt: int(r.attempts), Run: int(r.runs) + 1, Pool: pool, Outcome: OutcomeRunning,
+	a := Attempt{Attempt: int(r.attempts), Run: int(r.runs) + 1, Rerun: int(s.reruns(t)), Pool: pool, Outcome: OutcomeRunning,
 		Worker: s.workerName(int32(ls.l.ID))}
 	handed, seen := ls.attemptTimes(seq)
 	started, _ := ls.l.Stamps(seq)
@@ -503,7 +505,7 @@ func (s *state) historyChanged(t int32) {
 
 // attemptOf is the stored form of the record of serial sr.
 func (s *state) attemptOf(sr uint64, r *attemptRec) record.Attempt {
-	a := record.Attempt{Attempt: r.attempt, Run: r.run, Outcome: uint8(r.outcome),
+	a := record.Attempt{Attempt: r.attempt, Run: r.run, Rerun: r.rerun, Outcome: uint8(r.outcome),
 		Handed: r.handed, Started: r.started, Ended: r.ended, Worker: s.workerName(r.lane)}
 	if r.detail {
 		if d := s.details[sr]; d != nil {
@@ -579,6 +581,6 @@ func (s *state) restoreHistory(stored []storedTask) {
 		for _, l := range a.Lines {
 			d.logs = append(d.logs, LogLine{Time: time.Unix(0, l.Time), Level: slog.Level(l.Level), Message: l.Msg, Attrs: l.Attrs})
 		}
-		s.remember(e.t, -1, a.Attempt, a.Run, Outcome(a.Outcome), d, a.Handed, a.Started, a.Ended)
+		s.remember(e.t, -1, a.Attempt, a.Run, a.Rerun, Outcome(a.Outcome), d, a.Handed, a.Started, a.Ended)
 	}
 }

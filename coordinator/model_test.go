@@ -699,7 +699,7 @@ func sameHistory(s *coordinator.Scheduler, id string, want []string) string {
 	var got []string
 	for _, a := range h.Attempts {
 		if a.Outcome != coordinator.OutcomeRunning {
-			got = append(got, fmt.Sprintf("a%d r%d %v", a.Attempt, a.Run, a.Outcome))
+			got = append(got, fmt.Sprintf("a%d r%d x%d %v", a.Attempt, a.Run, a.Rerun, a.Outcome))
 		}
 	}
 	dropped := max(len(want)-coordinator.DefaultHistoryPerTask, 0)

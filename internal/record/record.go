@@ -241,7 +241,7 @@ type State struct {
 
 // Attempt is one attempt of a task, in a history record or a state's Last.
 type Attempt struct {
-	Attempt, Run           int32
+	Attempt, Run, Rerun    int32
 	Outcome                uint8  // the coordinator's Outcome
 	Handed, Started, Ended int64  // UnixNano; 0: unknown
 	Worker                 string // "" if none was named
@@ -262,6 +262,7 @@ type Line struct {
 func (a *Attempt) append(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(a.Attempt))
 	b = binary.AppendVarint(b, int64(a.Run))
+	b = binary.AppendVarint(b, int64(a.Rerun))
 	b = append(b, a.Outcome)
 	b = binary.AppendVarint(b, a.Handed)
 	b = binary.AppendVarint(b, a.Started)
@@ -289,6 +290,7 @@ func (r *reader) attempt() Attempt {
 	var a Attempt
 	a.Attempt = int32(r.varint())
 	a.Run = int32(r.varint())
+	a.Rerun = int32(r.varint())
 	a.Outcome = r.byte()
 	a.Handed = r.varint()
 	a.Started = r.varint()
@@ -310,7 +312,7 @@ func (r *reader) attempt() Attempt {
 	for range n {
 		a.Lines = append(a.Lines, Line{Time: r.varint(), Level: int32(r.varint()), Msg: r.string(), Attrs: r.string()})
 	}
-	if a.ErrKind > ErrKindJoin || a.Attempt < 0 || a.Run < 0 || a.LinesDropped < 0 {
+	if a.ErrKind > ErrKindJoin || a.Attempt < 0 || a.Run < 0 || a.Rerun < 0 || a.LinesDropped < 0 {
 		r.fail()
 	}
 	return a
@@ -504,7 +506,7 @@ func (st *State) SameAs(old *State) bool {
 }
 
 func (a *Attempt) same(b *Attempt) bool {
-	return a.Attempt == b.Attempt && a.Run == b.Run && a.Outcome == b.Outcome && a.Handed == b.Handed &&
+	return a.Attempt == b.Attempt && a.Run == b.Run && a.Rerun == b.Rerun && a.Outcome == b.Outcome && a.Handed == b.Handed &&
 		a.Started == b.Started && a.Ended == b.Ended && a.Worker == b.Worker && a.ErrKind == b.ErrKind &&
 		a.ErrMsg == b.ErrMsg && a.Timeout == b.Timeout && a.LinesDropped == b.LinesDropped && slices.Equal(a.Lines, b.Lines)
 }

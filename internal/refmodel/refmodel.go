@@ -90,7 +90,7 @@ type Record struct {
 	Cause    string
 	Reruns   int      // times Rerun re-opened it
 	Events   []string // kinds, in order: started, retrying, succeeded, ...
-	History  []string // each attempt's end, in order: "a1 r1 failed" (attempt, run, outcome), as History tells them
+	History  []string // each attempt's end, in order: "a1 r1 x0 failed" (attempt, run, re-run, outcome), as History tells them
 	Dropped  bool     // forgotten by retention
 
 	unmet     int          // dependencies not yet taken into account (see Submit); 0 once started
@@ -775,7 +775,7 @@ func (m *Model) outcome(t int, ok bool) {
 		case ok:
 			o = "succeeded"
 		}
-		r.History = append(r.History, fmt.Sprintf("a%d r%d %s", r.Attempts, r.Runs+1, o))
+		r.History = append(r.History, fmt.Sprintf("a%d r%d x%d %s", r.Attempts, r.Runs+1, r.Reruns, o))
 	}
 	if m.grown(t, ok) {
 		return // it joins what it spawned
