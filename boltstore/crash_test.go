@@ -377,6 +377,22 @@ func crashChild() {
 			s.Cancel(ct.task.ID)
 		}
 	}
+	// Re-runs, in the first generations (so that a round ends): a task
+	// that did not succeed is re-opened now and then, alone or with its
+	// downstream; the side log says so before the call and once it has
+	// returned (committed).
+	if g, _ := strconv.Atoi(gen); g <= 3 {
+		for _, ct := range graph {
+			info, ok := s.Info(ct.task.ID)
+			if !ok || !info.Status.Final() || info.Status == coordinator.Succeeded || rng.IntN(4) != 0 {
+				continue
+			}
+			log.printf("rerun %s %s", ct.task.ID, gen)
+			if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{ct.task.ID}, Downstream: rng.IntN(2) == 0, By: "crash test"}); err == nil {
+				log.printf("reran %s %s", ct.task.ID, gen)
+			}
+		}
+	}
 	if err := s.Wait(context.Background()); err != nil {
 		os.Exit(3)
 	}
@@ -403,9 +419,19 @@ func submittedBefore(path string) map[int]bool {
 // snapshot is every task's state as the parent read it between children.
 type snapshot map[string]coordinator.TaskInfo
 
+// histories is every task's history as the parent read it between
+// children.
+type histories map[string]coordinator.History
+
 // inspect opens the file in the parent and reads every task's state. Its
 // functions block until Shutdown, which does not write what it stops.
 func inspect(t *testing.T, path string, graph []crashTask) snapshot {
+	snap, _ := inspectAll(t, path, graph)
+	return snap
+}
+
+// inspectAll is inspect with every task's history.
+func inspectAll(t *testing.T, path string, graph []crashTask) (snapshot, histories) {
 	t.Helper()
 	block := func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() }
 	s, err := coordinator.New(coordinator.WithStore(boltstore.New(path, boltstore.WithLockTimeout(10*time.Second))),
@@ -414,21 +440,25 @@ func inspect(t *testing.T, path string, graph []crashTask) snapshot {
 	if err != nil {
 		t.Fatalf("inspection: New = %v", err)
 	}
-	snap := snapshot{}
+	snap, hists := snapshot{}, histories{}
 	for _, ct := range graph {
 		if ti, ok := s.Info(ct.task.ID); ok {
+			h, _ := s.History(ct.task.ID)
 			if ti.Status == coordinator.Running {
 				// The inspection's own attempt (New restores no task
 				// running): its Shutdown undoes it.
 				ti.Attempts--
 			}
-			snap[ct.task.ID] = ti
+			if n := len(h.Attempts); n > 0 && h.Attempts[n-1].Outcome == coordinator.OutcomeRunning {
+				h.Attempts = h.Attempts[:n-1] // the inspection's own, handed out if not started
+			}
+			snap[ct.task.ID], hists[ct.task.ID] = ti, h
 		}
 	}
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("inspection: Shutdown = %v", err)
 	}
-	return snap
+	return snap, hists
 }
 
 // logEntry is one line of the side log: a function's start or end, a
@@ -513,6 +543,7 @@ func TestCrashRestart(t *testing.T) {
 		dbFile, logFile := filepath.Join(dir, "baton.db"), filepath.Join(dir, "side.log")
 		graph := crashGraph(seed)
 		var prev snapshot
+		var prevHist histories
 		expected := map[string]bool{} // tasks whose Submit returned
 		for gen := 1; ; gen++ {
 			gens++
@@ -578,7 +609,7 @@ func TestCrashRestart(t *testing.T) {
 					kills++
 				}
 			}
-			snap := inspect(t, dbFile, graph)
+			snap, hist := inspectAll(t, dbFile, graph)
 			log := readLog(t, logFile)
 			for _, e := range log {
 				if e.kind == "submitted" && e.gen == gen {
@@ -591,12 +622,15 @@ func TestCrashRestart(t *testing.T) {
 				}
 			}
 			where := fmt.Sprintf("round %d (seed %d, retention %v) gen %d", rounds, seed, retain == 1, gen)
-			checkGeneration(t, where, graph, prev, snap, expected, ranIn(log, gen), retain == 1)
-			checkOrder(t, where, graph, log, snap)
-			checkGrowth(t, where, graph, snap, log, gen, retain == 1)
+			ex := rerunAffected(graph, log)
+			checkGeneration(t, where, graph, prev, snap, expected, ranIn(log, gen), retain == 1, ex)
+			checkOrder(t, where, graph, log, snap, ex)
+			checkGrowth(t, where, graph, snap, log, gen, retain == 1, ex)
 			checkInherited(t, where, graph, snap, log)
+			checkReruns(t, where, snap, prevHist, hist, log, ex)
+			prevHist = hist
 			if killedAt != 0 && !done {
-				checkCounted(t, where, graph, prev, snap, log, gen, killedAt)
+				checkCounted(t, where, graph, prev, snap, log, gen, killedAt, ex)
 			}
 			if retain == 1 {
 				for id, ti := range prev { // a task seen final may be forgotten since: keep it as it was
@@ -624,6 +658,7 @@ func TestCrashRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills, %d rounds, %d children; %d long attempts checked for being counted", kills, rounds, gens, checkedCounts)
+	t.Logf("re-runs: %d committed checked, %d histories of %d attempts", reruns.committed, reruns.histories, reruns.attempts)
 	t.Logf("inheritance: %d runs in their pool checked (%d of children), %d stored pools and priorities", inherited.runs, inherited.childRuns, inherited.stored)
 	t.Logf("growth, over the inspections: %d whole families, %d spawners stored without theirs, %d children's runs checked, %d dependents of joins, %d branch dependents skipped as not chosen, %d chosen that ran",
 		grown.families, grown.childless, grown.childRuns, grown.joinHeld, grown.notChosen, grown.chosenRan)
@@ -634,7 +669,7 @@ func TestCrashRestart(t *testing.T) {
 // is not in the store may have ended and been forgotten: it must not be
 // named by a task the store keeps (retention never forgets a dependency
 // of a kept task).
-func checkGeneration(t *testing.T, where string, graph []crashTask, prev, snap snapshot, expected map[string]bool, ran map[string]int, retain bool) {
+func checkGeneration(t *testing.T, where string, graph []crashTask, prev, snap snapshot, expected map[string]bool, ran map[string]int, retain bool, ex map[string]bool) {
 	t.Helper()
 	for id := range expected {
 		if _, ok := snap[id]; !ok && !retain {
@@ -665,8 +700,8 @@ func checkGeneration(t *testing.T, where string, graph []crashTask, prev, snap s
 			}
 		}
 		before, ok := prev[id]
-		if !ok {
-			continue
+		if !ok || ex[id] {
+			continue // not seen before, or maybe re-opened since (Rerun): it may run again
 		}
 		if before.Status.Final() {
 			if ran[id] > 0 {
@@ -694,11 +729,11 @@ var debugOrder func(graph []crashTask, id string)
 // its dependencies' ends are committed, so a crash never makes a
 // dependency run again after it (AnyFailed starts at the first failure,
 // while other dependencies may still run: it is left out).
-func checkOrder(t *testing.T, where string, graph []crashTask, log []logEntry, snap snapshot) {
+func checkOrder(t *testing.T, where string, graph []crashTask, log []logEntry, snap snapshot, ex map[string]bool) {
 	t.Helper()
 	deps := map[string][]string{}
 	for _, ct := range graph {
-		if ct.task.When != coordinator.AnyFailed {
+		if ct.task.When != coordinator.AnyFailed && !ex[ct.task.ID] {
 			deps[ct.task.ID] = ct.task.Deps
 		}
 	}
@@ -739,7 +774,7 @@ func checkOrder(t *testing.T, where string, graph []crashTask, log []logEntry, s
 	}
 	for _, ct := range graph {
 		at, ok := started[ct.task.ID]
-		if !ok || ct.task.When != coordinator.NoneFailed {
+		if !ok || ct.task.When != coordinator.NoneFailed || ex[ct.task.ID] {
 			continue
 		}
 		seen := map[string]bool{}
@@ -789,7 +824,7 @@ func graphRule(graph []crashTask, id string) coordinator.Trigger {
 // are left out (their attempts count per run).
 var checkedCounts int
 
-func checkCounted(t *testing.T, where string, graph []crashTask, prev, snap snapshot, log []logEntry, gen int, killedAt int64) {
+func checkCounted(t *testing.T, where string, graph []crashTask, prev, snap snapshot, log []logEntry, gen int, killedAt int64, ex map[string]bool) {
 	t.Helper()
 	recurring := map[string]bool{}
 	for _, ct := range graph {
@@ -811,7 +846,7 @@ func checkCounted(t *testing.T, where string, graph []crashTask, prev, snap snap
 	}
 	for id, at := range open {
 		now, ok := snap[id]
-		if recurring[id] || !ok || time.Duration(killedAt-at) < countedAfter {
+		if recurring[id] || !ok || ex[id] || time.Duration(killedAt-at) < countedAfter {
 			continue
 		}
 		checkedCounts++
@@ -843,7 +878,7 @@ func checkCounted(t *testing.T, where string, graph []crashTask, prev, snap snap
 //     attempt whose success was committed).
 var grown struct{ families, childless, childRuns, joinHeld, notChosen, chosenRan int }
 
-func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, log []logEntry, gen int, retain bool) {
+func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, log []logEntry, gen int, retain bool, ex map[string]bool) {
 	t.Helper()
 	kids := map[string][]string{}
 	parent := map[string]string{}
@@ -862,6 +897,9 @@ func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, l
 		}
 	}
 	for sp, cs := range kids {
+		if ex[sp] {
+			continue // maybe re-run: its family replaced, its join re-opened
+		}
 		si, sok := snap[sp]
 		stored := 0
 		for _, c := range cs {
@@ -905,7 +943,7 @@ func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, l
 		return id
 	}
 	for c, n := range ranIn(log, gen) {
-		if parent[c] == "" {
+		if parent[c] == "" || ex[c] {
 			continue
 		}
 		grown.childRuns++
@@ -944,6 +982,9 @@ func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, l
 		return in
 	}
 	for sp := range kids {
+		if ex[sp] {
+			continue
+		}
 		fam := family(sp)
 		for _, d := range dependents[sp] {
 			at, ok := firstRun[d.task.ID]
@@ -961,6 +1002,9 @@ func checkGrowth(t *testing.T, where string, graph []crashTask, snap snapshot, l
 		}
 	}
 	for _, br := range branches {
+		if ex[br] {
+			continue // maybe re-run: it chose again
+		}
 		bi, bok := snap[br]
 		for _, d := range dependents[br] {
 			id := d.task.ID
@@ -1022,4 +1066,144 @@ func checkInherited(t *testing.T, where string, graph []crashTask, snap snapshot
 			t.Errorf("%s: %s ran in pool %q (generation %d); want %q (parent %q)", where, e.id, e.arg, e.gen, ct.pool, ct.parent)
 		}
 	}
+}
+
+// checkReruns checks the re-runs and the history across the children:
+// a re-run committed (its Rerun returned) is never lost (TaskInfo.Reruns
+// counts at least the committed ones, while the task is kept), and each
+// task's history only grows: what an inspection saw is still there at the
+// next (older attempts may be dropped from its front by WithHistory's
+// bound, none rewritten), and no attempt is recorded twice (its attempts
+// come in the order of their re-run, run and number).
+var reruns struct{ committed, histories, attempts int }
+
+func checkReruns(t *testing.T, where string, snap snapshot, prev, now histories, log []logEntry, ex map[string]bool) {
+	t.Helper()
+	committed := map[string]int{}
+	called := map[string]bool{}
+	for _, e := range log {
+		switch e.kind {
+		case "reran":
+			committed[e.id]++
+		case "rerun":
+			called[e.id] = true
+		}
+	}
+	replaced := func(id string) bool { // a re-run of a spawner above it may have replaced its family
+		for p := parentOf(id); p != ""; p = parentOf(p) {
+			if called[p] {
+				return true
+			}
+		}
+		return false
+	}
+	for id, n := range committed {
+		if ti, ok := snap[id]; ok && !replaced(id) && ti.Reruns < n {
+			t.Errorf("%s: %s was re-run %d times (committed), and the store says %d", where, id, n, ti.Reruns)
+		}
+		reruns.committed += n
+	}
+	key := func(a coordinator.Attempt) [3]int { return [3]int{a.Rerun, a.Run, a.Attempt} }
+	for id, h := range now {
+		reruns.histories++
+		reruns.attempts += len(h.Attempts)
+		for i := 1; i < len(h.Attempts); i++ {
+			a, b := key(h.Attempts[i-1]), key(h.Attempts[i])
+			if !(a[0] < b[0] || a[0] == b[0] && (a[1] < b[1] || a[1] == b[1] && a[2] < b[2])) {
+				var lines []string
+				for _, e := range log {
+					if e.id == id {
+						lines = append(lines, fmt.Sprintf("%s g%d %s", e.kind, e.gen, e.arg))
+					}
+				}
+				t.Errorf("%s: %s's history has attempt %v after %v: recorded twice, or out of order (%s); before %s; info %+v; log %v", where, id, b, a, historyString(h), historyString(prev[id]), snap[id], lines)
+				break
+			}
+		}
+		old, ok := prev[id]
+		if !ok || ex[id] && parentOf(id) != "" {
+			continue // a member of a family a re-run may have replaced: a new task
+		}
+		// Every attempt seen before is still there, unless dropped from
+		// the front by the bound.
+		seen := map[[3]int]coordinator.Attempt{}
+		for _, a := range h.Attempts {
+			seen[key(a)] = a
+		}
+		first := [3]int{}
+		if len(h.Attempts) > 0 {
+			first = key(h.Attempts[0])
+		}
+		for _, a := range old.Attempts {
+			k := key(a)
+			if k[0] < first[0] || k[0] == first[0] && (k[1] < first[1] || k[1] == first[1] && k[2] < first[2]) {
+				continue // dropped by the bound
+			}
+			if b, ok := seen[k]; !ok || b.Outcome != a.Outcome || !b.Ended.Equal(a.Ended) {
+				t.Errorf("%s: %s's attempt %v (%v, ended %v) is gone or changed since the last inspection: now %+v", where, id, k, a.Outcome, a.Ended, b)
+			}
+		}
+	}
+}
+
+// rerunAffected lists the tasks a Rerun of the side log may have
+// re-opened: each task it was called on (committed or not), what is
+// downstream of it in the graph, the spawners whose joins it may re-open
+// and the families a re-run spawner replaces, through a worklist. The
+// checks that a final task never runs again leave them out.
+func rerunAffected(graph []crashTask, log []logEntry) map[string]bool {
+	dependents := map[string][]string{}
+	children := map[string][]string{}
+	parent := map[string]string{}
+	for _, ct := range graph {
+		for _, d := range ct.task.Deps {
+			dependents[d] = append(dependents[d], ct.task.ID)
+		}
+		if ct.parent != "" {
+			children[ct.parent] = append(children[ct.parent], ct.task.ID)
+			parent[ct.task.ID] = ct.parent
+		}
+	}
+	ex := map[string]bool{}
+	var work []string
+	add := func(id string) {
+		if id != "" && !ex[id] {
+			ex[id] = true
+			work = append(work, id)
+		}
+	}
+	for _, e := range log {
+		if e.kind == "rerun" {
+			add(e.id)
+		}
+	}
+	for len(work) > 0 {
+		id := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, c := range dependents[id] {
+			add(c)
+		}
+		for _, c := range children[id] {
+			add(c)
+		}
+		add(parent[id])
+	}
+	return ex
+}
+
+func historyString(h coordinator.History) string {
+	var b strings.Builder
+	for _, a := range h.Attempts {
+		fmt.Fprintf(&b, "[x%d r%d a%d %v %v-%v] ", a.Rerun, a.Run, a.Attempt, a.Outcome, a.Started.Format("05.000000"), a.Ended.Format("05.000000"))
+	}
+	return b.String()
+}
+
+// parentOf is the spawner of a child of the crash graph ("" for a task
+// submitted): its ID is the spawner's, then "/k".
+func parentOf(id string) string {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return id[:i]
+	}
+	return ""
 }

@@ -305,6 +305,15 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	status := h.status
 	st := record.State{Attempts: r.attempts, Runs: r.runs, At: now}
 	x := r.x
+	if x != nil {
+		st.Reruns = x.reruns
+	}
+	if s.historyOn() && int(t) < len(s.histHead) {
+		if a, ok := s.lastAttempt(t); ok {
+			a.Lines, a.LinesDropped = nil, 0 // in its history record: an attempt that logged has one
+			st.Last = &a
+		}
+	}
 	switch h.status {
 	case dispatched:
 		if h.flags&fStarted != 0 {
@@ -363,15 +372,6 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	}
 	if h.status == Skipped && r.link != noTask {
 		st.Cause = s.key(r.link)
-	}
-	if x != nil {
-		st.Reruns = x.reruns
-	}
-	if s.historyOn() && int(t) < len(s.histHead) {
-		if a, ok := s.lastAttempt(t); ok {
-			a.Lines, a.LinesDropped = nil, 0 // in its history record: an attempt that logged has one
-			st.Last = &a
-		}
 	}
 	if x != nil && x.branched {
 		st.Branched, st.Chosen = true, x.chosen

@@ -288,7 +288,12 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		}
 	}
 	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, s.reruns(t), o, d, handed, started, ended)
-	s.historyChanged(t)
+	if !(s.closing && err == ErrClosed) {
+		// A durable scheduler does not write what Shutdown stopped: the
+		// attempt runs again, uncounted, in the next process (its state
+		// record is not written either).
+		s.historyChanged(t)
+	}
 }
 
 // attemptTimes returns when the attempt at seq was handed out and when the
@@ -522,14 +527,22 @@ func (s *state) attemptOf(sr uint64, r *attemptRec) record.Attempt {
 	return a
 }
 
-// lastAttempt is t's latest attempt that ended, for its state record.
+// lastAttempt is t's latest attempt that ended, for its state record:
+// one Shutdown stopped is not (it is not written: it runs again).
 func (s *state) lastAttempt(t int32) (record.Attempt, bool) {
-	sr := s.histHead[t]
-	r := s.rec(sr)
-	if r == nil || r.task != t {
-		return record.Attempt{}, false
+	for sr := s.histHead[t]; ; {
+		r := s.rec(sr)
+		if r == nil || r.task != t {
+			return record.Attempt{}, false
+		}
+		if s.closing && r.outcome == OutcomeCancelled && r.detail {
+			if d := s.details[sr]; d != nil && d.err == ErrClosed {
+				sr = r.prev
+				continue
+			}
+		}
+		return s.attemptOf(sr, r), true
 	}
-	return s.attemptOf(sr, r), true
 }
 
 // historyRecord is t's history record; false if its state's Last says it

@@ -327,3 +327,47 @@ func TestRerunIsDurable(t *testing.T) {
 		}
 	})
 }
+
+// A re-run survives a Shutdown that stops the re-opened task's attempt:
+// what Shutdown stops is written as it was before the attempt (it runs
+// again in the next process), with its re-runs and its history. (The
+// state written then lacked them: the next process ran it as never
+// re-run; the crash test found it.)
+func TestRerunSurvivesAShutdownThatStopsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		fail := coordinator.WithFunc("f", func(ctx context.Context, _ []byte) error { return errors.New("planned") })
+		block := coordinator.WithFunc("f", func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() })
+		s, err := coordinator.New(coordinator.WithStore(mem.Open()), fail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(coordinator.Task{ID: "a", Func: "f"}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for round := range 3 {
+			s, err := coordinator.New(coordinator.WithStore(mem.Open()), block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if round == 0 {
+				if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait() // its attempt runs, until Shutdown stops it
+			info, _ := s.Info("a")
+			h, _ := s.History("a")
+			if info.Reruns != 1 || len(h.Attempts) != 2 || h.Attempts[0].Outcome != coordinator.OutcomeFailed {
+				t.Fatalf("process %d: Info(a) re-run %d times, history %+v; want re-run once, its failure kept", round, info.Reruns, h)
+			}
+			if err := s.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
