@@ -445,10 +445,11 @@ func (s *state) historyOf(id string, now time.Time) (History, bool) {
 // (OutcomeRunning), and how many older ones it no longer keeps; false if
 // the task is unknown (never submitted, or forgotten by retention, with
 // its history). Each attempt says when it was handed to a worker, when
-// its function started and when it ended, on the scheduler's clock: the
-// start and end as the worker read them for attempts of pools whose
-// attempts take 10 µs or more on average, as the coordinator learned of
-// them otherwise (a start it did not watch for is zero: see Kinds). A
+// its function started and when it ended, on the scheduler's clock: as
+// the worker read them for an attempt with a Timeout, as the coordinator
+// learned of them otherwise, to within a report of the worker (a start it
+// did not see is the later of the hand-out and the end of the attempt the
+// same worker ran before; see the top of history.go). A
 // durable scheduler (WithStore) keeps them across restarts; an attempt
 // a crash interrupted is OutcomeInterrupted. History blocks until the
 // coordinator answers (as Info does), is safe for concurrent use, and

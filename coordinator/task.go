@@ -301,7 +301,7 @@ type Event struct {
 	Run     int           // the run it concerns (1-based; recurring tasks have several)
 	Err     error         // for EventRetrying and EventFailed: the attempt's error; for EventCancelled: ErrCancelled or ErrClosed
 	Wait    time.Duration // for EventRetrying: the backoff chosen, jitter included
-	Cause   string        // for EventSkipped: the upstream task to blame, as known then (see Trigger)
+	Cause   string        // for EventSkipped: the upstream task to blame, as known then (see Trigger); for EventReopened: who asked (RerunRequest.By)
 	Parent  string        // the task whose attempt spawned this one (Spawn); "" for a task submitted
 	At      time.Time     // the coordinator's clock when it decided
 }
