@@ -230,7 +230,9 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 		if s.details == nil {
 			s.details = map[uint64]*attemptDetail{}
 		}
-		s.details[sr] = &d
+		dd := new(attemptDetail) // here, not &d: d would move to the heap on every call
+		*dd = d
+		s.details[sr] = dd
 		r.detail = true
 	}
 	s.histHead[t] = sr
