@@ -423,14 +423,9 @@ type snapshot map[string]coordinator.TaskInfo
 // children.
 type histories map[string]coordinator.History
 
-// inspect opens the file in the parent and reads every task's state. Its
-// functions block until Shutdown, which does not write what it stops.
-func inspect(t *testing.T, path string, graph []crashTask) snapshot {
-	snap, _ := inspectAll(t, path, graph)
-	return snap
-}
-
-// inspectAll is inspect with every task's history.
+// inspectAll opens the file in the parent and reads every task's state
+// and history. Its functions block until Shutdown, which does not write
+// what it stops.
 func inspectAll(t *testing.T, path string, graph []crashTask) (snapshot, histories) {
 	t.Helper()
 	block := func(ctx context.Context, _ []byte) error { <-ctx.Done(); return ctx.Err() }
