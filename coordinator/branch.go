@@ -132,7 +132,7 @@ func (s *state) notChosen(c, t int32, now time.Time) bool {
 		}
 	}
 	s.hot[c].unmet = n
-	s.skip(c, t, now)
+	s.skip(c, t, endBenign, now) // a branch that succeeded
 	s.cascade(now)
 	return true
 }

@@ -44,9 +44,6 @@ type note struct {
 	kind noteKind
 }
 
-// classOfEnd is how a trigger rule sees final task t that did not succeed.
-func (s *state) classOfEnd(t int32) endClass { return s.classOf(s.root(t)) }
-
 // settledEnd reports whether t is final and its class can no longer
 // change.
 func (s *state) settledEnd(t int32) bool {
@@ -61,11 +58,11 @@ func (s *state) endedBadly(t int32, now time.Time) {
 	s.cascade(now)
 }
 
-// skip ends t Skipped because of cause (noTask: its own rule was not met)
-// and queues the news; t's unmet count from now on counts its
-// dependencies not yet settled.
-func (s *state) skip(t, cause int32, now time.Time) {
-	s.skipped(t, cause, now)
+// skip ends t Skipped because of cause (noTask: its own rule was not met),
+// whose end has class c as t sees it (causeclass.go), and queues the news;
+// t's unmet count from now on counts its dependencies not yet settled.
+func (s *state) skip(t, cause int32, c endClass, now time.Time) {
+	s.skipped(t, cause, c, now)
 	if s.hot[t].unmet == 0 {
 		s.settledSkip(t)
 	}
@@ -117,7 +114,7 @@ func (s *state) onEnded(c, t int32, now time.Time) {
 	switch hc.rule() {
 	case AllSucceeded:
 		if s.takeBack(c) {
-			s.skip(c, s.root(t), now)
+			s.skip(c, s.root(t), s.classOfEnd(t), now)
 		}
 	case AllDone:
 		if hc.status == Pending && hc.unmet > 0 {
@@ -166,7 +163,7 @@ func (s *state) maybeWorse(c, t int32) {
 	if s.hot[c].unmet == 0 || s.classOfEnd(t) >= s.classOfEnd(c) {
 		return
 	}
-	root := s.root(t)
+	root, class := s.root(t), s.classOfEnd(t)
 	r := &s.tasks[c]
 	if s.retain {
 		if old := r.link; old != noTask {
@@ -178,6 +175,7 @@ func (s *state) maybeWorse(c, t int32) {
 		s.famHold(c, root, 1)
 	}
 	r.link = root
+	s.blamed(c, root, class)
 	s.touched(c)
 	s.rewatch(c, false)
 	s.notes = append(s.notes, note{c, noteWorse})
@@ -198,13 +196,13 @@ func (s *state) decide(c, t int32, settled bool, now time.Time) {
 			hc.unmet = 0
 			s.eligible(c, now)
 		} else if hc.unmet--; hc.unmet == 0 {
-			s.skip(c, noTask, now) // all final, none failed: its own rule skips it
+			s.skip(c, noTask, endBenign, now) // all final, none failed: its own rule skips it
 		}
 	case NoneFailed:
 		if class == endBenign {
 			if hc.unmet--; hc.unmet == 0 {
 				if s.minOne(c) && !s.anySucceeded(c) {
-					s.skip(c, noTask, now) // NoneFailedMinOneSuccess, and none succeeded: its own rule skips it
+					s.skip(c, noTask, endBenign, now) // NoneFailedMinOneSuccess, and none succeeded: its own rule skips it
 					return
 				}
 				s.eligible(c, now)
@@ -217,6 +215,6 @@ func (s *state) decide(c, t int32, settled bool, now time.Time) {
 		if settled {
 			hc.unmet--
 		}
-		s.skip(c, s.root(t), now)
+		s.skip(c, s.root(t), class, now)
 	}
 }

@@ -254,7 +254,7 @@ func (s *state) released(c int32, now time.Time) {
 		}
 		if hc.unmet--; hc.unmet == 0 {
 			if hc.rule() == AnyFailed { // all final, none failed
-				s.skip(c, noTask, now)
+				s.skip(c, noTask, endBenign, now)
 				s.cascade(now)
 				return
 			}
@@ -335,8 +335,9 @@ func (s *state) finish(t int32, st Status, now time.Time) {
 }
 
 // skipped records that t was skipped because of cause.
-func (s *state) skipped(t, cause int32, now time.Time) {
+func (s *state) skipped(t, cause int32, c endClass, now time.Time) {
 	s.tasks[t].link = cause // before finish: a WaitTasks call reads it there
+	s.blamed(t, cause, c)
 	s.finish(t, Skipped, now)
 	if s.retain && cause != noTask {
 		s.held[cause].refs++

@@ -372,6 +372,7 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	}
 	if h.status == Skipped && r.link != noTask {
 		st.Cause = s.key(r.link)
+		st.CauseClass = s.keptClass(t)
 	}
 	if x != nil && x.branched {
 		st.Branched, st.Chosen = true, x.chosen

@@ -145,10 +145,16 @@ func genProgram(t *rapid.T, twoPools bool) program {
 		return time.Duration(rapid.IntRange(0, hi).Draw(t, label)) * time.Second
 	}
 	shut := false
+	// Some programs re-run often: what a re-run leaves (skips that keep
+	// their class, families replaced) then meets later batches and rules.
+	rerunAt := 14
+	if !twoPools && rapid.IntRange(0, 3).Draw(t, "rerunny") == 0 {
+		rerunAt = 10
+	}
 	n := rapid.IntRange(1, 25).Draw(t, "steps")
 	for range n {
 		switch k := rapid.IntRange(0, 15).Draw(t, "kind"); {
-		case k >= 14 && !twoPools && len(ids) > 0:
+		case k >= rerunAt && !twoPools && len(ids) > 0:
 			// Rerun: one or two tasks, mostly ones that may have ended badly.
 			st := step{down: rapid.Bool().Draw(t, "down")}
 			for range rapid.IntRange(1, 2).Draw(t, "nrerun") {

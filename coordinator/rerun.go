@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -200,8 +201,16 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		}
 	}
 
-	// Apply: forget the families replaced, re-open the tasks and the
-	// joins, count their dependencies again, decide.
+	// Apply: keep the class of the skips that blame what re-opens
+	// (causeclass.go), forget the families replaced, re-open the tasks and
+	// the joins, count their dependencies again, decide.
+	causes := maps.Clone(joins)
+	for _, t := range order {
+		if !gone[t] {
+			causes[t] = true
+		}
+	}
+	s.freezeBlamers(causes)
 	for _, p := range spawners {
 		s.dropFamily(p)
 	}
@@ -322,8 +331,25 @@ func (s *state) dropFamily(p int32) {
 			s.fam[root].size -= int32(len(members))
 		}
 	}
+	// A task outside the family that a member depends on, and that has not
+	// settled, will walk its successors: the members' records, reused by a
+	// later Submit, must not be among them.
+	outside := map[int32]bool{}
+	for _, m := range members {
+		r := &s.tasks[m]
+		for _, d := range s.edges(r, r.deps) {
+			if !in[d] {
+				outside[d] = true
+			}
+		}
+	}
 	for _, m := range members {
 		s.unlink(m, s.ids.Hash(s.key(m)))
+	}
+	for d := range outside {
+		if s.hot[d].status != dropped {
+			s.pruneSuccessors(d)
+		}
 	}
 	x := s.tasks[p].x
 	clear(x.children[s.fam[p].first:])
@@ -394,6 +420,7 @@ func (s *state) uncause(t int32) {
 	r := &s.tasks[t]
 	c := r.link
 	r.link = noTask
+	s.unfreeze(t)
 	if s.retain && c != noTask {
 		s.held[c].refs--
 		s.famHold(t, c, -1)
@@ -417,8 +444,11 @@ func (s *state) recountAfterRerun(reopened []int32, dependents map[int32][]int32
 		}
 	}
 	// Every dependent of a re-opened task hears its new end, those left
-	// off its successors too.
+	// off its successors too; and only they: a task's successors are
+	// walked again once it is re-opened, and a dependent forgotten since
+	// it settled may have left its record to an unrelated task.
 	for _, t := range reopened {
+		s.pruneSuccessors(t)
 		known := map[int32]bool{}
 		for c := range s.successors(t) {
 			known[c] = true
@@ -598,4 +628,35 @@ func (s *state) settleReopened(order []int32, now time.Time) {
 		}
 	}
 	s.settleBatch(idx, ended, now)
+}
+
+// pruneSuccessors keeps in t's successor lists, in their order, only the
+// live tasks that depend on t, each once: a dependent forgotten (by
+// retention once t settled, or with a family a re-run replaced) may have
+// left its record to a task that does not.
+func (s *state) pruneSuccessors(t int32) {
+	r := &s.tasks[t]
+	seen := map[int32]bool{}
+	keep := func(c int32) bool {
+		if st := s.hot[c].status; st == dropped || st == reserved || seen[c] {
+			return false
+		}
+		if !containsTask(s.edges(&s.tasks[c], s.tasks[c].deps), t) {
+			return false
+		}
+		seen[c] = true
+		return true
+	}
+	succ := s.edges(r, r.succ)
+	n := int32(0)
+	for _, c := range succ {
+		if keep(c) {
+			succ[n] = c
+			n++
+		}
+	}
+	r.succ.n = n
+	if x := r.x; x != nil {
+		x.more = slices.DeleteFunc(x.more, func(c int32) bool { return !keep(c) })
+	}
 }

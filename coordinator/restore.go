@@ -322,6 +322,9 @@ func (s *state) layStates(stored []storedTask) []retention {
 		}
 		if c, ok := s.find(st.Cause); ok {
 			s.tasks[i].link = c
+			if st.CauseClass != 0 {
+				s.blamedFrozen(int32(i), endClass(st.CauseClass-1))
+			}
 			if s.retain {
 				s.held[c].refs++
 				s.famHold(int32(i), c, 1)
@@ -346,7 +349,7 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 		if h.status != Pending || (s.tasks[t].x != nil && s.tasks[t].x.inWheel) {
 			continue
 		}
-		verdict, cause := s.ruleVerdict(t)
+		verdict, cause, class := s.ruleVerdict(t)
 		if verdict == ruleRuns {
 			h.unmet = 0 // under AnyFailed, started before every dependency ended: nothing more to count
 		}
@@ -374,7 +377,7 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			// Its rule cannot be met any more: a dependency's end was
 			// written and its own was not, which one commit per
 			// iteration rules out (kept for safety).
-			s.skip(t, cause, now)
+			s.skip(t, cause, class, now)
 			s.cascade(now)
 		case verdict == ruleWaits:
 		case Status(st.Status) == Ready:
@@ -490,8 +493,9 @@ const (
 )
 
 // ruleVerdict judges a restored task that is not final by its
-// dependencies' ends alone, and for a skip names the root cause.
-func (s *state) ruleVerdict(t int32) (verdict, int32) {
+// dependencies' ends alone, and for a skip names the root cause and its
+// class.
+func (s *state) ruleVerdict(t int32) (verdict, int32, endClass) {
 	h := &s.hot[t]
 	r := &s.tasks[t]
 	worst, cause := endBenign+1, int32(noTask)
@@ -514,27 +518,27 @@ func (s *state) ruleVerdict(t int32) (verdict, int32) {
 	switch h.rule() {
 	case AllSucceeded:
 		if worst <= endBenign {
-			return ruleSkips, cause
+			return ruleSkips, cause, worst
 		}
 	case AnyFailed:
 		switch {
 		case worst == endFailed:
-			return ruleRuns, noTask
+			return ruleRuns, noTask, endBenign
 		case !waiting:
-			return ruleSkips, noTask
+			return ruleSkips, noTask, endBenign
 		}
 	case NoneFailed:
 		if worst < endBenign {
-			return ruleSkips, cause
+			return ruleSkips, cause, worst
 		}
 		if !waiting && s.minOne(t) && !s.anySucceeded(t) {
-			return ruleSkips, noTask
+			return ruleSkips, noTask, endBenign
 		}
 	}
 	if waiting {
-		return ruleWaits, noTask
+		return ruleWaits, noTask, endBenign
 	}
-	return ruleRuns, noTask
+	return ruleRuns, noTask, endBenign
 }
 
 // restoreFamilies rebuilds who spawned whom from the definitions (a

@@ -294,6 +294,7 @@ func (s *state) unlink(t int32, hash uint32) {
 	r := &s.tasks[t]
 	s.forgot(t)
 	s.forgetHistory(t)
+	s.unfreeze(t)
 	s.ids.Delete(hash, t)
 	a := &s.arenas[r.arena]
 	if a.live--; a.live == 0 {

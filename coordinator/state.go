@@ -306,14 +306,15 @@ type state struct {
 
 	sink        uint64 // submit's look-ahead loads land here
 	rng         *rand.Rand
-	scratch     []int32          // reused by submit and advance
-	notes       []note           // the trigger-rule cascade's worklist (cascade.go)
-	cascading   bool             // a cascade is applying notes
-	work        []int32          // reused by fuse
-	groupRoot   [lane.Size]int32 // reused by revokeTail
-	groupSize   [lane.Size]int32 // reused by revokeTail
-	groupWanted [lane.Size]bool  // reused by revokeTail
-	tried       []int            // reused by steal
+	scratch     []int32            // reused by submit and advance
+	notes       []note             // the trigger-rule cascade's worklist (cascade.go)
+	cascading   bool               // a cascade is applying notes
+	causeClass  map[int32]endClass // Skipped tasks whose class is not their cause's status's (causeclass.go); nil until a re-run needs one
+	work        []int32            // reused by fuse
+	groupRoot   [lane.Size]int32   // reused by revokeTail
+	groupSize   [lane.Size]int32   // reused by revokeTail
+	groupWanted [lane.Size]bool    // reused by revokeTail
+	tried       []int              // reused by steal
 	arenaFree   []int32
 
 	// WithMiddleware: when each task last became ready (UnixNano), for

@@ -24,7 +24,7 @@ func (s *state) eligible(t int32, now time.Time) {
 			// No start left once it may start (its dependencies ended
 			// after its schedule's last start): it cannot run, as a task
 			// whose own rule is not met.
-			s.skip(t, noTask, now)
+			s.skip(t, noTask, endBenign, now)
 			s.cascade(now)
 			return
 		}

@@ -35,7 +35,8 @@ import (
 // (State.Joining, JoinFrom, Adopt, Branched, Chosen), each read only if
 // present, so that an older record reads as before, and the error kind of
 // a failed join (ErrKindJoin); version 5 the attempt history (KindHistory
-// records, State.Last).
+// records, State.Last), re-runs (State.Reruns) and the class a skip keeps
+// (State.CauseClass), these two after a second flags byte.
 const Version = 5
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
@@ -237,6 +238,10 @@ type State struct {
 	Chosen    []string // the dependents a branch chose; version 4
 	Last      *Attempt // its latest attempt that ended, for the history (version 5); nil: none
 	Reruns    int32    // times Rerun re-opened it (version 5)
+	// CauseClass is, for a Skipped task whose cause was re-run since it
+	// blamed it, the class its skip keeps: 1 + the coordinator's
+	// endClass; 0: its cause's status says it (version 5).
+	CauseClass uint8
 }
 
 // Attempt is one attempt of a task, in a history record or a state's Last.
@@ -398,10 +403,20 @@ func (st *State) Append(b []byte) []byte {
 	if st.Last != nil {
 		flags |= 64
 	}
+	var more uint8 // a second flags byte, after the first, if any of its bits is set
 	if st.Reruns != 0 {
+		more |= 1
+	}
+	if st.CauseClass != 0 {
+		more |= 2
+	}
+	if more != 0 {
 		flags |= 128
 	}
 	b = append(b, st.Status, flags)
+	if more != 0 {
+		b = append(b, more)
+	}
 	b = binary.AppendVarint(b, int64(st.Attempts))
 	b = binary.AppendVarint(b, int64(st.Runs))
 	b = appendTime(b, st.Due)
@@ -434,6 +449,9 @@ func (st *State) Append(b []byte) []byte {
 	if st.Reruns != 0 {
 		b = binary.AppendVarint(b, int64(st.Reruns))
 	}
+	if st.CauseClass != 0 {
+		b = append(b, st.CauseClass)
+	}
 	return b
 }
 
@@ -446,6 +464,10 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	flags := rd.byte()
 	st.CancelReq, st.HasResult, st.NilResult = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	st.Joining, st.Branched = flags&8 != 0, flags&16 != 0
+	var more uint8
+	if flags&128 != 0 {
+		more = rd.byte()
+	}
 	st.Attempts = int32(rd.varint())
 	st.Runs = int32(rd.varint())
 	st.Due = rd.time()
@@ -480,13 +502,17 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 		a := rd.attempt()
 		st.Last = &a
 	}
-	if flags&128 != 0 {
+	if more&1 != 0 {
 		st.Reruns = int32(rd.varint())
+	}
+	if more&2 != 0 {
+		st.CauseClass = rd.byte()
 	}
 	if err := rd.done(); err != nil {
 		return st, err
 	}
-	if st.Status >= statuses || st.ErrKind > ErrKindJoin || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 || st.Reruns < 0 {
+	if st.Status >= statuses || st.ErrKind > ErrKindJoin || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 || st.Reruns < 0 ||
+		st.CauseClass > 3 || more&^3 != 0 {
 		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrCorrupt, st.Status, st.ErrKind)
 	}
 	return st, nil
@@ -502,7 +528,8 @@ func (st *State) SameAs(old *State) bool {
 		bytes.Equal(st.Result, old.Result) && (st.Result == nil) == (old.Result == nil) &&
 		st.Joining == old.Joining && st.JoinFrom == old.JoinFrom && st.Adopt == old.Adopt &&
 		st.Branched == old.Branched && slices.Equal(st.Chosen, old.Chosen) &&
-		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || st.Last.same(old.Last)) && st.Reruns == old.Reruns
+		(st.Last == nil) == (old.Last == nil) && (st.Last == nil || st.Last.same(old.Last)) && st.Reruns == old.Reruns &&
+		st.CauseClass == old.CauseClass
 }
 
 func (a *Attempt) same(b *Attempt) bool {

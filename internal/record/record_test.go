@@ -28,6 +28,8 @@ func FuzzDecodeRecords(f *testing.F) {
 	last := Attempt{Attempt: 2, Run: 1, Outcome: 2, Handed: 5, Started: 6, Ended: 9, Worker: "w1", ErrKind: ErrKindTimeout, ErrMsg: "slow", Timeout: time.Second}
 	withLast := State{Status: 4, Attempts: 2, Last: &last}
 	f.Add(withLast.Append(nil))
+	rerun := State{Status: 6, Cause: "up", Reruns: 2, CauseClass: 1}
+	f.Add(rerun.Append(nil))
 	hist := History{Dropped: 3, Attempts: []Attempt{last, {Attempt: 3, Run: 1, Outcome: 1, Ended: 10}}}
 	f.Add(hist.Append(nil))
 	def := Def{ID: "a", Func: "f", Payload: []byte{1}, HasPayload: true, Deps: []string{"b", "c"}, Jitter: 0.5, Cron: "@daily", NotBefore: time.Unix(9, 0)}
@@ -83,6 +85,15 @@ func TestRoundTrip(t *testing.T) {
 	later.At = time.Unix(9, 9)
 	if !later.SameAs(&st) {
 		t.Error("SameAs told two records apart by the time they were written")
+	}
+	for _, st := range []State{{Status: 6, Cause: "up", Reruns: 3}, {Status: 6, Cause: "up", CauseClass: 2},
+		{Status: 6, Cause: "up", Reruns: 1, CauseClass: 1, Last: &Attempt{Attempt: 1, Run: 1, Rerun: 1, Outcome: 1}}} {
+		if got, err := DecodeState(st.Append(nil), statuses); err != nil || !reflect.DeepEqual(got, st) {
+			t.Errorf("decoded %+v (%v); want %+v", got, err, st)
+		}
+	}
+	if _, err := DecodeState((&State{Status: 6, CauseClass: 4}).Append(nil), statuses); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a cause class out of range decoded: %v", err)
 	}
 	if _, err := DecodeState((&State{Status: statuses}).Append(nil), statuses); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("a status out of range decoded: %v", err)

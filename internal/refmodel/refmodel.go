@@ -98,6 +98,7 @@ type Record struct {
 	succ      []int        // records that depend on it and still hear from it
 	heard     map[int]bool // dependencies whose ends are settled, as far as it has heard
 	settled   bool         // final, and (if Skipped) every dependency's end settled: its class is final
+	kept      int          // Skipped: 1 + the class its skip keeps since its cause was re-opened (Rerun); 0: its cause's status says it
 	cancelReq bool
 	released  bool
 	calls     int // calls of the function, over every run
@@ -528,9 +529,22 @@ type note struct {
 	kind noteKind
 }
 
-// class ranks an end: failed 0, cancelled 1, benign 2 (lower is worse).
+// class ranks an end: failed 0, cancelled 1, benign 2 (lower is worse); a
+// skip whose cause was re-opened since keeps its class.
 func (m *Model) class(r *Record) int {
-	switch m.Tasks[m.ByID[m.root(r)]].Status {
+	if r.Status == Skipped && r.kept > 0 {
+		return r.kept - 1
+	}
+	return m.classOfID(m.root(r))
+}
+
+// classOfID ranks the end of the task of ID id as a root cause ("": a
+// rule's own skip, benign).
+func (m *Model) classOfID(id string) int {
+	if id == "" {
+		return 2
+	}
+	switch m.Tasks[m.ByID[id]].Status {
 	case Failed:
 		return 0
 	case Cancelled:
@@ -539,15 +553,24 @@ func (m *Model) class(r *Record) int {
 	return 2
 }
 
+// blame makes Skipped rc blame cause with class c, kept if cause's
+// status does not say it.
+func (m *Model) blame(rc *Record, cause string, c int) {
+	rc.Cause, rc.kept = cause, 0
+	if c != m.classOfID(cause) {
+		rc.kept = c + 1
+	}
+}
+
 // endedBadly: t failed or was cancelled.
 func (m *Model) endedBadly(t int) {
 	m.notes = append(m.notes, note{t, noteSettled}, note{t, noteEnded})
 	m.cascade()
 }
 
-func (m *Model) skip(c int, cause string) {
+func (m *Model) skip(c int, cause string, class int) {
 	rc := m.Tasks[c]
-	rc.Cause = cause
+	m.blame(rc, cause, class)
 	m.finish(rc, Skipped, "skipped")
 	m.maybeSettle(c)
 	m.notes = append(m.notes, note{c, noteEnded})
@@ -596,7 +619,7 @@ func (m *Model) onEnded(c, t int) {
 	switch rc.When {
 	case AllSucceeded:
 		if rc.Status == Pending {
-			m.skip(c, m.root(rt))
+			m.skip(c, m.root(rt), m.class(rt))
 		}
 	case AllDone:
 		if rc.Status == Pending && rc.unmet > 0 {
@@ -638,7 +661,7 @@ func (m *Model) maybeWorse(c, t int) {
 	if rc.settled || m.class(rt) >= m.class(rc) {
 		return
 	}
-	rc.Cause = m.root(rt)
+	m.blame(rc, m.root(rt), m.class(rt))
 	m.notes = append(m.notes, note{c, noteWorse})
 }
 
@@ -656,14 +679,14 @@ func (m *Model) decide(c, t int) {
 			rc.unmet = 0
 			m.eligible(c)
 		} else if rc.unmet--; rc.unmet == 0 {
-			m.skip(c, "")
+			m.skip(c, "", 2)
 		}
 	case NoneFailed, NoneFailedMinOneSuccess:
 		if class < 2 {
-			m.skip(c, m.root(m.Tasks[t]))
+			m.skip(c, m.root(m.Tasks[t]), class)
 		} else if rc.unmet--; rc.unmet == 0 {
 			if rc.When == NoneFailedMinOneSuccess && !slices.ContainsFunc(rc.deps, func(d int) bool { return m.Tasks[d].Status == Succeeded }) {
-				m.skip(c, "") // none succeeded: its own rule
+				m.skip(c, "", 2) // none succeeded: its own rule
 				return
 			}
 			m.eligible(c)
@@ -685,7 +708,7 @@ func (m *Model) released(c, t int) {
 		}
 		if rc.unmet--; rc.unmet == 0 {
 			if rc.When == AnyFailed {
-				m.skip(c, "")
+				m.skip(c, "", 2)
 				m.cascade()
 				return
 			}

@@ -122,6 +122,21 @@ func (m *Model) Rerun(ids []string, downstream bool) ([]string, error) {
 		}
 	}
 
+	// The skips that blame what re-opens keep their class.
+	causes := map[string]bool{}
+	for _, t := range order {
+		if !gone[t] {
+			causes[m.Tasks[t].ID] = true
+		}
+	}
+	for p := range joins {
+		causes[m.Tasks[p].ID] = true
+	}
+	for i, r := range m.Tasks {
+		if !r.Dropped && m.ByID[r.ID] == i && r.Status == Skipped && r.kept == 0 && causes[r.Cause] && !causes[r.ID] {
+			r.kept = m.classOfID(r.Cause) + 1
+		}
+	}
 	for _, p := range spawners {
 		m.dropFamily(p)
 	}
@@ -224,7 +239,7 @@ func (m *Model) reopen(t int) {
 	r := m.Tasks[t]
 	r.Status = Pending
 	r.Attempts = 0
-	r.Cause = ""
+	r.Cause, r.kept = "", 0
 	r.Reruns++
 	r.cancelReq = false
 	r.settled = false

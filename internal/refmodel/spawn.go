@@ -572,7 +572,7 @@ func (m *Model) notChosen(c, t int) {
 		return
 	}
 	rc.heard[t] = true
-	m.skip(c, m.Tasks[t].ID)
+	m.skip(c, m.Tasks[t].ID, 2) // a branch that succeeded
 	m.cascade()
 }
 
