@@ -166,10 +166,24 @@ func (g *stressGrowth) family(p string) []string {
 	return out
 }
 
+// redone returns the tasks a Rerun ran again: those it re-opened and
+// every task of their families, which a re-run spawner replaces.
+func (g *stressGrowth) redone(reopened map[string]bool) map[string]bool {
+	out := maps.Clone(reopened)
+	for id := range reopened {
+		for _, m := range g.family(id) {
+			out[m] = true
+		}
+	}
+	return out
+}
+
 // check checks that families are whole and that what a branch did not
 // choose never ran, from the functions' calls, Info and, if observed, the
-// events; all holds the accepted tasks and the children that joined.
-func (g *stressGrowth) check(s *coordinator.Scheduler, all map[string]stressTask, log []call, events []coordinator.Event) error {
+// events; all holds the accepted tasks and the children that joined, and
+// redone those a Rerun ran again (whose earlier calls are checked only
+// against what ran at their time).
+func (g *stressGrowth) check(s *coordinator.Scheduler, all map[string]stressTask, log []call, events []coordinator.Event, redone map[string]bool) error {
 	lastRet := map[string]int{}
 	ran := map[string]bool{}
 	for i, c := range log {
@@ -179,17 +193,26 @@ func (g *stressGrowth) check(s *coordinator.Scheduler, all map[string]stressTask
 			ran[c.id] = true
 		}
 	}
+	out := map[string]bool{}
 	for i, c := range log {
 		if c.ret {
+			out[c.id] = false
 			continue
 		}
 		for _, d := range all[c.id].deps {
 			for _, m := range g.family(d) {
-				if at, ok := lastRet[m]; ok && at > i && !all[m].timed {
+				if all[m].timed {
+					continue
+				}
+				if out[m] {
+					return fmt.Errorf("%s was called while %s, spawned under its dependency %s, was running: a family split", c.id, m, d)
+				}
+				if at, ok := lastRet[m]; ok && at > i && !redone[c.id] && !redone[m] {
 					return fmt.Errorf("%s was called before %s, spawned under its dependency %s, returned for the last time: a family split", c.id, m, d)
 				}
 			}
 		}
+		out[c.id] = true
 	}
 	finalAt := map[string]int{}
 	succeeded := map[string]bool{}
@@ -203,10 +226,15 @@ func (g *stressGrowth) check(s *coordinator.Scheduler, all map[string]stressTask
 					}
 				}
 			}
+		case coordinator.EventReopened:
+			delete(finalAt, e.TaskID)
+			delete(succeeded, e.TaskID)
 		case coordinator.EventSucceeded, coordinator.EventFailed, coordinator.EventCancelled, coordinator.EventSkipped:
 			finalAt[e.TaskID] = i
 			succeeded[e.TaskID] = e.Kind == coordinator.EventSucceeded
 		case coordinator.EventSpawned:
+			delete(finalAt, e.TaskID) // joined again, in a family that replaces one (Rerun)
+			delete(succeeded, e.TaskID)
 			if want := parentOf(e.TaskID); e.Parent != want {
 				return fmt.Errorf("%s spawned (event %d) with parent %q; want %q", e.TaskID, i, e.Parent, want)
 			}

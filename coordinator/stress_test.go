@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,6 +119,8 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 		})
 	}
 	rec := &calls{} // the functions' calls and returns, in either mode
+	ops := &opLog{rec: rec}
+	stressOps = ops
 	g := newStressGrowth()
 	accepted := map[string]stressTask{}
 	var ids []string    // accepted, for dependencies and cancels
@@ -179,6 +182,9 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 				err := s.Submit(batch...)
 				switch {
 				case err == nil:
+					for _, tk := range batch {
+						ops.add(fmt.Sprintf("submitted %s deps %v", tk.ID, tk.Deps), append([]string{tk.ID}, tk.Deps...)...)
+					}
 					mu.Lock()
 					for _, tk := range batch {
 						accepted[tk.ID] = stressTask{deps: tk.Deps, timed: tk.Timeout > 0}
@@ -196,13 +202,18 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 			}
 		})
 	}
-	// Cancellers, queriers, subscribers, waiters, and with flow control a
-	// pauser.
-	roles := 4
+	// Cancellers, queriers, subscribers, waiters, with flow control a
+	// pauser, and in some runs an operator who re-runs tasks (Rerun), alone
+	// or with their downstream.
+	roles := []string{"cancel", "info", "subscribe", "wait"}
 	if flow {
-		roles = 5
+		roles = append(roles, "pause")
 	}
-	for c := range roles {
+	reopened := map[string]bool{} // every task a Rerun re-opened
+	if r.IntN(2) == 0 {
+		roles = append(roles, "rerun")
+	}
+	for c, role := range roles {
 		cr := rand.New(rand.NewPCG(seed, uint64(100+c)))
 		wg.Go(func() {
 			for !stop.Load() {
@@ -215,12 +226,14 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 					id = kidIDs[cr.IntN(len(kidIDs))]
 				}
 				mu.Unlock()
-				switch c {
-				case 0:
-					s.Cancel(id)
-				case 1:
+				switch role {
+				case "cancel":
+					if s.Cancel(id) {
+						ops.add("cancelled "+id, id)
+					}
+				case "info":
 					s.Info(id)
-				case 2:
+				case "subscribe":
 					if !observe {
 						s.Counts() // a query of every task: no subscriber in this mode
 						break
@@ -228,11 +241,11 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 					unsub := s.Subscribe(func(coordinator.Event) {})
 					runtime.Gosched()
 					unsub()
-				case 3:
+				case "wait":
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cr.IntN(200))*time.Microsecond)
 					s.Wait(ctx)
 					cancel()
-				case 4:
+				case "pause":
 					pool := []string{"", "dev"}[cr.IntN(2)]
 					if err := s.Pause(pool); err != nil && !errors.Is(err, coordinator.ErrClosed) {
 						panic(fmt.Sprintf("Pause = %v", err))
@@ -241,6 +254,24 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 					if err := s.Resume(pool); err != nil && !errors.Is(err, coordinator.ErrClosed) {
 						panic(fmt.Sprintf("Resume = %v", err))
 					}
+				case "rerun":
+					if id == "" {
+						break
+					}
+					res, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{id}, Downstream: cr.IntN(2) == 0, By: "stress"})
+					switch {
+					case err == nil:
+						ops.add(fmt.Sprintf("Rerun(%s) re-opened %v", id, res.Reopened), append([]string{id}, res.Reopened...)...)
+						mu.Lock()
+						for _, x := range res.Reopened {
+							reopened[x] = true
+						}
+						mu.Unlock()
+					case errors.Is(err, coordinator.ErrNotRerunnable), errors.Is(err, coordinator.ErrUnknownTask), errors.Is(err, coordinator.ErrClosed):
+					default:
+						panic(fmt.Sprintf("Rerun(%s) = %v", id, err))
+					}
+					time.Sleep(time.Duration(cr.IntN(500)) * time.Microsecond) // an operator's pace: the test's input
 				}
 				runtime.Gosched()
 			}
@@ -257,19 +288,20 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 		return 0, 0, fmt.Errorf("second Shutdown = %v", err)
 	}
 	all := g.joined(s, accepted, rec.all(), log, observe) // with the children that joined the graph
-	if err := checkCalls(s, all, rec.all(), retain); err != nil {
+	redone := g.redone(reopened)
+	if err := checkCalls(s, all, rec.all(), retain, redone); err != nil {
 		return 0, 0, err
 	}
 	if err := checkFlow(rec.all(), keyLimit, workers); err != nil {
 		return 0, 0, err
 	}
-	if err := g.check(s, all, rec.all(), log); err != nil {
+	if err := g.check(s, all, rec.all(), log, redone); err != nil {
 		return 0, 0, err
 	}
 	if !observe {
 		return len(all), 0, nil
 	}
-	return len(all), len(log), checkLog(s, all, log, retain)
+	return len(all), len(log), checkLog(s, all, log, rec.all(), retain, reopened, redone)
 }
 
 // recordedFlow wraps a task's function to record its calls and returns,
@@ -321,12 +353,14 @@ func checkFlow(log []call, keyLimit, workers int) error {
 }
 
 // checkCalls checks, from the functions' own calls and from Info, what
-// must hold without any subscriber: a function is called only once each
-// dependency's function has returned for the last time (unless that one
-// has a timeout: an abandoned attempt returns late) and ended Succeeded;
-// never twice at once; every accepted task is final; a Succeeded task ran
-// and a Skipped one did not.
-func checkCalls(s *coordinator.Scheduler, accepted map[string]stressTask, log []call, retain bool) error {
+// must hold without any subscriber: a function is called only when no
+// call of each dependency is out and the last one returned nil (unless
+// that dependency has a timeout: an abandoned attempt returns late), and,
+// unless a Rerun ran either again (redone), once each dependency's
+// function has returned for the last time and ended Succeeded; never twice
+// at once; every accepted task is final; a Succeeded task ran and a
+// Skipped one did not, unless it was redone.
+func checkCalls(s *coordinator.Scheduler, accepted map[string]stressTask, log []call, retain bool, redone map[string]bool) error {
 	lastRet := map[string]int{}
 	for i, c := range log {
 		if c.ret {
@@ -337,32 +371,42 @@ func checkCalls(s *coordinator.Scheduler, accepted map[string]stressTask, log []
 	for id := range accepted {
 		if ti, ok := s.Info(id); ok {
 			infos[id] = ti
-		} else if !retain {
+		} else if !retain && !redone[id] { // a re-run spawner's new attempt may not spawn what its old one did
 			return fmt.Errorf("Info(%s): unknown, without retention", id)
 		}
 	}
 	ran := map[string]bool{}
 	out := map[string]bool{}
+	lastOK := map[string]bool{} // each task's last return so far returned nil
 	for i, c := range log {
 		if c.ret {
-			out[c.id] = false
+			out[c.id], lastOK[c.id] = false, c.ok
 			continue
 		}
 		if out[c.id] && !accepted[c.id].timed {
 			return fmt.Errorf("%s was called while an earlier call of it was out", c.id)
 		}
-		out[c.id], ran[c.id] = true, true
 		for _, d := range accepted[c.id].deps {
 			if accepted[d].timed {
 				continue
 			}
+			switch {
+			case out[d]:
+				return fmt.Errorf("%s was called while its dependency %s was running:\n%s", c.id, d, about(s, log, c.id, d))
+			case ran[d] && !lastOK[d]:
+				return fmt.Errorf("%s was called after its dependency %s's last call failed:\n%s", c.id, d, about(s, log, c.id, d))
+			}
+			if redone[c.id] || redone[d] {
+				continue
+			}
 			if at, ok := lastRet[d]; ok && at > i {
-				return fmt.Errorf("%s was called before its dependency %s returned for the last time", c.id, d)
+				return fmt.Errorf("%s was called before its dependency %s returned for the last time:\n%s", c.id, d, about(s, log, c.id, d))
 			}
 			if ti, ok := infos[d]; ok && ti.Status != coordinator.Succeeded {
-				return fmt.Errorf("%s ran though its dependency %s ended %v", c.id, d, ti.Status)
+				return fmt.Errorf("%s ran though its dependency %s ended %v:\n%s", c.id, d, ti.Status, about(s, log, c.id, d))
 			}
 		}
+		out[c.id], ran[c.id] = true, true
 	}
 	for id, ti := range infos {
 		switch {
@@ -370,7 +414,7 @@ func checkCalls(s *coordinator.Scheduler, accepted map[string]stressTask, log []
 			return fmt.Errorf("Info(%s) = %v after Shutdown; want final", id, ti.Status)
 		case ti.Status == coordinator.Succeeded && !ran[id]:
 			return fmt.Errorf("%s succeeded without its function being called", id)
-		case ti.Status == coordinator.Skipped && ran[id]:
+		case ti.Status == coordinator.Skipped && ran[id] && !redone[id]:
 			return fmt.Errorf("%s was skipped after its function was called", id)
 		}
 	}
@@ -410,10 +454,18 @@ func stressRun(r *rand.Rand) (run func(context.Context) error, blocks bool) {
 	return func(context.Context) error { return nil }, false
 }
 
-func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []coordinator.Event, retain bool) error {
+// checkLog checks the events: each task's are in order (started only
+// once its dependencies succeeded, never twice at once, nothing started
+// after Shutdown began cancelling), it ends once, and again after each
+// EventReopened (a Rerun, which re-opens only final tasks that did not
+// succeed, each named in reopened) or a new EventSpawned (a family a
+// re-run spawner spawned again, redone), and its last end is what Info
+// says.
+func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []coordinator.Event, calls []call, retain bool, reopened, redone map[string]bool) error {
 	finals := map[string]coordinator.EventKind{}
 	count := map[string]int{}
 	succeeded := map[string]bool{}
+	endedBadly := map[string]bool{} // failed or cancelled once
 	out := map[string]bool{}
 	closedAt := -1
 	for i, e := range log {
@@ -434,7 +486,7 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 			}
 			for _, d := range accepted[id].deps {
 				if !succeeded[d] {
-					return fmt.Errorf("%s started (event %d) before its dependency %s succeeded", id, i, d)
+					return fmt.Errorf("%s started (event %d) before its dependency %s succeeded; their events:\n%s%s", id, i, d, eventsOf(log[:i+1], id, d), about(s, calls, id, d))
 				}
 			}
 			if out[id] {
@@ -444,23 +496,47 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 		case coordinator.EventRetrying, coordinator.EventRecurred, coordinator.EventJoining:
 			out[id] = false
 		case coordinator.EventSpawned:
+			if count[id] > 0 && redone[id] { // joined again, in a family that replaces one (Rerun)
+				count[id], succeeded[id] = 0, false
+			}
+		case coordinator.EventReopened:
+			switch {
+			case count[id] != 1 || succeeded[id]:
+				return fmt.Errorf("%s re-opened (event %d) after %d final events, the last %v: want one, not a success", id, i, count[id], finals[id])
+			case !reopened[id] || e.Cause != "stress":
+				return fmt.Errorf("%s re-opened (event %d) by %q; Rerun did not say it re-opened it (%v)", id, i, e.Cause, reopened[id])
+			}
+			count[id] = 0
 		default:
 			if count[id]++; count[id] > 1 {
-				return fmt.Errorf("%s: a second final event (%d: %v)", id, i, e.Kind)
+				ids := append([]string{id, parentOf(id)}, accepted[id].deps...)
+				for _, f := range log[:i] {
+					if f.TaskID == id && f.Cause != "" && !slices.Contains(ids, f.Cause) {
+						ids = append(ids, f.Cause) // whom it blamed
+					}
+				}
+				return fmt.Errorf("%s: a second final event (%d: %v); its events:\n%s%s", id, i, e.Kind, eventsOf(log[:i+1], ids...), about(s, calls, ids...))
 			}
 			out[id] = false
 			finals[id] = e.Kind
 			succeeded[id] = e.Kind == coordinator.EventSucceeded
+			if e.Kind == coordinator.EventFailed || e.Kind == coordinator.EventCancelled {
+				endedBadly[id] = true
+			}
 			switch e.Kind {
 			case coordinator.EventCancelled:
 				if errors.Is(e.Err, coordinator.ErrClosed) && closedAt < 0 {
 					closedAt = i
 				}
 			case coordinator.EventSkipped:
+				// The cause failed or was cancelled, or is a branch not
+				// taken; or it did once, and a Rerun re-opened it since:
+				// a skip that blames it keeps its end (the cause named by
+				// a later skip downstream of it too).
 				k := finals[e.Cause]
 				notChosen := k == coordinator.EventSucceeded && errors.Is(e.Err, coordinator.ErrNotChosen) // a branch not taken
-				if k != coordinator.EventFailed && k != coordinator.EventCancelled && !notChosen {
-					return fmt.Errorf("%s skipped (event %d) because of %q, which had not failed or been cancelled, nor was a branch not taken (%v)", id, i, e.Cause, k)
+				if k != coordinator.EventFailed && k != coordinator.EventCancelled && !notChosen && !(reopened[e.Cause] && endedBadly[e.Cause]) {
+					return fmt.Errorf("%s skipped (event %d) because of %q, which had not failed or been cancelled, nor was a branch not taken (%v); their events:\n%s", id, i, e.Cause, k, eventsOf(log[:i+1], append([]string{id, e.Cause}, accepted[id].deps...)...))
 				}
 			}
 		}
@@ -474,7 +550,7 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 		}
 		info, found := s.Info(id)
 		if !found {
-			if !retain {
+			if !retain && !redone[id] {
 				return fmt.Errorf("Info(%s): unknown, without retention", id)
 			}
 			continue
@@ -484,4 +560,88 @@ func checkLog(s *coordinator.Scheduler, accepted map[string]stressTask, log []co
 		}
 	}
 	return nil
+}
+
+// eventsOf lists the events of log about the tasks ids, one a line, for
+// a failure's message.
+func eventsOf(log []coordinator.Event, ids ...string) string {
+	var b strings.Builder
+	for i, e := range log {
+		if slices.Contains(ids, e.TaskID) {
+			fmt.Fprintf(&b, "  %d: %s %v cause=%q err=%v\n", i, e.TaskID, e.Kind, e.Cause, e.Err)
+		}
+	}
+	return b.String()
+}
+
+// opLog is what a stress run's producers and operators did, each entry
+// placed among the functions' calls (the length of the call log then),
+// for a failure's message.
+type opLog struct {
+	rec *calls
+	mu  sync.Mutex
+	ops []opEntry
+}
+
+type opEntry struct {
+	at   int // calls logged before it
+	text string
+	ids  []string
+}
+
+func (o *opLog) add(text string, ids ...string) {
+	o.rec.mu.Lock()
+	at := len(o.rec.log)
+	o.rec.mu.Unlock()
+	o.mu.Lock()
+	o.ops = append(o.ops, opEntry{at, text, ids})
+	o.mu.Unlock()
+}
+
+// stressOps is the running stress run's opLog (TestConcurrentStress runs
+// one at a time).
+var stressOps *opLog
+
+// about tells what is known of the tasks ids after a run, for a failure's
+// message: their calls and what was done to them, Info and History.
+func about(s *coordinator.Scheduler, log []call, ids ...string) string {
+	var b strings.Builder
+	var ops []opEntry
+	if stressOps != nil {
+		stressOps.mu.Lock()
+		ops = slices.Clone(stressOps.ops)
+		stressOps.mu.Unlock()
+	}
+	k := 0
+	for i, c := range log {
+		for ; k < len(ops) && ops[k].at <= i; k++ {
+			if slices.ContainsFunc(ops[k].ids, func(id string) bool { return slices.Contains(ids, id) }) {
+				fmt.Fprintf(&b, "  op: %s\n", ops[k].text)
+			}
+		}
+		if slices.Contains(ids, c.id) {
+			fmt.Fprintf(&b, "  call %d: %s ret=%v ok=%v\n", i, c.id, c.ret, c.ok)
+		}
+	}
+	for ; k < len(ops); k++ {
+		if slices.ContainsFunc(ops[k].ids, func(id string) bool { return slices.Contains(ids, id) }) {
+			fmt.Fprintf(&b, "  op: %s\n", ops[k].text)
+		}
+	}
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		info, found := s.Info(id)
+		if !found {
+			fmt.Fprintf(&b, "  %s: unknown (forgotten)\n", id)
+			continue
+		}
+		fmt.Fprintf(&b, "  %s: %v cause=%q err=%v reruns=%d parent=%q\n", id, info.Status, info.Cause, info.Err, info.Reruns, info.Parent)
+		h, _ := s.History(id)
+		for _, a := range h.Attempts {
+			fmt.Fprintf(&b, "    rerun %d run %d attempt %d: %v %v\n", a.Rerun, a.Run, a.Attempt, a.Outcome, a.Err)
+		}
+	}
+	return b.String()
 }
