@@ -473,3 +473,54 @@ func TestRerunLeavesASkipAsItWas(t *testing.T) {
 		check(s2, "2")
 	})
 }
+
+// A re-run tells its end only to what depends on it now: d, skipped when
+// a failed, is forgotten while a is kept (a was re-run later, so its
+// retention time is later), and n, submitted after with no dependencies,
+// may take d's place in memory. When a is re-run and fails again, n (which
+// waits for its delay) is not skipped, and when it is due it runs.
+func TestRerunEndReachesOnlyItsDependents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithRetention(time.Minute))
+		a := newBroken()
+		if err := s.Submit(coordinator.Task{ID: "a", Run: a.run}, coordinator.Task{ID: "d", Deps: []string{"a"}, Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		time.Sleep(30 * time.Second)
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		time.Sleep(40 * time.Second) // d's retention is up, a's is not
+		if _, found := s.Info("d"); found {
+			t.Fatal("d is still kept; the test needs it forgotten")
+		}
+		var ran atomic.Int32
+		for i := range 8 { // several, so that one takes d's record
+			id := "n" + string(rune('0'+i))
+			err := s.Submit(coordinator.Task{ID: id, Delay: time.Hour, Run: func(context.Context) error { ran.Add(1); return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // a has ended; the n wait for their delay
+		if st := status(t, s, "a"); st != coordinator.Failed {
+			t.Fatalf("a = %v; want failed again", st)
+		}
+		for i := range 8 {
+			id := "n" + string(rune('0'+i))
+			if info, _ := s.Info(id); info.Status.Final() {
+				t.Errorf("Info(%s) = %v cause %q; want it waiting for its delay", id, info.Status, info.Cause)
+			}
+		}
+		time.Sleep(time.Hour)
+		settle(t, s)
+		if ran.Load() != 8 {
+			t.Errorf("%d of 8 delayed tasks ran", ran.Load())
+		}
+	})
+}
