@@ -185,6 +185,9 @@ func replicaChild() int {
 		replica.WithScheduler(coordinator.WithWorkers(4), coordinator.WithFunc("local", local),
 			coordinator.WithMiddleware(dispatch)),
 		replica.WithNotify(func(n replica.Notice) {
+			if n.Quarantined != nil {
+				return // logged at Warn: not a change of role
+			}
 			out.Lock()
 			defer out.Unlock()
 			pn := notice{Replica: name, Role: n.Role.String(), Term: n.Term, Leader: n.Leader, At: n.At.UnixNano(),

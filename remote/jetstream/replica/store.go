@@ -614,8 +614,9 @@ func (s *Store) follow(ctx context.Context) (uint64, error) {
 
 // read follows the log from after applied (the stream's last sequence
 // was last when it began) and returns true when it is time to claim,
-// with where the log ended then, or false to start again (the view lost
-// its footing).
+// with the last sign of life read then (view.lastLife: the claim is not
+// made if another comes meanwhile), or false to start again (the view
+// lost its footing).
 func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, claim bool, err error) {
 	cfg := njs.OrderedConsumerConfig{}
 	if applied > 0 {
@@ -628,6 +629,7 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 	type note struct {
 		caughtUp bool
 		broken   bool
+		life     bool // a replica's message came (not only quarantined ones)
 	}
 	notes := make(chan note, 1)
 	var (
@@ -643,12 +645,14 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 		if rerr != nil {
 			s.cfg.logger.Warn("replica: reading the log", "store", s.name, "error", rerr)
 		}
-		if errors.Is(rerr, errStray) {
+		junk := errors.Is(rerr, errJunk)
+		if junk || errors.Is(rerr, errStray) {
 			rerr = nil // skipped: the view reads on
 		}
 		nmu.Lock()
-		latest = note{caughtUp: md.NumPending == 0, broken: latest.broken || rerr != nil}
+		latest = note{caughtUp: md.NumPending == 0, broken: latest.broken || rerr != nil, life: latest.life || !junk}
 		n := latest
+		latest.life = false
 		nmu.Unlock()
 		select {
 		case notes <- n:
@@ -673,7 +677,10 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 	caughtUp := applied >= last
 	silence := time.NewTimer(s.cfg.lease)
 	defer silence.Stop()
-	seen := applied // where the log ended when silence was last armed
+	// The last sign of life when silence was last armed: messages that
+	// were quarantined do not count, so that answers aimed at the log
+	// cannot keep a dead leader's store from being taken over.
+	seen := s.view.lastLife()
 	rearm := func() {
 		if !silence.Stop() {
 			select {
@@ -682,16 +689,16 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 			}
 		}
 		silence.Reset(s.cfg.lease)
-		seen, _, _, _, _ = s.view.position()
+		seen = s.view.lastLife()
 	}
 	for {
 		if caughtUp {
-			at, synced, _, _, resign := s.view.position()
+			_, synced, _, _, resign := s.view.position()
 			if !synced {
 				return 0, false, nil
 			}
-			if last == 0 || resign {
-				return at, true, nil // nobody leads
+			if s.view.lastLife() == 0 || resign {
+				return s.view.lastLife(), true, nil // nobody leads
 			}
 		}
 		select {
@@ -700,35 +707,38 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 				return 0, false, nil
 			}
 			caughtUp = n.caughtUp
-			rearm()
-			last = 1 // the log is not empty
+			if n.life {
+				rearm()
+			}
 		case <-silence.C:
-			at, synced, _, _, _ := s.view.position()
-			if caughtUp && at == seen {
-				return at, synced, nil
+			_, synced, _, _, _ := s.view.position()
+			life := s.view.lastLife()
+			if caughtUp && life == seen {
+				return life, synced, nil
 			}
 			// Not caught up, or something came in that the silence did
 			// not cover yet (its note is on its way): a lease more.
 			silence.Reset(s.cfg.lease)
-			seen = at
+			seen = life
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
 		}
 	}
 }
 
-// claim appends a term message where the log ended (at) when follow
-// decided to claim, and returns true if it landed: this Store leads,
-// from then on. If the view read more since (a message came in between
-// the decision and the follower's stop: another replica's claim, say), it
-// does not claim: the leader, if any, has just shown life.
+// claim appends a term message where the log ends, follow having
+// decided to claim when the last sign of life it had read was at, and
+// returns true if it landed: this Store leads, from then on. If the view
+// read a sign of life since (a message came in between the decision and
+// the follower's stop: another replica's claim, say), it does not claim:
+// the leader, if any, has just shown life.
 func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.ended {
 		return false, fmt.Errorf("store %q: %w", s.name, ErrClosed)
 	}
-	if now, _, _, _, _ := s.view.position(); now != at {
+	if s.view.lastLife() != at {
 		return false, nil
 	}
 	seq, sent, err := s.appendLocked(kindTerm, nil, nil)
@@ -861,6 +871,11 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 		switch {
 		case rerr == nil && found && ours:
 			return expected + uint64(len(parts)), sent, nil
+		case rerr == nil && found && s.skipJunk(at):
+			// No replica wrote what took this append's place: an answer
+			// aimed at the log. Quarantined; append after it, at once.
+			expected = at.Sequence
+			continue
 		case rerr == nil && found:
 			return 0, sent, fmt.Errorf("%w: store %q: term %d's append %s expected the log to end at %d; %s (term %s) appended there",
 				ErrFenced, s.name, s.term, kind, expected, at.Header.Get(hdrLeader), termOf(at))
@@ -877,6 +892,26 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 
 func (s *Store) appendLocked(kind string, body []byte, extra nats.Header) (uint64, time.Time, error) {
 	return s.appendLockedFor(kind, body, extra, s.cfg.maxOutage)
+}
+
+// skipJunk reads m, the message after the end this Store's append
+// expected, into the view if no replica wrote it in the log's current
+// term (view.junkLocked): it is quarantined, and the append goes after
+// it. It returns false, reading nothing, for a replica's message.
+// Guarded by mu.
+func (s *Store) skipJunk(m *njs.RawStreamMsg) bool {
+	lm := logMsg{seq: m.Sequence, kind: kindOf(m.Subject), header: m.Header, data: m.Data}
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	if lm.kind != kindTerm && lm.kind != kindBeat && lm.kind != kindCommit && lm.kind != kindSnap {
+		lm.kind = "?" + lm.kind // a stray (an older stream's subjects): not a replica's either
+	} else if s.view.junkLocked(lm) == "" {
+		return false
+	}
+	if err := s.view.readLocked(lm); err != nil {
+		s.cfg.logger.Warn("replica: quarantined", "store", s.name, "term", s.term, "error", err)
+	}
+	return true
 }
 
 // termOf reads the term a log message names (its own sequence for a term
@@ -993,7 +1028,8 @@ func ReadRecords(ctx context.Context, nc *nats.Conn, name string, fn func(key, v
 			if err != nil {
 				return err
 			}
-			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil && !errors.Is(err, errStray) {
+			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil &&
+				!errors.Is(err, errStray) && !errors.Is(err, errJunk) {
 				return fmt.Errorf("%w: store %q: %v", coordinator.ErrStoreCorrupt, name, err)
 			}
 		}

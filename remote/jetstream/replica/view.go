@@ -39,6 +39,8 @@ type view struct {
 	bytes   int64             // bytes read or written since the last snapshot (with msgOverhead each)
 	snap    int64             // the size of the last snapshot read or written
 	strays  int               // messages of unknown kinds skipped (errStray)
+	life    uint64            // the sequence of the last message a replica wrote (not quarantined): a sign of life
+	quar    quarantine        // what was quarantined (kept across resets: it is a report)
 }
 
 // msgOverhead is what a log message costs beyond its body, for
@@ -76,10 +78,16 @@ func (v *view) read(m logMsg) error {
 
 func (v *view) readLocked(m logMsg) error {
 	if m.seq != v.applied+1 {
-		v.synced, v.pnext, v.partial = false, 0, nil
+		// A gap: the term the log is in is unknown until a message says.
+		v.synced, v.pnext, v.partial, v.term = false, 0, nil, 0
 	}
 	v.applied = m.seq
 	v.bytes += int64(len(m.data)) + msgOverhead
+	if reason := v.junkLocked(m); reason != "" {
+		v.quar.add(Quarantined{Seq: m.seq, Kind: m.kind, Reason: reason, Data: m.data})
+		return fmt.Errorf("%w: message %d on %q: %s", errJunk, m.seq, m.kind, reason)
+	}
+	v.life = m.seq
 	switch m.kind {
 	case kindTerm:
 		v.leader, v.resign = m.header.Get(hdrLeader), m.header.Get(hdrResign) == "1"
@@ -151,6 +159,52 @@ func (v *view) readLocked(m logMsg) error {
 	return nil
 }
 
+// junkLocked says why m is not a message a replica of the store wrote
+// in its current term ("" if it is one): every message a replica appends
+// names its writer (Baton-Leader) and the append (Baton-Id, on its first
+// part), and every one but a claim names its term (Baton-Term), which
+// must be the term the log is in. Nothing else is applied: a JetStream
+// API answer or any responder's answer that a requester aimed at the
+// log's subjects (its reply subject) carries none of these headers, and
+// a message of a deposed term cannot have landed after a claim (every
+// append expects the log's end), so it can only be a copy. Guarded by
+// mu.
+func (v *view) junkLocked(m logMsg) string {
+	h := m.header
+	switch {
+	case m.kind != kindTerm && m.kind != kindBeat && m.kind != kindCommit && m.kind != kindSnap:
+		return "" // a stray: skipped by the reading rules, reported once
+	case !validHeader(h.Get(hdrLeader)):
+		return "no writer (Baton-Leader): not a replica's append"
+	}
+	first := true
+	if m.kind == kindCommit || m.kind == kindSnap {
+		if i, _, err := parsePart(h); err == nil && i > 1 {
+			first = false
+		}
+	}
+	if first && h.Get(hdrID) == "" {
+		return "no append ID (Baton-Id): not a replica's append"
+	}
+	t := h.Get(hdrTerm)
+	if m.kind == kindTerm && h.Get(hdrResign) != "1" {
+		if t != "" {
+			return "a claim that names a term"
+		}
+		return "" // a claim: its own sequence is the term
+	}
+	term, err := strconv.ParseUint(t, 10, 64)
+	switch {
+	case err != nil || term == 0:
+		return fmt.Sprintf("no term (Baton-Term %q)", t)
+	case term >= m.seq:
+		return fmt.Sprintf("term %d, which begins after it", term)
+	case v.term != 0 && term != v.term:
+		return fmt.Sprintf("term %d while the log is in term %d", term, v.term)
+	}
+	return ""
+}
+
 // noteWriter records the term and writer of a message that carries them.
 func (v *view) noteWriter(h nats.Header) {
 	if t, err := strconv.ParseUint(h.Get(hdrTerm), 10, 64); err == nil {
@@ -171,7 +225,7 @@ func (v *view) applyLocked(body []byte) error {
 func (v *view) appended(seq uint64, kind string, body []byte, size int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.applied = seq
+	v.applied, v.life = seq, seq
 	switch kind {
 	case kindSnap:
 		v.bytes, v.snap = 0, size
@@ -181,6 +235,15 @@ func (v *view) appended(seq uint64, kind string, body []byte, size int64) {
 	default:
 		v.bytes += size
 	}
+}
+
+// lastLife returns the sequence of the last message of a replica read or
+// appended: what a standby's silence is measured from (quarantined
+// messages are no sign of life).
+func (v *view) lastLife() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.life
 }
 
 // position returns the last sequence read, whether the records are known
@@ -201,7 +264,7 @@ func (v *view) reset() {
 	v.data, v.applied, v.synced = map[string][]byte{}, 0, true
 	v.term, v.leader, v.resign = 0, "", false
 	v.partial, v.pkind, v.pnext = nil, "", 0
-	v.bytes, v.snap, v.strays = 0, 0, 0
+	v.bytes, v.snap, v.strays, v.life = 0, 0, 0, 0
 }
 
 // records calls fn with every record in ascending key order.
