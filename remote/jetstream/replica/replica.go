@@ -178,6 +178,12 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{}),
 		handled: make(chan struct{}, 1)}
+	lead, err := nc.Subscribe(leadSubject(name), r.answerLead)
+	if err != nil {
+		stop()
+		client.Close()
+		return nil, err
+	}
 	r.view.quar.wake = make(chan struct{}, 1)
 	told := make(chan struct{})
 	go func() {
@@ -197,6 +203,7 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	}()
 	go func() {
 		r.run(ctx)
+		_ = lead.Unsubscribe()
 		<-told
 		close(r.done)
 	}()
@@ -249,7 +256,11 @@ func (r *Replica) run(ctx context.Context) {
 			leader = ""
 		}
 		r.notify(Notice{Role: Standby, Term: led, Leader: leader, Err: why})
-		st := newStore(r.nc, r.name, r.cfg, r.view)
+		lc := r.cfg.logConn
+		if lc == nil {
+			lc = r.nc
+		}
+		st := newStore(lc, r.name, r.cfg, r.view)
 		if err := st.campaign(ctx); err != nil {
 			st.Close()
 			return
@@ -661,6 +672,20 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// answerLead answers a Client's question: who leads? From the log as
+// this replica has read it (or, leading, written it).
+func (r *Replica) answerLead(m *nats.Msg) {
+	if !validReply(m.Reply) {
+		r.cfg.logger.Warn("replica: a request whose reply subject is not an inbox: refused, unread", "store", r.name, "reply", m.Reply)
+		return
+	}
+	_, _, term, leader, resign := r.view.position()
+	b, err := json.Marshal(leadAnswer{Term: term, Leader: leader, Resigned: resign})
+	if err == nil {
+		_ = r.nc.Publish(m.Reply, b)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -50,6 +51,7 @@ type config struct {
 	compactAfter int64         // compaction's least growth
 	logger       *slog.Logger
 	// Replica only.
+	logConn  *nats.Conn // the log's connection (nil: New's)
 	sched    []coordinator.Option
 	remote   []remotePool
 	notify   func(Notice)
@@ -87,6 +89,28 @@ func WithLease(d time.Duration) Option {
 			return fmt.Errorf("%w: WithLease(%v): need at least %v", ErrInvalidOption, d, MinLease)
 		}
 		c.lease = d
+		return nil
+	}
+}
+
+// WithLogConnection makes a Replica read and append its store's log
+// through lc, and nothing else: its pools, its Client and the requests
+// it answers keep New's connection. Give lc a user of a NATS account of
+// its own (LogPermissions), which only the store's replicas use, and New's
+// connection a user of the account the workers and clients share: no
+// requester can then aim an answer at the log, since JetStream and every
+// responder answer within the requester's account (docs/distributed.md
+// has a ready configuration). Without it, the log shares New's
+// connection and account, and a message a requester makes land on the
+// log's subjects is quarantined (see Quarantined). lc must reconnect
+// (nats.MaxReconnects(-1)); the Replica never closes it. ReadRecords
+// needs a connection of the log's account too.
+func WithLogConnection(lc *nats.Conn) Option {
+	return func(c *config) error {
+		if lc == nil {
+			return fmt.Errorf("%w: WithLogConnection(nil)", ErrInvalidOption)
+		}
+		c.logConn = lc
 		return nil
 	}
 }
@@ -572,6 +596,7 @@ func (s *Store) campaign(ctx context.Context) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
+	var backoff time.Duration
 	for {
 		at, err := s.follow(ctx)
 		if err != nil {
@@ -580,6 +605,16 @@ func (s *Store) campaign(ctx context.Context) error {
 		won, err := s.claim(ctx, at)
 		if won || err != nil {
 			return err
+		}
+		// A claim that did not land: another's came first, or this
+		// replica could not reach the log, or read it late. It follows
+		// again after a pause that grows with each claim in a row that
+		// fails (a quarter of a lease, doubling up to four leases, a
+		// random part of it), so that replicas that cannot reach one
+		// another do not claim in a storm.
+		backoff = min(max(2*backoff, s.cfg.lease/4), 4*s.cfg.lease)
+		if !sleep(ctx, backoff/2+mrand.N(backoff/2+1)) {
+			return ctx.Err()
 		}
 	}
 }
@@ -741,7 +776,22 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	if s.view.lastLife() != at {
 		return false, nil
 	}
-	seq, sent, err := s.appendLocked(kindTerm, nil, nil)
+	// The log itself, not this replica's reading of it, must be silent:
+	// a follower that fell behind (its consumer stalled, its connection
+	// held) has read nothing for a lease while the leader wrote on. One
+	// that cannot reach the stream does not claim.
+	if !s.nc.IsConnected() {
+		return false, nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, max(s.cfg.lease/2, time.Second))
+	info, err := s.stream.Info(ictx)
+	cancel()
+	if applied, _, _, _, _ := s.view.position(); err != nil || info.State.LastSeq != applied {
+		return false, nil
+	}
+	// One try: a claim that cannot be confirmed at once is given up, and
+	// made again, if still due, after the next lease of silence.
+	seq, sent, err := s.appendLockedFor(kindTerm, nil, nil, 0)
 	switch {
 	case errors.Is(err, ErrFenced):
 		return false, nil // another got there first
@@ -871,6 +921,9 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 		switch {
 		case rerr == nil && found && ours:
 			return expected + uint64(len(parts)), sent, nil
+		case rerr == nil && found && at == nil:
+			return 0, sent, fmt.Errorf("%w: store %q: term %d's append %s expected the log to end at %d; the log has moved on since, and a compaction purged what came after it",
+				ErrFenced, s.name, s.term, kind, expected)
 		case rerr == nil && found && s.skipJunk(at):
 			// No replica wrote what took this append's place: an answer
 			// aimed at the log. Quarantined; append after it, at once.
@@ -971,14 +1024,22 @@ func (s *Store) publish(kind string, parts [][]byte, expected uint64, id string,
 }
 
 // landed looks at the message after expected: found, and whether it is
-// the first message of the append named id.
+// the first message of the append named id. Found with no message: the
+// log ends past expected, and what came after it was purged (a
+// compaction of another leader's: not this append).
 func (s *Store) landed(expected uint64, id string, timeout time.Duration) (*njs.RawStreamMsg, bool, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	m, err := s.stream.GetMsg(ctx, expected+1)
 	switch {
 	case errors.Is(err, njs.ErrMsgNotFound):
-		return nil, false, false, nil
+		// Nothing there yet, or something that a compaction purged since:
+		// the log then ends past it.
+		info, err := s.stream.Info(ctx)
+		if err != nil {
+			return nil, false, false, err
+		}
+		return nil, false, info.State.LastSeq > expected, nil
 	case err != nil:
 		return nil, false, false, err
 	}

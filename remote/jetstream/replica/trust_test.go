@@ -137,7 +137,8 @@ func noRoleChange(t *testing.T, ch <-chan replica.Notice, who string) {
 // A worker aims JetStream's answers to its allowed API requests
 // (CONSUMER.INFO of its own pool) at the log's term and commit subjects,
 // over and over, and a client aims the leader's answers (Info) at the
-// log's commit and beat subjects: the leader answers no reply subject
+// log's commit and beat subjects (a client has no JetStream rights at
+// all, and cannot say a leader is ready): the leader answers no reply subject
 // but an inbox (nothing of it reaches the log), and JetStream's answers,
 // which land in the log, are quarantined by every replica. The leader
 // keeps its term throughout (no fence at will), the graph runs, and
@@ -159,8 +160,13 @@ func TestNoClientOrWorkerCanWriteTheLog(t *testing.T) {
 	defer cl.Close()
 	rig.run(t, cl, "before")
 
-	// The client: the leader's answers aimed at the log.
-	cnc := rig.as(t, "client")
+	// The client: no JetStream request at all (it could aim the answer
+	// at the log), and the leader's answers aimed at the log.
+	cnc, cviol := violations(t, rig.url, "client", "_INBOX_client")
+	cnc.PublishRequest("$JS.API.STREAM.INFO.BATON_"+store+"_LOG", "baton."+store+".log.commit", nil)
+	recvViolation(t, cviol, "the client asking JetStream for the log's stream")
+	cnc.Publish("baton."+store+".ready", []byte("1"))
+	recvViolation(t, cviol, "the client saying a leader is ready")
 	info := []byte(`{"op":"info","ids":["before-local"]}`)
 	for i := range 10 {
 		for _, kind := range []string{"commit", "beat", "term"} {
