@@ -74,11 +74,13 @@ const (
 
 // Headers of log messages.
 const (
-	hdrTerm     = "Baton-Term"   // the writer's term (absent on a term message that begins one)
-	hdrLeader   = "Baton-Leader" // the writer's name (WithName)
-	hdrPart     = "Baton-Part"   // "i/n": part i of a record in n messages (absent: 1/1)
-	hdrID       = "Baton-Id"     // names an append, to tell after an error whether it landed
-	hdrResign   = "Baton-Resign" // "1" on a term message: the leader resigned (Close)
+	hdrTerm     = "Baton-Term"           // the writer's term (absent on a term message that begins one)
+	hdrLeader   = "Baton-Leader"         // the writer's name (WithName)
+	hdrPart     = "Baton-Part"           // "i/n": part i of a record in n messages (absent: 1/1)
+	hdrID       = "Baton-Id"             // names an append, to tell after an error whether it landed
+	hdrResign   = "Baton-Resign"         // "1" on a term message: the leader resigned (Close)
+	hdrQuar     = "Baton-Quarantine"     // on a commit that takes a record the scheduler refused out of the store: why
+	hdrQuarKey  = "Baton-Quarantine-Key" // its key, as Go quotes it (strconv.Quote)
 	hdrExpected = "Nats-Expected-Last-Sequence"
 	hdrBatchID  = "Nats-Batch-Id"
 	hdrBatchSeq = "Nats-Batch-Sequence"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	mrand "math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -250,6 +251,7 @@ func (r *Replica) notify(n Notice) {
 func (r *Replica) run(ctx context.Context) {
 	var led uint64
 	var why error
+	failed := 0 // takeovers in a row that failed
 	for {
 		_, _, _, leader, resign := r.view.position()
 		if resign {
@@ -273,11 +275,18 @@ func (r *Replica) run(ctx context.Context) {
 			}
 			why = err
 			r.cfg.logger.Warn("replica: could not lead", "store", r.name, "term", led, "error", err)
-			if !sleep(ctx, r.cfg.lease) { // let another replica try
+			// Let another replica try: a lease, doubling with each
+			// takeover in a row that failed up to eight, a random part
+			// of it (a record its scheduler refused was taken out of the
+			// store: the next takeover goes without it).
+			failed++
+			wait := r.cfg.lease << min(failed-1, 3)
+			if !sleep(ctx, wait/2+mrand.N(wait/2+1)) {
 				return
 			}
 			continue
 		}
+		failed = 0
 		done, stopped := st.stopped()
 		select {
 		case <-done:

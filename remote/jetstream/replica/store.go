@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -336,7 +338,50 @@ func (s *Store) Load(fn func(key, value []byte) error) error {
 			return err
 		}
 	}
-	return s.view.records(fn)
+	var key, value []byte
+	err := s.view.records(func(k, v []byte) error {
+		err := fn(k, v)
+		if err != nil {
+			key, value = k, v
+		}
+		return err
+	})
+	if err != nil && key != nil && errors.Is(err, coordinator.ErrStoreCorrupt) && !errors.Is(err, coordinator.ErrStoreVersion) {
+		s.quarantineRecord(key, value, err)
+	}
+	return err
+}
+
+// quarantineRecord takes the record key, which the scheduler refused to
+// restore (err), out of the store, while this Store leads: a commit that
+// deletes it, its Baton-Quarantine header saying why, so that the next
+// restore (this replica's or another's) goes on without it rather than
+// every replica failing on it for ever. A record of a later format
+// (coordinator.ErrStoreVersion) is never taken out: a newer replica can
+// read it. The quarantine is reported (see Quarantined).
+func (s *Store) quarantineRecord(key, value []byte, why error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.leading {
+		return
+	}
+	body := encodeChanges(&coordinator.Changes{Deletes: [][]byte{key}})
+	reason := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == 0 {
+			return ' '
+		}
+		return r
+	}, why.Error())
+	hdr := nats.Header{hdrQuar: []string{strings.TrimSpace(reason)}, hdrQuarKey: []string{strconv.Quote(string(key))}}
+	seq, sent, err := s.appendLocked(kindCommit, body, hdr)
+	if err != nil {
+		s.stopLocked(err)
+		s.cfg.logger.Warn("replica: could not take a record the scheduler refused out of the store", "store", s.name, "key", string(key), "error", err)
+		return
+	}
+	s.view.appended(seq, kindCommit, body, int64(len(body))+msgOverhead)
+	s.renew(sent)
+	s.view.quar.add(Quarantined{Seq: seq, Kind: kindCommit, Reason: reason, Key: bytes.Clone(key), Data: value})
 }
 
 // Commit appends c to the log as one record: one message, or an atomic

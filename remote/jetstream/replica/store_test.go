@@ -78,6 +78,7 @@ type logEntry struct {
 	kind, leader string
 	term         string
 	resign       bool
+	quarantine   string // Baton-Quarantine: a commit that took a record out
 }
 
 func logOf(t *testing.T, nc *nats.Conn, store string) []logEntry {
@@ -104,7 +105,7 @@ func logOf(t *testing.T, nc *nats.Conn, store string) []logEntry {
 		}
 		kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		out = append(out, logEntry{seq: seq, kind: kind, leader: m.Header.Get("Baton-Leader"),
-			term: m.Header.Get("Baton-Term"), resign: m.Header.Get("Baton-Resign") == "1"})
+			term: m.Header.Get("Baton-Term"), resign: m.Header.Get("Baton-Resign") == "1", quarantine: m.Header.Get("Baton-Quarantine")})
 	}
 	return out
 }

@@ -156,6 +156,11 @@ func (v *view) readLocked(m logMsg) error {
 		v.synced = false
 		return fmt.Errorf("commit ending at %d: %w", m.seq, err)
 	}
+	if why := m.header.Get(hdrQuar); why != "" {
+		// A leader took a record its scheduler refused out of the store.
+		key, _ := strconv.Unquote(m.header.Get(hdrQuarKey))
+		v.quar.add(Quarantined{Seq: m.seq, Kind: m.kind, Reason: why, Key: []byte(key)})
+	}
 	return nil
 }
 
