@@ -214,6 +214,7 @@ type Store struct {
 	ended   bool          // it led and stopped: it never leads again
 	appends uint64        // appends made (Baton-Id)
 	claimed time.Time     // when the term message that made it lead was sent
+	created time.Time     // the identity of the log's stream it leads (its creation time)
 	led     atomic.Uint64 // term, for readers that must not wait for an append (the gate)
 
 	lmu    sync.Mutex    // guards the lease fields below
@@ -608,6 +609,7 @@ func (s *Store) ensureStream(ctx context.Context) error {
 			s.mu.Lock()
 			s.stream = st
 			s.mu.Unlock()
+			s.adopt(st.CachedInfo().Created)
 			return nil
 		}
 		if ctx.Err() == nil {
@@ -620,6 +622,18 @@ func (s *Store) ensureStream(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// adopt makes the view one of the log's stream as created at created
+// (view.adopt), and says so if the stream was replaced under it.
+func (s *Store) adopt(created time.Time) bool {
+	was := s.view.identity()
+	if !s.view.adopt(created) {
+		return false
+	}
+	s.cfg.logger.Warn("replica: the log's stream was deleted and created again: reading the new one from its start, alone",
+		"store", s.name, "created", created, "was", was)
+	return true
 }
 
 // sleep waits d or until ctx ends (false).
@@ -684,6 +698,9 @@ func (s *Store) follow(ctx context.Context) (uint64, error) {
 				return 0, ctx.Err()
 			}
 			continue
+		}
+		if s.adopt(info.Created) {
+			applied = 0
 		}
 		at, claim, err := s.read(ctx, applied, info.State.LastSeq)
 		if claim || err != nil {
@@ -831,7 +848,7 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	ictx, cancel := context.WithTimeout(ctx, max(s.cfg.lease/2, time.Second))
 	info, err := s.stream.Info(ictx)
 	cancel()
-	if applied, _, _, _, _ := s.view.position(); err != nil || info.State.LastSeq != applied {
+	if applied, _, _, _, _ := s.view.position(); err != nil || info.State.LastSeq != applied || !info.Created.Equal(s.view.identity()) {
 		return false, nil
 	}
 	// One try: a claim that cannot be confirmed at once is given up, and
@@ -847,7 +864,7 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 		s.cfg.logger.Warn("replica: claiming the store", "store", s.name, "error", err)
 		return false, nil
 	}
-	s.term, s.leading, s.claimed = seq, true, sent
+	s.term, s.leading, s.claimed, s.created = seq, true, sent, info.Created
 	s.led.Store(seq)
 	s.view.mu.Lock()
 	s.view.applied, s.view.term, s.view.leader, s.view.resign = seq, seq, s.cfg.name, false
@@ -964,6 +981,8 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 		// have landed: the log says.
 		at, ours, found, rerr := s.landed(expected, id, tryTimeout)
 		switch {
+		case errors.Is(rerr, errReplaced):
+			return 0, sent, fmt.Errorf("%w: %w", ErrFenced, rerr)
 		case rerr == nil && found && ours:
 			return expected + uint64(len(parts)), sent, nil
 		case rerr == nil && found && at == nil:
@@ -1075,21 +1094,32 @@ func (s *Store) publish(kind string, parts [][]byte, expected uint64, id string,
 func (s *Store) landed(expected uint64, id string, timeout time.Duration) (*njs.RawStreamMsg, bool, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	info, err := s.stream.Info(ctx)
+	switch {
+	case err != nil:
+		// Deleted (JetStream may also say so of a stream it is still
+		// recovering): retried, until WithMaxOutage.
+		return nil, false, false, err
+	case !s.created.IsZero() && !info.Created.Equal(s.created):
+		return nil, false, false, fmt.Errorf("%w: store %q: its log's stream was deleted and created again (at %v; this term's at %v)",
+			errReplaced, s.name, info.Created, s.created)
+	}
 	m, err := s.stream.GetMsg(ctx, expected+1)
 	switch {
 	case errors.Is(err, njs.ErrMsgNotFound):
 		// Nothing there yet, or something that a compaction purged since:
 		// the log then ends past it.
-		info, err := s.stream.Info(ctx)
-		if err != nil {
-			return nil, false, false, err
-		}
 		return nil, false, info.State.LastSeq > expected, nil
 	case err != nil:
 		return nil, false, false, err
 	}
 	return m, m.Header.Get(hdrID) == id, true, nil
 }
+
+// errReplaced: the log's stream this Store led was deleted and created
+// again: its term is over. landed's error, made an ErrFenced by
+// appendLockedFor.
+var errReplaced = errors.New("replica: the log's stream was replaced")
 
 // ReadRecords calls fn with every record the store called name holds now,
 // in key order, as its log says (from the last snapshot on), without

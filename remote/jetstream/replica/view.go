@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -40,6 +41,7 @@ type view struct {
 	snap    int64             // the size of the last snapshot read or written
 	strays  int               // messages of unknown kinds skipped (errStray)
 	life    uint64            // the sequence of the last message a replica wrote (not quarantined): a sign of life
+	stream  time.Time         // the identity of the stream read (its creation time; zero: none yet)
 	quar    quarantine        // what was quarantined (kept across resets: it is a report)
 }
 
@@ -259,10 +261,43 @@ func (v *view) position() (applied uint64, synced bool, term uint64, leader stri
 	return v.applied, v.synced, v.term, v.leader, v.resign
 }
 
+// adopt makes the view one of the stream created at created: if it read
+// another stream of the log's name (deleted and created again since),
+// it forgets all of it, and reports true. Sequences number the messages
+// of one stream only: read on from where it was, the view would apply
+// the new stream's messages onto the old one's records.
+func (v *view) adopt(created time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.stream.IsZero() || created.IsZero() {
+		if v.stream.IsZero() {
+			v.stream = created
+		}
+		return false
+	}
+	if v.stream.Equal(created) {
+		return false
+	}
+	v.resetLocked()
+	v.stream = created
+	return true
+}
+
+// identity returns the creation time of the stream the view reads.
+func (v *view) identity() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.stream
+}
+
 // reset forgets everything: the log is read again from its start.
 func (v *view) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.resetLocked()
+}
+
+func (v *view) resetLocked() {
 	// Field by field: assigning *v whole would overwrite mu, locked here,
 	// and the deferred Unlock would then unlock a zero mutex (a fatal
 	// error).
