@@ -321,7 +321,11 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	}
 	// The lease's middleware first (the outermost): an attempt it holds
 	// back reaches no other middleware.
-	opts := append([]coordinator.Option{coordinator.WithMiddleware(st.Middleware())}, r.cfg.sched...)
+	remote := map[string]bool{}
+	for _, rp := range r.cfg.remote {
+		remote[rp.name] = true
+	}
+	opts := append([]coordinator.Option{coordinator.WithMiddleware(st.middleware(remote))}, r.cfg.sched...)
 	opts = append(opts, coordinator.WithStore(st))
 	for i, rp := range r.cfg.remote {
 		opts = append(opts, coordinator.WithPool(rp.name, rp.size, pools[i]))

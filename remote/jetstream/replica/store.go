@@ -217,11 +217,13 @@ type Store struct {
 	created time.Time     // the identity of the log's stream it leads (its creation time)
 	led     atomic.Uint64 // term, for readers that must not wait for an append (the gate)
 
-	lmu    sync.Mutex    // guards the lease fields below
-	sentAt time.Time     // when the last acknowledged append was sent (monotonic)
-	renewc chan struct{} // closed at the next renewal
-	done   chan struct{} // closed once the Store stops leading: fenced, failed or closed
-	doneAt error         // why done closed
+	lmu     sync.Mutex                            // guards the lease fields below
+	sentAt  time.Time                             // when the last acknowledged append was sent (monotonic)
+	renewc  chan struct{}                         // closed at the next renewal
+	lapsed  bool                                  // the watch found the lease lapsed, and no renewal came since
+	running map[*context.CancelCauseFunc]struct{} // attempts to stop when the lease lapses (track)
+	done    chan struct{}                         // closed once the Store stops leading: fenced, failed or closed
+	doneAt  error                                 // why done closed
 
 	beats sync.WaitGroup // the beat goroutine
 	quit  chan struct{}  // closed by Close: stops the beat goroutine's waits
@@ -503,7 +505,7 @@ func (s *Store) renew(sent time.Time) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	if sent.After(s.sentAt) {
-		s.sentAt = sent
+		s.sentAt, s.lapsed = sent, false
 		close(s.renewc)
 		s.renewc = make(chan struct{})
 	}
@@ -534,22 +536,46 @@ func (s *Store) lease() (valid bool, renewed, done <-chan struct{}) {
 // so that an attempt it holds back reaches none of them. It does not
 // block; the Worker it returns blocks while the lease does not hold, is
 // safe for concurrent use, and fails attempts once the Store is closed.
+//
+// An attempt it let start has its context cancelled, with the cause
+// ErrLeaseLapsed, when the lease lapses before it returns (see
+// ErrLeaseLapsed): a leader cut off from the servers stops running its
+// attempts before a standby may take over.
 func (s *Store) Middleware() coordinator.Middleware {
-	return func(pool string, next worker.Worker) worker.Worker { return gate{s: s, next: next} }
+	return s.middleware(nil)
+}
+
+// middleware is Middleware, leaving the attempts of the pools named in
+// keep running when the lease lapses (a Replica's remote pools: the next
+// leader resumes their attempts, it does not run them again).
+func (s *Store) middleware(keep map[string]bool) coordinator.Middleware {
+	return func(pool string, next worker.Worker) worker.Worker {
+		return gate{s: s, next: next, stop: !keep[pool]}
+	}
 }
 
 // gate is the Worker Middleware wraps around a pool's.
 type gate struct {
 	s    *Store
 	next worker.Worker
+	stop bool // cancel the attempts' contexts when the lease lapses
 }
 
 func (g gate) Do(ctx context.Context, j worker.Job) error {
 	for {
 		valid, renewed, done := g.s.lease()
-		if valid {
+		if valid && !g.stop {
 			a := Admission{Term: g.s.led.Load(), At: time.Now()}
 			return g.next.Do(context.WithValue(ctx, admissionKey{}, a), j)
+		}
+		if valid {
+			actx, untrack, ok := g.s.track(ctx)
+			if ok {
+				defer untrack()
+				a := Admission{Term: g.s.led.Load(), At: time.Now()}
+				return g.next.Do(context.WithValue(actx, admissionKey{}, a), j)
+			}
+			continue // the lease lapsed meanwhile
 		}
 		select {
 		case <-renewed:
@@ -872,6 +898,7 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	s.view.mu.Unlock()
 	s.renew(sent)
 	s.beats.Go(s.beat)
+	s.beats.Go(s.watch)
 	s.cfg.logger.Info("replica: leading", "store", s.name, "term", seq, "replica", s.cfg.name)
 	return true, nil
 }
