@@ -375,15 +375,27 @@ func TestFencedCancelLeavesRemoteAttempts(t *testing.T) {
 	}
 	recv(t, x2Started, "x2 handed to a's pool")
 	px.setPaused(true)
-	cancelled := make(chan error, 1)
-	go func() {
-		_, err := cl.Cancel(ctx, "x2") // reaches a, cut off, which takes it when it resumes
-		cancelled <- err
-	}()
+	// A Client's Cancel as it leaves for a's term, cut off: a takes it
+	// when it resumes. (Sent by a Client's call, it could also leave
+	// after b leads, and reach b: a Cancel that b would rightly apply.)
+	_, term, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := replica.CancelRequest("x2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnc := conn(t, srv.ClientURL())
+	if err := cnc.PublishRequest(replica.APISubject("stalecancel", term), cnc.NewInbox(), body); err != nil {
+		t.Fatal(err)
+	}
+	if err := cnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	waitRole(t, bCh, replica.Leader)
 	px.setPaused(false)
-	recv(t, cancelled, "Cancel") // ErrLeaderLost: the leader had it and lost the lead
-	for {                        // a takes the Cancel, its commit is refused: fenced
+	for { // a takes the Cancel, its commit is refused: fenced
 		if n := recv(t, aCh, "a's notice"); n.Role == replica.Standby {
 			break
 		}

@@ -79,6 +79,7 @@ const (
 	hdrPart     = "Baton-Part"           // "i/n": part i of a record in n messages (absent: 1/1)
 	hdrID       = "Baton-Id"             // names an append, to tell after an error whether it landed
 	hdrResign   = "Baton-Resign"         // "1" on a term message: the leader resigned (Close)
+	hdrSecret   = "Baton-Secret"         // on a claim and a snapshot's first part: the store's secret (hex), for its pools' tokens (jetstream.WithSecret)
 	hdrQuar     = "Baton-Quarantine"     // on a commit that takes a record the scheduler refused out of the store: why
 	hdrQuarKey  = "Baton-Quarantine-Key" // its key, as Go quotes it (strconv.Quote)
 	hdrExpected = "Nats-Expected-Last-Sequence"

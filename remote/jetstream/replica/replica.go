@@ -310,7 +310,11 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		}
 	}
 	for _, rp := range r.cfg.remote {
-		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach())
+		// The store's secret (in its log: every replica has it, no
+		// worker does): each attempt's token comes from it, and only an
+		// outcome with its attempt's token is applied.
+		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach(),
+			jetstream.WithSecret(r.view.storeSecret()))
 		p, err := jetstream.NewPool(ctx, r.nc, rp.pool, opts...)
 		if err != nil {
 			closePools()

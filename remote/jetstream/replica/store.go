@@ -879,7 +879,8 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	}
 	// One try: a claim that cannot be confirmed at once is given up, and
 	// made again, if still due, after the next lease of silence.
-	seq, sent, err := s.appendLockedFor(kindTerm, nil, nil, 0)
+	secret := hex.EncodeToString(s.view.storeSecret())
+	seq, sent, err := s.appendLockedFor(kindTerm, nil, nats.Header{hdrSecret: []string{secret}}, 0)
 	switch {
 	case errors.Is(err, ErrFenced):
 		return false, nil // another got there first
@@ -952,7 +953,7 @@ func (s *Store) compactLocked() {
 		return
 	}
 	body := s.view.encodeAll()
-	seq, sent, err := s.appendLocked(kindSnap, body, nil)
+	seq, sent, err := s.appendLocked(kindSnap, body, nats.Header{hdrSecret: []string{hex.EncodeToString(s.view.storeSecret())}})
 	if errors.Is(err, ErrCommitTooLarge) {
 		s.cfg.logger.Warn("replica: records too large for a snapshot: the log is not compacted", "store", s.name, "bytes", len(body))
 		s.view.mu.Lock()

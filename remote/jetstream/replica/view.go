@@ -2,6 +2,8 @@ package replica
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,6 +44,7 @@ type view struct {
 	strays  int               // messages of unknown kinds skipped (errStray)
 	life    uint64            // the sequence of the last message a replica wrote (not quarantined): a sign of life
 	stream  time.Time         // the identity of the stream read (its creation time; zero: none yet)
+	secret  []byte            // the store's secret, as the last claim or snapshot said (nil: none yet)
 	quar    quarantine        // what was quarantined (kept across resets: it is a report)
 }
 
@@ -90,6 +93,9 @@ func (v *view) readLocked(m logMsg) error {
 		return fmt.Errorf("%w: message %d on %q: %s", errJunk, m.seq, m.kind, reason)
 	}
 	v.life = m.seq
+	if b, err := hex.DecodeString(m.header.Get(hdrSecret)); err == nil && len(b) >= 16 && (m.kind == kindTerm || m.kind == kindSnap) {
+		v.secret = b
+	}
 	switch m.kind {
 	case kindTerm:
 		v.leader, v.resign = m.header.Get(hdrLeader), m.header.Get(hdrResign) == "1"
@@ -305,6 +311,19 @@ func (v *view) resetLocked() {
 	v.term, v.leader, v.resign = 0, "", false
 	v.partial, v.pkind, v.pnext = nil, "", 0
 	v.bytes, v.snap, v.strays, v.life = 0, 0, 0, 0
+	v.secret = nil
+}
+
+// storeSecret returns the store's secret as the log says, drawing one if
+// it says none (a claim then writes it).
+func (v *view) storeSecret() []byte {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.secret == nil {
+		v.secret = make([]byte, 32)
+		_, _ = rand.Read(v.secret)
+	}
+	return bytes.Clone(v.secret)
 }
 
 // records calls fn with every record in ascending key order.
