@@ -131,6 +131,17 @@ func (p *proxy) setPaused(b bool) {
 	p.mu.Unlock()
 }
 
+// reset closes the connections it forwards now, as a peer's reset
+// would; new ones are forwarded again.
+func (p *proxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *proxy) close() {
 	p.mu.Lock()
 	p.closed = true

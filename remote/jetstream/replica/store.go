@@ -728,6 +728,7 @@ func (s *Store) follow(ctx context.Context) (uint64, error) {
 		if s.adopt(info.Created) {
 			applied = 0
 		}
+		s.cfg.logger.Debug("replica: following the log", "store", s.name, "from", applied+1, "last", info.State.LastSeq)
 		at, claim, err := s.read(ctx, applied, info.State.LastSeq)
 		if claim || err != nil {
 			return at, err
@@ -747,6 +748,7 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 	}
 	oc, err := s.stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
+		s.cfg.logger.Debug("replica: following the log: no consumer", "store", s.name, "error", err)
 		return 0, false, ctx.Err()
 	}
 	type note struct {
@@ -804,6 +806,7 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 	// were quarantined do not count, so that answers aimed at the log
 	// cannot keep a dead leader's store from being taken over.
 	seen := s.view.lastLife()
+	seenAt := applied // where the view was when silence was last armed, for a stalled consumer
 	rearm := func() {
 		if !silence.Stop() {
 			select {
@@ -813,6 +816,7 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 		}
 		silence.Reset(s.cfg.lease)
 		seen = s.view.lastLife()
+		seenAt, _, _, _, _ = s.view.position()
 	}
 	for {
 		if caughtUp {
@@ -834,11 +838,19 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 				rearm()
 			}
 		case <-silence.C:
-			_, synced, _, _, _ := s.view.position()
+			applied, synced, _, _, _ := s.view.position()
 			life := s.view.lastLife()
 			if caughtUp && life == seen {
 				return life, synced, nil
 			}
+			s.cfg.logger.Debug("replica: a lease of silence", "store", s.name, "caught_up", caughtUp, "applied", applied, "life", life, "seen", seen)
+			if !caughtUp && applied == seenAt {
+				// Behind, and nothing came for a lease: the consumer
+				// stalled (its server was lost, say). Follow again, with
+				// a new one.
+				return 0, false, nil
+			}
+			seenAt = applied
 			// Not caught up, or something came in that the silence did
 			// not cover yet (its note is on its way): a lease more.
 			silence.Reset(s.cfg.lease)
@@ -875,6 +887,11 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	info, err := s.stream.Info(ictx)
 	cancel()
 	if applied, _, _, _, _ := s.view.position(); err != nil || info.State.LastSeq != applied || !info.Created.Equal(s.view.identity()) {
+		var last uint64
+		if err == nil {
+			last = info.State.LastSeq
+		}
+		s.cfg.logger.Debug("replica: not claiming: the log is not where this replica read it", "store", s.name, "applied", applied, "last", last, "error", err)
 		return false, nil
 	}
 	// One try: a claim that cannot be confirmed at once is given up, and
@@ -982,7 +999,8 @@ func (s *Store) partSize() int {
 
 // appendLocked appends a record of kind (body, in parts if needed; extra
 // headers on its first message) where the view says the log ends, and
-// returns the sequence of its last message and when it was first sent.
+// returns the sequence of its last message and when the try that landed
+// was sent (the first try's time, if it cannot tell which did).
 // Retried through outages until WithMaxOutage. Errors: ErrFenced
 // (wrapped) if another replica appended there first; ErrCommitTooLarge;
 // otherwise an outage that outlasted the limit. Guarded by mu.
@@ -998,11 +1016,42 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 	deadline := sent.Add(limit)
 	backoff := 20 * time.Millisecond
 	var last error
+	// A try waits for its answer half a lease (at least 500 ms, at most
+	// 2 s): an answer lost with a connection reset or a stream
+	// leader is then found out (landed) and the append sent again well
+	// within the lease, rather than the lease lapsing while it waits.
+	tryTimeout := min(max(s.cfg.lease/2, 500*time.Millisecond), 2*time.Second)
+	once := limit == 0 // a claim: sent once, its fate read from the log
+	tried := false
 	for {
-		tryTimeout := max(s.cfg.lease/2, 2*time.Second)
+		trySent := time.Now()
+		if once && tried {
+			// Not sent again: a try that is slow to land must not be
+			// taken for a failure and land unnoticed (a term nobody
+			// runs). Only the log is read again, for up to a lease.
+			if trySent.Sub(sent) > s.cfg.lease {
+				return 0, sent, fmt.Errorf("replica: store %q: claim not confirmed after %v: %w", s.name, s.cfg.lease, last)
+			}
+			t := time.NewTimer(50 * time.Millisecond)
+			<-t.C
+			at, ours, found, rerr := s.landed(expected, id, tryTimeout)
+			switch {
+			case rerr == nil && found && ours:
+				return expected + uint64(len(parts)), sent, nil
+			case rerr == nil && found && at == nil, rerr == nil && found && !s.skipJunk(at):
+				return 0, sent, fmt.Errorf("%w: store %q: a claim expecting the log to end at %d: another append came first", ErrFenced, s.name, expected)
+			case rerr == nil && found:
+				return 0, sent, fmt.Errorf("replica: store %q: a claim expecting the log to end at %d: a quarantined message came first", s.name, expected)
+			}
+			continue
+		}
+		tried = true
 		seq, err := s.publish(kind, parts, expected, id, extra, tryTimeout)
 		if err == nil {
-			return seq, sent, nil
+			// This try landed, not an earlier one (that would have made
+			// this one's expectation stale): the lease runs from its
+			// send, not from the first try's.
+			return seq, trySent, nil
 		}
 		last = err
 		// Whatever the error, this append (or an earlier try of it) may
@@ -1025,13 +1074,16 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 			return 0, sent, fmt.Errorf("%w: store %q: term %d's append %s expected the log to end at %d; %s (term %s) appended there",
 				ErrFenced, s.name, s.term, kind, expected, at.Header.Get(hdrLeader), termOf(at))
 		}
+		if once {
+			continue // read the log again, do not send again
+		}
 		if time.Now().After(deadline) {
 			return 0, sent, fmt.Errorf("replica: store %q: append (%s) not confirmed after %v: %w", s.name, kind, limit, last)
 		}
 		s.cfg.logger.Warn("replica: append failed, retrying", "store", s.name, "kind", kind, "error", err)
 		t := time.NewTimer(backoff)
 		<-t.C
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 
