@@ -83,8 +83,20 @@ func WithName(name string) Option {
 // WithLease sets the leader's lease (default DefaultLease): a standby
 // takes the store over once it has read nothing from the leader for this
 // long, and a leader that could not write a sign of life within it starts
-// no attempt until it could. Every replica of a store should use the same
-// lease. d is at least MinLease.
+// no attempt until it could, and stops those it runs (ErrLeaseLapsed).
+// Every replica of a store should use the same lease. d is at least
+// MinLease.
+//
+// The lease is also how long the log's stream may be without a leader
+// before the leader's own attempts are stopped: JetStream elects a new
+// stream leader 4 to 9 s after the server leading it dies (its raft
+// election timeout; 4.2 to 11.3 s measured on a loaded machine,
+// docs/distributed.md). The
+// lead itself rides through a server loss with any lease (standbys do not
+// claim while the stream cannot answer, nor until a whole lease of
+// silence after it answers again); with a lease above about 12 s, the
+// leader's local attempts ride through it too, at the price of a
+// takeover that long after a leader dies.
 func WithLease(d time.Duration) Option {
 	return func(c *config) error {
 		if d < MinLease {
