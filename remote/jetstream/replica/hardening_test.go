@@ -66,7 +66,8 @@ type proxy struct {
 	cond   *sync.Cond
 	paused bool
 	closed bool
-	conns  []net.Conn
+	conns  []net.Conn // forwarded now (reset closes and forgets them)
+	all    []net.Conn // every connection it forwarded: close closes them all
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -90,6 +91,7 @@ func newProxy(t *testing.T, target string) *proxy {
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
+			p.all = append(p.all, c, u)
 			p.mu.Unlock()
 			p.wg.Go(func() { p.pipe(c, u) })
 			p.wg.Go(func() { p.pipe(u, c) })
@@ -146,7 +148,7 @@ func (p *proxy) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.cond.Broadcast()
-	for _, c := range p.conns {
+	for _, c := range p.all {
 		c.Close()
 	}
 	p.mu.Unlock()

@@ -107,6 +107,14 @@ func newHarness(t *testing.T) *harness {
 	}
 	url := strings.Join(urls, ",")
 	h.logConn = h.connect(url, "replica-log", "_INBOX_replica_log")
+	// The proxies first: cleanups run last registered first, and the
+	// replicas must stop (and resign) through them before they close.
+	for i := range 3 {
+		name := fmt.Sprintf("replica-%d", i)
+		for _, p := range h.servers {
+			h.proxies[name] = append(h.proxies[name], newProxy(t, fmt.Sprintf("127.0.0.1:%d", p.port)))
+		}
+	}
 	h.logPath = filepath.Join(h.dir, "side.log")
 	h.checks = &crashChecks{t: t, expected: map[string]bool{}}
 	h.kids = newChildren(t, envStore+"="+harnessStore, envLog+"="+h.logPath, envLease+"="+failoverLease.String(), envPool+"="+harnessPool)
@@ -120,13 +128,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("replica-%d", i)
-		var purls []string
-		for _, p := range h.servers {
-			px := newProxy(t, fmt.Sprintf("127.0.0.1:%d", p.port))
-			h.proxies[name] = append(h.proxies[name], px)
-			purls = append(purls, px.url())
-		}
-		h.replicas[name] = h.startReplica(name, strings.Join(purls, ","))
+		h.replicas[name] = h.startReplica(name, h.replicaURL(name))
 	}
 	n := h.kids.waitNotice(func(n notice) bool { return n.Role == "leader" }, "a first leader")
 	h.leader, h.term = n.Replica, n.Term
@@ -182,6 +184,7 @@ func (h *harness) start(p *natsProc) {
 		h.t.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	dieWithTest(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		h.t.Fatalf("starting %s: %v", p.name, err)
 	}

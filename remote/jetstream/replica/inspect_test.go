@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,8 +141,8 @@ func (c *crashChecks) check(where string, now inspection, log []logLine) {
 	// the leader's clock: this machine's).
 	for _, l := range log {
 		if s, ok := now.tasks[l.id]; ok && l.kind == "run" && s.status().Final() && l.at > s.state.At.UnixNano() {
-			t.Errorf("%s: %s ended %v at %s and ran again at %s", where, l.id, s.status(),
-				s.state.At.Format("15:04:05.000000"), time.Unix(0, l.at).Format("15:04:05.000000"))
+			t.Errorf("%s: %s ended %v at %s and ran again at %s (process %d; runs of it: %s)", where, l.id, s.status(),
+				s.state.At.Format("15:04:05.000000"), time.Unix(0, l.at).Format("15:04:05.000000"), l.pid, runsOf(log, l.id))
 		}
 	}
 	c.prev = now
@@ -176,4 +177,15 @@ func checkOrder(t *testing.T, where string, in inspection, log []logLine) {
 	for _, b := range bad {
 		t.Errorf("%s: %s", where, b)
 	}
+}
+
+// runsOf describes the side log's lines of task id: kind, process, time.
+func runsOf(log []logLine, id string) string {
+	var out []string
+	for _, l := range log {
+		if l.id == id {
+			out = append(out, fmt.Sprintf("%s/%d/%d@%s", l.kind, l.attempt, l.pid, time.Unix(0, l.at).Format("15:04:05.000000")))
+		}
+	}
+	return strings.Join(out, " ")
 }
