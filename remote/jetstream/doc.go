@@ -42,7 +42,14 @@
 // Who may do what: ServePermissions lists what a worker machine of one
 // pool needs on the NATS server (it cannot pull another pool's attempts),
 // PoolPermissions what the coordinator side of a pool needs; give each
-// its own user and inbox prefix (nats.CustomInboxPrefix).
+// its own user and inbox prefix (nats.CustomInboxPrefix). A worker may
+// publish any outcome of its pool; with WithSecret, the Pool applies
+// only those that carry the token of an attempt it published (an HMAC of
+// the attempt's key under the secret, sent with the attempt and returned
+// by Serve): a worker settles the attempts it was given, and cannot
+// forge the outcome of one that does not exist yet (attempt keys are
+// guessable, tokens are not). Package replica gives its pools a secret
+// kept in its log.
 //
 // # How an attempt travels
 //

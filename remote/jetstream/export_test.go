@@ -26,3 +26,12 @@ func Withdrawn(nc *nats.Conn, pool string, seq uint64) bool {
 
 func AttemptsStream(pool string) string  { return attemptsStream(pool) }
 func AttemptsSubject(pool string) string { return attemptsSubject(pool) }
+
+// OutcomeSubject is where Serve publishes the outcome of attempt key for
+// a Pool instance, and AttemptKey an attempt's key; only for testing
+// (forged outcomes).
+func OutcomeSubject(pool, instance, key string) string { return outcomeSubject(pool, instance, key) }
+
+func AttemptKey(instance, task string, round, attempt int) string {
+	return attemptKey(instance, jobID{task: task, round: round, attempt: attempt})
+}

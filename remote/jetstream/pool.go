@@ -2,7 +2,9 @@ package jetstream
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -101,7 +103,8 @@ type poolConfig struct {
 	replicas   int
 	kinds      map[string]bool // nil: any kind
 	logger     *slog.Logger
-	detach     bool // WithDetach: Shutdown leaves remote attempts running
+	detach     bool   // WithDetach: Shutdown leaves remote attempts running
+	secret     []byte // WithSecret, or random for a random instance; nil: outcomes unchecked
 }
 
 func positive(what string, d time.Duration) error {
@@ -159,6 +162,29 @@ func WithInstance(id string) Option {
 			return fmt.Errorf("%w: WithInstance(%q): need 1-64 letters, digits, '-' or '_'", ErrInvalidOption, id)
 		}
 		c.instance = id
+		return nil
+	}
+}
+
+// WithSecret gives the Pool a secret (at least 16 bytes; keep it from the
+// workers) from which it derives a token for each attempt it publishes
+// (an HMAC of its key, in the attempt's Baton-Token header), which Serve
+// returns with the outcome: the Pool applies only outcomes that carry
+// their attempt's token, so a worker can settle the attempts it was given
+// and no other (it cannot forge the outcome of an attempt that does not
+// exist yet: attempt keys are guessable, tokens are not). Pools that take
+// over each other's attempts (the same WithInstance: a restarted durable
+// coordinator, replica's standbys) need the same secret; package replica
+// keeps one in its log. Without WithSecret, a Pool of a random instance
+// (no WithInstance) draws a secret of its own, and a Pool of a fixed
+// instance checks no token (any outcome of its pool is applied, as from
+// a worker of an older version, which returns none).
+func WithSecret(secret []byte) Option {
+	return func(c *poolConfig) error {
+		if len(secret) < 16 {
+			return fmt.Errorf("%w: WithSecret: %d bytes, need at least 16", ErrInvalidOption, len(secret))
+		}
+		c.secret = append([]byte(nil), secret...)
 		return nil
 	}
 }
@@ -351,6 +377,10 @@ func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		cfg.instance = hex.EncodeToString(b[:])
+		if cfg.secret == nil {
+			cfg.secret = make([]byte, 32)
+			_, _ = rand.Read(cfg.secret)
+		}
 	}
 	js, err := njs.New(nc)
 	if err != nil {
@@ -628,7 +658,7 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 	// again: once the duplicate window has passed, that would run it again.
 	if !arrived {
 		deadline, _ := ctx.Deadline()
-		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline), lost); err != nil {
+		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline, p.token(c.key)), lost); err != nil {
 			if ctx.Err() != nil {
 				if p.detached(ctx) {
 					p.forget(c)
@@ -763,6 +793,9 @@ func (p *Pool) dead(ctx context.Context, c *call) bool {
 		return false
 	}
 	o, err := decodeOutcome(m.Data)
+	if err == nil && !p.genuine(o) {
+		return false // not this attempt's: on its way to this Do, or to none (it runs)
+	}
 	if err == nil && o.Seq != 0 && o.Seq != c.seq.Load() {
 		return true // the last outcome of this key answers another publication: none for this one
 	}
@@ -1098,9 +1131,30 @@ func (p *Pool) cancel(ctx context.Context, c *call) error {
 	return cause
 }
 
+// token is the token of the attempt key (WithSecret): an HMAC of the key
+// under the Pool's secret; "" without a secret.
+func (p *Pool) token(key string) string {
+	if p.cfg.secret == nil {
+		return ""
+	}
+	h := hmac.New(sha256.New, p.cfg.secret)
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// genuine reports whether o answers an attempt this Pool (or one with its
+// secret) published: it carries that attempt's token.
+func (p *Pool) genuine(o outcome) bool {
+	want := p.token(o.Key)
+	return want == "" || hmac.Equal([]byte(o.Token), []byte(want))
+}
+
 // onOutcome receives every outcome addressed to this instance.
 func (p *Pool) onOutcome(m njs.Msg) {
 	o, err := decodeOutcome(m.Data())
+	if err == nil && !p.genuine(o) {
+		err = fmt.Errorf("%w: attempt %q: its token is not the attempt's (an outcome of an attempt this Pool never published, or a worker of an older version)", errBadOutcome, o.Key)
+	}
 	if err != nil {
 		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "jetstream: dropping a bad outcome",
 			slog.String("pool", p.name), slog.Any("err", err))

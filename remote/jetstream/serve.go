@@ -601,7 +601,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	if md, err := m.Metadata(); err == nil {
 		a.Delivery, seq, stored = int(md.NumDelivered), md.Sequence.Stream, md.Timestamp
 	}
-	o := outcome{Key: key, Seq: seq, Worker: s.cfg.name, Delivery: a.Delivery}
+	o := outcome{Key: key, Seq: seq, Worker: s.cfg.name, Delivery: a.Delivery, Token: h.Get(hdrToken)}
 	if a.Delivery > 1 && seq != 0 && s.withdrawn(ctx, seq) {
 		// A delivery again (a lease lapsed, or an acknowledgement was
 		// lost) of an attempt the Pool has taken out of the work stream

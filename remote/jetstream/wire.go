@@ -88,6 +88,7 @@ func resultsConsumer(instance, gen string) string { return "coord-" + instance +
 const (
 	hdrKind     = "Baton-Kind"
 	hdrDeadline = "Baton-Deadline" // unix nanoseconds; absent without a deadline
+	hdrToken    = "Baton-Token"    // the attempt's token (WithSecret); Serve returns it in the outcome
 )
 
 // attemptKey names one attempt of one task for one Pool instance:
@@ -186,11 +187,14 @@ func parseKey(key string) (instance string, id jobID, ok bool) {
 	return instance, id, true
 }
 
-func attemptMsg(pool, key, kind string, data []byte, deadline time.Time) *nats.Msg {
+func attemptMsg(pool, key, kind string, data []byte, deadline time.Time, token string) *nats.Msg {
 	m := nats.NewMsg(attemptsSubject(pool))
 	m.Data = data
 	m.Header.Set(nats.MsgIdHdr, key)
 	m.Header.Set(hdrKind, kind)
+	if token != "" {
+		m.Header.Set(hdrToken, token)
+	}
 	if !deadline.IsZero() {
 		m.Header.Set(hdrDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
 	}
@@ -206,10 +210,11 @@ const (
 )
 
 // outcome is the body of a results message. On the wire (encode): a
-// version byte (2), the status, the code, then the delivery and the
+// version byte (3), the status, the code, then the delivery and the
 // attempt message's stream sequence as uvarints, the key, worker, error
-// text and stack each as a uvarint length and its bytes, and the result
-// as the rest (version 1, from an older Serve, has no sequence).
+// text, stack and token each as a uvarint length and its bytes, and the
+// result as the rest (version 1, from an older Serve, has no sequence;
+// version 2 no token).
 // Hand-written because the outcome is on every attempt's path and JSON
 // cost a tenth of an attempt's CPU.
 type outcome struct {
@@ -222,20 +227,21 @@ type outcome struct {
 	Result   []byte
 	Error    string
 	Stack    string
+	Token    string // the attempt's Baton-Token, returned (WithSecret)
 }
 
 const (
-	outcomeVersion  = 2
+	outcomeVersion  = 3
 	codeUnknownKind = 1
 	codeTimeout     = 2 // the handler failed after its deadline passed
 )
 
 func (o *outcome) encode() []byte {
-	b := make([]byte, 0, 3+4*binary.MaxVarintLen32+len(o.Key)+len(o.Worker)+len(o.Error)+len(o.Stack)+len(o.Result))
+	b := make([]byte, 0, 3+5*binary.MaxVarintLen32+len(o.Key)+len(o.Worker)+len(o.Error)+len(o.Stack)+len(o.Token)+len(o.Result))
 	b = append(b, outcomeVersion, o.Status, o.Code)
 	b = binary.AppendUvarint(b, uint64(o.Delivery))
 	b = binary.AppendUvarint(b, o.Seq)
-	for _, s := range []string{o.Key, o.Worker, o.Error, o.Stack} {
+	for _, s := range []string{o.Key, o.Worker, o.Error, o.Stack, o.Token} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -265,7 +271,11 @@ func decodeOutcome(b []byte) (outcome, error) {
 		}
 		b = b[n:]
 	}
-	for _, f := range []*string{&o.Key, &o.Worker, &o.Error, &o.Stack} {
+	fields := []*string{&o.Key, &o.Worker, &o.Error, &o.Stack}
+	if version >= 3 {
+		fields = append(fields, &o.Token)
+	}
+	for _, f := range fields {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
 			return o, errBadOutcome

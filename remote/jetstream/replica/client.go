@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
 )
 
 // Client reaches the scheduler of a replicated store from any process:
@@ -55,37 +53,32 @@ import (
 // ErrClosed.
 type Client struct {
 	nc   *nats.Conn    // owned by the caller
-	js   njs.JetStream // immutable
 	name string        // immutable: the store's name
 	poll time.Duration // immutable: how often a wait for a leader looks again, besides term messages
 
 	mu     sync.Mutex           // guards the fields below
-	stream njs.Stream           // the log, once found
 	term   uint64               // the leader's term as last read (0: not known)
 	leader string               // its name
 	dead   uint64               // a term whose leader did not answer: wait for another
-	wake   chan struct{}        // closed at the next term message heard, replaced
-	watch  []*nats.Subscription // term messages and leaders' word (core NATS): the lead changes
+	wake   chan struct{}        // closed at the next leader's word heard, replaced
+	watch  []*nats.Subscription // leaders' word (core NATS): the lead changes
 	subs   []*nats.Subscription // Subscribe's
 	closed bool
 }
 
 // NewClient returns a Client of the store called name, through nc (which
 // must reconnect: nats.MaxReconnects(-1); the Client never closes it).
-// It subscribes to the log's term messages, to learn of a new leader
-// without asking; it does not block otherwise. Close it when done.
+// It subscribes to the leaders' word that they answer, to learn of a new
+// leader without asking; it does not block otherwise. Close it when done.
+// It needs no JetStream rights (ClientPermissions).
 func NewClient(nc *nats.Conn, name string) (*Client, error) {
 	if err := checkArgs(nc, name); err != nil {
 		return nil, err
 	}
-	js, err := njs.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	c := &Client{nc: nc, js: js, name: name, poll: time.Second, wake: make(chan struct{})}
-	// A term message (a claim, or a resignation) and a leader's word that
-	// it answers (readySubject) wake the calls waiting for a leader.
-	for _, subject := range []string{logSubject(name, kindTerm), readySubject(name)} {
+	c := &Client{nc: nc, name: name, poll: time.Second, wake: make(chan struct{})}
+	// A leader's word that it answers (readySubject) wakes the calls
+	// waiting for a leader, and those waiting for an answer of another.
+	for _, subject := range []string{readySubject(name)} {
 		sub, err := nc.Subscribe(subject, func(*nats.Msg) { c.heard() })
 		if err != nil {
 			c.Close()
@@ -98,11 +91,10 @@ func NewClient(nc *nats.Conn, name string) (*Client, error) {
 
 // heard wakes the calls waiting for a leader, and those waiting for an
 // answer (is their leader still the leader?), and forgets the leader
-// known: a term message was published (it may have been refused by the
-// log: they look), or a leader said it answers. A leader cut off without
-// its connection closing (paused, partitioned) still has its
-// subscription on the server, so that a request sent to its term is
-// neither answered nor refused: only the log tells that the lead moved.
+// known: a leader said it answers. A leader cut off without its
+// connection closing (paused, partitioned) still has its subscription on
+// the server, so that a request sent to its term is neither answered nor
+// refused: only the next leader's word tells that the lead moved.
 func (c *Client) heard() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -193,39 +185,29 @@ const (
 	resendMax   = 16 * time.Second
 )
 
-// look reads the term and leader the log's last message names (0: none,
-// the last leader resigned or the log is empty).
+// look asks the store's replicas which term leads, and its leader's
+// name (0: none: no replica answers, the last leader resigned, or the
+// log is empty). Every replica answers (baton.S.lead) from the log as it
+// has read it; the first answer is taken: a standby reads a new term
+// within a moment of its claim, and a Client that asks a term whose
+// leader is gone is told so (no interest) and asks again. A Client reads
+// nothing of the log itself: it needs no JetStream rights at all.
 func (c *Client) look(ctx context.Context) (uint64, string, error) {
-	c.mu.Lock()
-	st := c.stream
-	c.mu.Unlock()
-	if st == nil {
-		var err error
-		if st, err = c.js.Stream(ctx, streamName(c.name)); err != nil {
-			return 0, "", err
-		}
-		c.mu.Lock()
-		c.stream = st
-		c.mu.Unlock()
-	}
-	m, err := st.GetLastMsgForSubject(ctx, logSubjects(c.name))
-	if errors.Is(err, njs.ErrMsgNotFound) {
-		return 0, "", nil
+	m, err := c.nc.RequestWithContext(ctx, leadSubject(c.name), nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return 0, "", nil // no replica runs
 	}
 	if err != nil {
 		return 0, "", err
 	}
-	if kindOf(m.Subject) == kindTerm {
-		if m.Header.Get(hdrResign) == "1" {
-			return 0, "", nil
-		}
-		return m.Sequence, m.Header.Get(hdrLeader), nil
+	var a leadAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return 0, "", fmt.Errorf("replica: undecodable answer to who leads: %w", err)
 	}
-	t, err := strconv.ParseUint(m.Header.Get(hdrTerm), 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: message %d names no term", errCorrupt, m.Sequence)
+	if a.Resigned {
+		return 0, "", nil
 	}
-	return t, m.Header.Get(hdrLeader), nil
+	return a.Term, a.Leader, nil
 }
 
 // forget drops term as the leader's (it did not answer, or said it no

@@ -54,3 +54,9 @@ func AnswerErr(m *nats.Msg) error {
 	}
 	return nil
 }
+
+// CancelRequest is the request a Client's Cancel of id sends; only for
+// testing.
+func CancelRequest(id string) ([]byte, error) {
+	return json.Marshal(&request{Op: opCancel, IDs: []string{id}})
+}

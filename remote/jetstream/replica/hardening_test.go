@@ -66,7 +66,8 @@ type proxy struct {
 	cond   *sync.Cond
 	paused bool
 	closed bool
-	conns  []net.Conn
+	conns  []net.Conn // forwarded now (reset closes and forgets them)
+	all    []net.Conn // every connection it forwarded: close closes them all
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -90,6 +91,7 @@ func newProxy(t *testing.T, target string) *proxy {
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
+			p.all = append(p.all, c, u)
 			p.mu.Unlock()
 			p.wg.Go(func() { p.pipe(c, u) })
 			p.wg.Go(func() { p.pipe(u, c) })
@@ -131,11 +133,22 @@ func (p *proxy) setPaused(b bool) {
 	p.mu.Unlock()
 }
 
+// reset closes the connections it forwards now, as a peer's reset
+// would; new ones are forwarded again.
+func (p *proxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *proxy) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.cond.Broadcast()
-	for _, c := range p.conns {
+	for _, c := range p.all {
 		c.Close()
 	}
 	p.mu.Unlock()
@@ -375,15 +388,27 @@ func TestFencedCancelLeavesRemoteAttempts(t *testing.T) {
 	}
 	recv(t, x2Started, "x2 handed to a's pool")
 	px.setPaused(true)
-	cancelled := make(chan error, 1)
-	go func() {
-		_, err := cl.Cancel(ctx, "x2") // reaches a, cut off, which takes it when it resumes
-		cancelled <- err
-	}()
+	// A Client's Cancel as it leaves for a's term, cut off: a takes it
+	// when it resumes. (Sent by a Client's call, it could also leave
+	// after b leads, and reach b: a Cancel that b would rightly apply.)
+	_, term, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := replica.CancelRequest("x2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnc := conn(t, srv.ClientURL())
+	if err := cnc.PublishRequest(replica.APISubject("stalecancel", term), cnc.NewInbox(), body); err != nil {
+		t.Fatal(err)
+	}
+	if err := cnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	waitRole(t, bCh, replica.Leader)
 	px.setPaused(false)
-	recv(t, cancelled, "Cancel") // ErrLeaderLost: the leader had it and lost the lead
-	for {                        // a takes the Cancel, its commit is refused: fenced
+	for { // a takes the Cancel, its commit is refused: fenced
 		if n := recv(t, aCh, "a's notice"); n.Role == replica.Standby {
 			break
 		}

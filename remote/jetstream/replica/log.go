@@ -22,7 +22,8 @@ import (
 //	subject  baton.S.log.term     a term begins (its own sequence is the term), or ends (Baton-Resign)
 //	subject  baton.S.log.beat     the leader is alive (written when nothing else was for a third of the lease)
 //	subject  baton.S.api.T        core NATS: requests to the leader of term T (Client)
-//	subject  baton.S.api.ready    core NATS: a leader answers requests from now on (body: its term)
+//	subject  baton.S.ready        core NATS: a leader answers requests from now on (body: its term)
+//	subject  baton.S.lead         core NATS: who leads? every replica answers (leadAnswer)
 //	subject  baton.S.events       core NATS: the leader's events (Client.Subscribe)
 //
 // Every message of the log carries the term of its writer (Baton-Term;
@@ -48,8 +49,20 @@ func apiSubject(store string, term uint64) string {
 func eventsSubject(store string) string { return "baton." + store + ".events" }
 
 // readySubject is where a leader says, once its requests subject is
-// subscribed, that it answers (core NATS; body: its term).
-func readySubject(store string) string { return "baton." + store + ".api.ready" }
+// subscribed, that it answers (core NATS; body: its term). Not under
+// baton.S.api: a client may publish there, and must not say it.
+func readySubject(store string) string { return "baton." + store + ".ready" }
+
+// leadSubject is where every replica answers who leads, as its view of
+// the log says (core NATS; answer: leadAnswer as JSON).
+func leadSubject(store string) string { return "baton." + store + ".lead" }
+
+// leadAnswer is a replica's answer on leadSubject.
+type leadAnswer struct {
+	Term     uint64 `json:"term"`               // the log's current term (0: the log is empty)
+	Leader   string `json:"leader,omitempty"`   // its leader's name
+	Resigned bool   `json:"resigned,omitempty"` // the leader resigned: nobody leads
+}
 
 // Kinds of log messages: the last token of their subject.
 const (
@@ -61,11 +74,14 @@ const (
 
 // Headers of log messages.
 const (
-	hdrTerm     = "Baton-Term"   // the writer's term (absent on a term message that begins one)
-	hdrLeader   = "Baton-Leader" // the writer's name (WithName)
-	hdrPart     = "Baton-Part"   // "i/n": part i of a record in n messages (absent: 1/1)
-	hdrID       = "Baton-Id"     // names an append, to tell after an error whether it landed
-	hdrResign   = "Baton-Resign" // "1" on a term message: the leader resigned (Close)
+	hdrTerm     = "Baton-Term"           // the writer's term (absent on a term message that begins one)
+	hdrLeader   = "Baton-Leader"         // the writer's name (WithName)
+	hdrPart     = "Baton-Part"           // "i/n": part i of a record in n messages (absent: 1/1)
+	hdrID       = "Baton-Id"             // names an append, to tell after an error whether it landed
+	hdrResign   = "Baton-Resign"         // "1" on a term message: the leader resigned (Close)
+	hdrSecret   = "Baton-Secret"         // on a claim and a snapshot's first part: the store's secret (hex), for its pools' tokens (jetstream.WithSecret)
+	hdrQuar     = "Baton-Quarantine"     // on a commit that takes a record the scheduler refused out of the store: why
+	hdrQuarKey  = "Baton-Quarantine-Key" // its key, as Go quotes it (strconv.Quote)
 	hdrExpected = "Nats-Expected-Last-Sequence"
 	hdrBatchID  = "Nats-Batch-Id"
 	hdrBatchSeq = "Nats-Batch-Sequence"

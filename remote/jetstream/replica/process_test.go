@@ -30,13 +30,17 @@ import (
 // Processes the failover tests start: this test binary, re-executed with
 // envChild set to "replica" or "worker" (see TestMain).
 const (
-	envChild = "BATON_REPLICA_CHILD" // "replica" or "worker"
-	envURL   = "BATON_REPLICA_URL"   // the cluster's client URLs
-	envStore = "BATON_REPLICA_STORE" // the store's name
-	envName  = "BATON_REPLICA_NAME"  // the replica's or worker's name
-	envLog   = "BATON_REPLICA_LOG"   // the side log every process appends to
-	envLease = "BATON_REPLICA_LEASE" // the replicas' lease
-	envCreds = "BATON_REPLICA_USER"  // user:password, if the servers ask for one
+	envChild = "BATON_REPLICA_CHILD"   // "replica" or "worker"
+	envURL   = "BATON_REPLICA_URL"     // the cluster's client URLs
+	envStore = "BATON_REPLICA_STORE"   // the store's name
+	envName  = "BATON_REPLICA_NAME"    // the replica's or worker's name
+	envLog   = "BATON_REPLICA_LOG"     // the side log every process appends to
+	envLease = "BATON_REPLICA_LEASE"   // the replicas' lease
+	envCreds = "BATON_REPLICA_USER"    // user:password, if the servers ask for one
+	envInbox = "BATON_REPLICA_INBOX"   // the connection's inbox prefix, if not the default
+	envLogU  = "BATON_REPLICA_LOGUSER" // a replica's log connection's user:password and inbox prefix (user:password:inbox), if it has one
+	envPool  = "BATON_REPLICA_POOL"    // the remote pool's JetStream name (default remotePool)
+	envDebug = "BATON_REPLICA_DEBUG"   // log at Debug in replica children
 )
 
 // remotePool is the JetStream pool of the failover tests' remote tasks.
@@ -81,10 +85,29 @@ func (l *sideLog) printf(format string, args ...any) {
 }
 
 func childConnect(name string) *nats.Conn {
-	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.Name(name)}
-	if u := os.Getenv(envCreds); u != "" {
-		user, pass, _ := strings.Cut(u, ":")
+	return childConnectAs(name, os.Getenv(envCreds), os.Getenv(envInbox))
+}
+
+// poolOf is the remote pool's JetStream name in a child.
+func poolOf() string {
+	if p := os.Getenv(envPool); p != "" {
+		return p
+	}
+	return remotePool
+}
+
+func childConnectAs(name, creds, inbox string) *nats.Conn {
+	// Only the URLs given: the servers' gossip of their own addresses
+	// would let a replica behind the harness's proxies reconnect around
+	// them (a partitioned leader wrote on).
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.Name(name),
+		nats.IgnoreDiscoveredServers()}
+	if creds != "" {
+		user, pass, _ := strings.Cut(creds, ":")
 		opts = append(opts, nats.UserInfo(user, pass))
+	}
+	if inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
 	}
 	nc, err := nats.Connect(os.Getenv(envURL), opts...)
 	if err != nil {
@@ -179,12 +202,27 @@ func replicaChild() int {
 	}
 	var out sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := replica.New(nc, os.Getenv(envStore), replica.WithName(name), replica.WithLease(lease), replica.WithLogger(logger),
-		replica.WithRemotePool("remote", 16, remotePool, jetstream.WithReplicas(3), jetstream.WithLease(time.Second)),
+	level := slog.LevelWarn
+	if os.Getenv(envDebug) != "" {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}).WithAttrs([]slog.Attr{slog.String("child", name)}))
+	var logConn []replica.Option
+	if lu := os.Getenv(envLogU); lu != "" {
+		user, rest, _ := strings.Cut(lu, ":")
+		pass, inbox, _ := strings.Cut(rest, ":")
+		lc := childConnectAs(name+"-log", user+":"+pass, inbox)
+		defer lc.Close()
+		logConn = append(logConn, replica.WithLogConnection(lc))
+	}
+	r, err := replica.New(nc, os.Getenv(envStore), append(logConn, replica.WithName(name), replica.WithLease(lease), replica.WithLogger(logger),
+		replica.WithRemotePool("remote", 16, poolOf(), jetstream.WithReplicas(3), jetstream.WithLease(time.Second)),
 		replica.WithScheduler(coordinator.WithWorkers(4), coordinator.WithFunc("local", local),
 			coordinator.WithMiddleware(dispatch)),
 		replica.WithNotify(func(n replica.Notice) {
+			if n.Quarantined != nil {
+				return // logged at Warn: not a change of role
+			}
 			out.Lock()
 			defer out.Unlock()
 			pn := notice{Replica: name, Role: n.Role.String(), Term: n.Term, Leader: n.Leader, At: n.At.UnixNano(),
@@ -193,7 +231,7 @@ func replicaChild() int {
 				pn.Err = n.Err.Error()
 			}
 			enc.Encode(pn)
-		}))
+		}))...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name, "replica.New:", err)
 		return 2
@@ -222,7 +260,7 @@ func workerChild() int {
 	var mu sync.Mutex
 	w := work(log, rng, &mu)
 	fmt.Println("ready")
-	err := jetstream.Serve(stdinClosed(), nc, remotePool, map[string]jetstream.Handler{
+	err := jetstream.Serve(stdinClosed(), nc, poolOf(), map[string]jetstream.Handler{
 		"step": func(ctx context.Context, data []byte) ([]byte, error) { return w(ctx, string(data)) },
 	}, jetstream.WithWorkerName(name), jetstream.WithConcurrency(4))
 	if !errors.Is(err, context.Canceled) {
@@ -249,6 +287,7 @@ type children struct {
 	notices chan notice
 	mu      sync.Mutex
 	all     []*child
+	leaders map[uint64]notice // every leader's notice waitNotice read, by term
 }
 
 func newChildren(t *testing.T, env ...string) *children {
@@ -257,12 +296,13 @@ func newChildren(t *testing.T, env ...string) *children {
 	return cs
 }
 
-// start starts a child of kind ("replica" or "worker") named name.
-func (cs *children) start(kind, name string) *child {
+// start starts a child of kind ("replica" or "worker") named name, with
+// env added to the common environment.
+func (cs *children) start(kind, name string, env ...string) *child {
 	t := cs.t
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append([]string{}, cs.env...), envChild+"="+kind, envName+"="+name)
+	cmd.Env = append(append(append([]string{}, cs.env...), envChild+"="+kind, envName+"="+name), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -346,18 +386,44 @@ func (cs *children) stopAll() {
 	}
 }
 
-// waitNotice waits for a notice that f accepts.
+// waitNotice waits for a notice that f accepts. Every leader's notice it
+// reads is kept (leaders), whether f takes it or not.
 func (cs *children) waitNotice(f func(notice) bool, what string) notice {
 	cs.t.Helper()
-	deadline := time.After(long)
+	n, ok := cs.waitNoticeFor(f, long)
+	if !ok {
+		cs.t.Fatalf("no notice of %s after %v", what, long)
+	}
+	return n
+}
+
+// waitNoticeFor is waitNotice, for up to d: false if none came.
+func (cs *children) waitNoticeFor(f func(notice) bool, d time.Duration) (notice, bool) {
+	cs.mu.Lock()
+	for _, n := range cs.leaders {
+		if f(n) {
+			cs.mu.Unlock()
+			return n, true
+		}
+	}
+	cs.mu.Unlock()
+	deadline := time.After(d)
 	for {
 		select {
 		case n := <-cs.notices:
+			if n.Role == "leader" {
+				cs.mu.Lock()
+				if cs.leaders == nil {
+					cs.leaders = map[uint64]notice{}
+				}
+				cs.leaders[n.Term] = n
+				cs.mu.Unlock()
+			}
 			if f(n) {
-				return n
+				return n, true
 			}
 		case <-deadline:
-			cs.t.Fatalf("no notice of %s after %v", what, long)
+			return notice{}, false
 		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	mrand "math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +49,10 @@ type Notice struct {
 	// Leader only.
 	Tasks   int           // tasks restored from the log
 	Restore time.Duration // from the term's beginning in the log to the restored scheduler's start
+	// Quarantined, if not nil, makes this Notice the report of something
+	// of the log this replica did not apply (see Quarantined, the type),
+	// not a change of role: Role, Term and Leader are then as they were.
+	Quarantined *Quarantined
 }
 
 // remotePool is a pool WithRemotePool adds.
@@ -138,6 +144,7 @@ type Replica struct {
 
 	mu      sync.Mutex // guards the fields below
 	sched   *coordinator.Scheduler
+	term    uint64          // the term it leads while it runs the scheduler (0: none)
 	closing context.Context // Shutdown's, for the last leader session's end
 
 	handling atomic.Int64  // request handlers running now (only for testing: Handlers)
@@ -172,7 +179,35 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{}),
 		handled: make(chan struct{}, 1)}
-	go r.run(ctx)
+	lead, err := nc.Subscribe(leadSubject(name), r.answerLead)
+	if err != nil {
+		stop()
+		client.Close()
+		return nil, err
+	}
+	r.view.quar.wake = make(chan struct{}, 1)
+	told := make(chan struct{})
+	go func() {
+		defer close(told)
+		r.view.quar.tell(func(x Quarantined) {
+			term, leader := r.role()
+			n := Notice{Role: Standby, Term: term, Leader: leader, Quarantined: &x, At: time.Now()}
+			if term != 0 {
+				n.Role = Leader
+			}
+			r.cfg.logger.Warn("replica: quarantined", "store", r.name, "replica", r.cfg.name, "seq", x.Seq, "kind", x.Kind,
+				"key", string(x.Key), "reason", x.Reason, "size", x.Size)
+			if r.cfg.notify != nil {
+				r.cfg.notify(n)
+			}
+		}, ctx.Done())
+	}()
+	go func() {
+		r.run(ctx)
+		_ = lead.Unsubscribe()
+		<-told
+		close(r.done)
+	}()
 	return r, nil
 }
 
@@ -214,16 +249,20 @@ func (r *Replica) notify(n Notice) {
 // run is the replica: standby, leader, and standby again once fenced,
 // until Shutdown.
 func (r *Replica) run(ctx context.Context) {
-	defer close(r.done)
 	var led uint64
 	var why error
+	failed := 0 // takeovers in a row that failed
 	for {
 		_, _, _, leader, resign := r.view.position()
 		if resign {
 			leader = ""
 		}
 		r.notify(Notice{Role: Standby, Term: led, Leader: leader, Err: why})
-		st := newStore(r.nc, r.name, r.cfg, r.view)
+		lc := r.cfg.logConn
+		if lc == nil {
+			lc = r.nc
+		}
+		st := newStore(lc, r.name, r.cfg, r.view)
 		if err := st.campaign(ctx); err != nil {
 			st.Close()
 			return
@@ -236,11 +275,18 @@ func (r *Replica) run(ctx context.Context) {
 			}
 			why = err
 			r.cfg.logger.Warn("replica: could not lead", "store", r.name, "term", led, "error", err)
-			if !sleep(ctx, r.cfg.lease) { // let another replica try
+			// Let another replica try: a lease, doubling with each
+			// takeover in a row that failed up to eight, a random part
+			// of it (a record its scheduler refused was taken out of the
+			// store: the next takeover goes without it).
+			failed++
+			wait := r.cfg.lease << min(failed-1, 3)
+			if !sleep(ctx, wait/2+mrand.N(wait/2+1)) {
 				return
 			}
 			continue
 		}
+		failed = 0
 		done, stopped := st.stopped()
 		select {
 		case <-done:
@@ -264,7 +310,11 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		}
 	}
 	for _, rp := range r.cfg.remote {
-		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach())
+		// The store's secret (in its log: every replica has it, no
+		// worker does): each attempt's token comes from it, and only an
+		// outcome with its attempt's token is applied.
+		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach(),
+			jetstream.WithSecret(r.view.storeSecret()))
 		p, err := jetstream.NewPool(ctx, r.nc, rp.pool, opts...)
 		if err != nil {
 			closePools()
@@ -275,7 +325,11 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	}
 	// The lease's middleware first (the outermost): an attempt it holds
 	// back reaches no other middleware.
-	opts := append([]coordinator.Option{coordinator.WithMiddleware(st.Middleware())}, r.cfg.sched...)
+	remote := map[string]bool{}
+	for _, rp := range r.cfg.remote {
+		remote[rp.name] = true
+	}
+	opts := append([]coordinator.Option{coordinator.WithMiddleware(st.middleware(remote))}, r.cfg.sched...)
 	opts = append(opts, coordinator.WithStore(st))
 	for i, rp := range r.cfg.remote {
 		opts = append(opts, coordinator.WithPool(rp.name, rp.size, pools[i]))
@@ -297,6 +351,13 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	waits := &waits{m: map[string]context.CancelFunc{}}
 	answers := &answers{m: map[string][]byte{}}
 	sub, err := r.nc.Subscribe(apiSubject(r.name, term), func(m *nats.Msg) {
+		if m.Reply != "" && !validReply(m.Reply) {
+			// Answered with this replica's rights, an answer lands where
+			// the requester names: never outside an inbox (the log's
+			// subjects are a replica's to publish on).
+			r.cfg.logger.Warn("replica: a request whose reply subject is not an inbox: refused, unread", "store", r.name, "reply", m.Reply)
+			return
+		}
 		// A request its client sent again (its answer, or the request,
 		// may have been lost with a server): answered once, by the
 		// handler of the first copy, or again from what that answered.
@@ -361,12 +422,12 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		}
 	})
 	r.mu.Lock()
-	r.sched = s
+	r.sched, r.term = s, term
 	r.mu.Unlock()
 	r.notify(Notice{Role: Leader, Term: term, Leader: r.cfg.name, Tasks: s.Counts().Total(), Restore: time.Since(began)})
 	end := func(shutdown bool) {
 		r.mu.Lock()
-		r.sched = nil
+		r.sched, r.term = nil, 0
 		sctx2 := r.closing
 		r.mu.Unlock()
 		_ = sub.Unsubscribe()
@@ -388,6 +449,18 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		closePools()
 	}
 	return end, nil
+}
+
+// validReply reports whether a replica may answer a request on reply:
+// an inbox, whose first token begins with _INBOX (nats.go's inbox prefix,
+// or a custom one such as _INBOX_client: nats.CustomInboxPrefix), and
+// nothing else. A replica publishes its answers with its own rights,
+// which include the log's subjects, and a requester names the reply
+// subject freely: an answer on baton.S.log.commit would be stored as a
+// commit.
+func validReply(s string) bool {
+	tok, _, _ := strings.Cut(s, ".")
+	return strings.HasPrefix(tok, "_INBOX") && len(s) > len(tok)+1 && !strings.ContainsAny(s, " \t\r\n*>")
 }
 
 // waits are the WaitTasks and Wait requests a leader is answering, by
@@ -617,6 +690,33 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// answerLead answers a Client's question: who leads? From the log as
+// this replica has read it (or, leading, written it).
+func (r *Replica) answerLead(m *nats.Msg) {
+	if !validReply(m.Reply) {
+		r.cfg.logger.Warn("replica: a request whose reply subject is not an inbox: refused, unread", "store", r.name, "reply", m.Reply)
+		return
+	}
+	_, _, term, leader, resign := r.view.position()
+	b, err := json.Marshal(leadAnswer{Term: term, Leader: leader, Resigned: resign})
+	if err == nil {
+		_ = r.nc.Publish(m.Reply, b)
+	}
+}
+
+// role returns the term this replica leads and its name, or 0 and the
+// leader last read in the log.
+func (r *Replica) role() (uint64, string) {
+	r.mu.Lock()
+	term := r.term
+	r.mu.Unlock()
+	if term != 0 {
+		return term, r.cfg.name
+	}
+	_, _, _, leader, _ := r.view.position()
+	return 0, leader
 }
 
 // Scheduler returns the scheduler this replica runs while it leads, nil

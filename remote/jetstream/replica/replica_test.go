@@ -15,18 +15,18 @@ import (
 
 // notices collects a replica's Notices on a channel.
 func notices() (replica.Option, <-chan replica.Notice) {
-	ch := make(chan replica.Notice, 64)
+	ch := make(chan replica.Notice, 256)
 	return replica.WithNotify(func(n replica.Notice) { ch <- n }), ch
 }
 
-// waitRole waits for a notice of role on ch.
+// waitRole waits for a notice of role on ch (not a quarantine's).
 func waitRole(t *testing.T, ch <-chan replica.Notice, role replica.Role) replica.Notice {
 	t.Helper()
 	deadline := time.After(long)
 	for {
 		select {
 		case n := <-ch:
-			if n.Role == role {
+			if n.Role == role && n.Quarantined == nil {
 				return n
 			}
 		case <-deadline:

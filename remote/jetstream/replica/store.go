@@ -1,14 +1,17 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +53,7 @@ type config struct {
 	compactAfter int64         // compaction's least growth
 	logger       *slog.Logger
 	// Replica only.
+	logConn  *nats.Conn // the log's connection (nil: New's)
 	sched    []coordinator.Option
 	remote   []remotePool
 	notify   func(Notice)
@@ -79,14 +83,48 @@ func WithName(name string) Option {
 // WithLease sets the leader's lease (default DefaultLease): a standby
 // takes the store over once it has read nothing from the leader for this
 // long, and a leader that could not write a sign of life within it starts
-// no attempt until it could. Every replica of a store should use the same
-// lease. d is at least MinLease.
+// no attempt until it could, and stops those it runs (ErrLeaseLapsed).
+// Every replica of a store should use the same lease. d is at least
+// MinLease.
+//
+// The lease is also how long the log's stream may be without a leader
+// before the leader's own attempts are stopped: JetStream elects a new
+// stream leader 4 to 9 s after the server leading it dies (its raft
+// election timeout; 4.2 to 11.3 s measured on a loaded machine,
+// docs/distributed.md). The
+// lead itself rides through a server loss with any lease (standbys do not
+// claim while the stream cannot answer, nor until a whole lease of
+// silence after it answers again); with a lease above about 12 s, the
+// leader's local attempts ride through it too, at the price of a
+// takeover that long after a leader dies.
 func WithLease(d time.Duration) Option {
 	return func(c *config) error {
 		if d < MinLease {
 			return fmt.Errorf("%w: WithLease(%v): need at least %v", ErrInvalidOption, d, MinLease)
 		}
 		c.lease = d
+		return nil
+	}
+}
+
+// WithLogConnection makes a Replica read and append its store's log
+// through lc, and nothing else: its pools, its Client and the requests
+// it answers keep New's connection. Give lc a user of a NATS account of
+// its own (LogPermissions), which only the store's replicas use, and New's
+// connection a user of the account the workers and clients share: no
+// requester can then aim an answer at the log, since JetStream and every
+// responder answer within the requester's account (docs/distributed.md
+// has a ready configuration). Without it, the log shares New's
+// connection and account, and a message a requester makes land on the
+// log's subjects is quarantined (see Quarantined). lc must reconnect
+// (nats.MaxReconnects(-1)); the Replica never closes it. ReadRecords
+// needs a connection of the log's account too.
+func WithLogConnection(lc *nats.Conn) Option {
+	return func(c *config) error {
+		if lc == nil {
+			return fmt.Errorf("%w: WithLogConnection(nil)", ErrInvalidOption)
+		}
+		c.logConn = lc
 		return nil
 	}
 }
@@ -188,13 +226,16 @@ type Store struct {
 	ended   bool          // it led and stopped: it never leads again
 	appends uint64        // appends made (Baton-Id)
 	claimed time.Time     // when the term message that made it lead was sent
+	created time.Time     // the identity of the log's stream it leads (its creation time)
 	led     atomic.Uint64 // term, for readers that must not wait for an append (the gate)
 
-	lmu    sync.Mutex    // guards the lease fields below
-	sentAt time.Time     // when the last acknowledged append was sent (monotonic)
-	renewc chan struct{} // closed at the next renewal
-	done   chan struct{} // closed once the Store stops leading: fenced, failed or closed
-	doneAt error         // why done closed
+	lmu     sync.Mutex                            // guards the lease fields below
+	sentAt  time.Time                             // when the last acknowledged append was sent (monotonic)
+	renewc  chan struct{}                         // closed at the next renewal
+	lapsed  bool                                  // the watch found the lease lapsed, and no renewal came since
+	running map[*context.CancelCauseFunc]struct{} // attempts to stop when the lease lapses (track)
+	done    chan struct{}                         // closed once the Store stops leading: fenced, failed or closed
+	doneAt  error                                 // why done closed
 
 	beats sync.WaitGroup // the beat goroutine
 	quit  chan struct{}  // closed by Close: stops the beat goroutine's waits
@@ -312,7 +353,50 @@ func (s *Store) Load(fn func(key, value []byte) error) error {
 			return err
 		}
 	}
-	return s.view.records(fn)
+	var key, value []byte
+	err := s.view.records(func(k, v []byte) error {
+		err := fn(k, v)
+		if err != nil {
+			key, value = k, v
+		}
+		return err
+	})
+	if err != nil && key != nil && errors.Is(err, coordinator.ErrStoreCorrupt) && !errors.Is(err, coordinator.ErrStoreVersion) {
+		s.quarantineRecord(key, value, err)
+	}
+	return err
+}
+
+// quarantineRecord takes the record key, which the scheduler refused to
+// restore (err), out of the store, while this Store leads: a commit that
+// deletes it, its Baton-Quarantine header saying why, so that the next
+// restore (this replica's or another's) goes on without it rather than
+// every replica failing on it for ever. A record of a later format
+// (coordinator.ErrStoreVersion) is never taken out: a newer replica can
+// read it. The quarantine is reported (see Quarantined).
+func (s *Store) quarantineRecord(key, value []byte, why error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.leading {
+		return
+	}
+	body := encodeChanges(&coordinator.Changes{Deletes: [][]byte{key}})
+	reason := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == 0 {
+			return ' '
+		}
+		return r
+	}, why.Error())
+	hdr := nats.Header{hdrQuar: []string{strings.TrimSpace(reason)}, hdrQuarKey: []string{strconv.Quote(string(key))}}
+	seq, sent, err := s.appendLocked(kindCommit, body, hdr)
+	if err != nil {
+		s.stopLocked(err)
+		s.cfg.logger.Warn("replica: could not take a record the scheduler refused out of the store", "store", s.name, "key", string(key), "error", err)
+		return
+	}
+	s.view.appended(seq, kindCommit, body, int64(len(body))+msgOverhead)
+	s.renew(sent)
+	s.view.quar.add(Quarantined{Seq: seq, Kind: kindCommit, Reason: reason, Key: bytes.Clone(key), Data: value})
 }
 
 // Commit appends c to the log as one record: one message, or an atomic
@@ -433,7 +517,7 @@ func (s *Store) renew(sent time.Time) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	if sent.After(s.sentAt) {
-		s.sentAt = sent
+		s.sentAt, s.lapsed = sent, false
 		close(s.renewc)
 		s.renewc = make(chan struct{})
 	}
@@ -464,22 +548,46 @@ func (s *Store) lease() (valid bool, renewed, done <-chan struct{}) {
 // so that an attempt it holds back reaches none of them. It does not
 // block; the Worker it returns blocks while the lease does not hold, is
 // safe for concurrent use, and fails attempts once the Store is closed.
+//
+// An attempt it let start has its context cancelled, with the cause
+// ErrLeaseLapsed, when the lease lapses before it returns (see
+// ErrLeaseLapsed): a leader cut off from the servers stops running its
+// attempts before a standby may take over.
 func (s *Store) Middleware() coordinator.Middleware {
-	return func(pool string, next worker.Worker) worker.Worker { return gate{s: s, next: next} }
+	return s.middleware(nil)
+}
+
+// middleware is Middleware, leaving the attempts of the pools named in
+// keep running when the lease lapses (a Replica's remote pools: the next
+// leader resumes their attempts, it does not run them again).
+func (s *Store) middleware(keep map[string]bool) coordinator.Middleware {
+	return func(pool string, next worker.Worker) worker.Worker {
+		return gate{s: s, next: next, stop: !keep[pool]}
+	}
 }
 
 // gate is the Worker Middleware wraps around a pool's.
 type gate struct {
 	s    *Store
 	next worker.Worker
+	stop bool // cancel the attempts' contexts when the lease lapses
 }
 
 func (g gate) Do(ctx context.Context, j worker.Job) error {
 	for {
 		valid, renewed, done := g.s.lease()
-		if valid {
+		if valid && !g.stop {
 			a := Admission{Term: g.s.led.Load(), At: time.Now()}
 			return g.next.Do(context.WithValue(ctx, admissionKey{}, a), j)
+		}
+		if valid {
+			actx, untrack, ok := g.s.track(ctx)
+			if ok {
+				defer untrack()
+				a := Admission{Term: g.s.led.Load(), At: time.Now()}
+				return g.next.Do(context.WithValue(actx, admissionKey{}, a), j)
+			}
+			continue // the lease lapsed meanwhile
 		}
 		select {
 		case <-renewed:
@@ -539,6 +647,7 @@ func (s *Store) ensureStream(ctx context.Context) error {
 			s.mu.Lock()
 			s.stream = st
 			s.mu.Unlock()
+			s.adopt(st.CachedInfo().Created)
 			return nil
 		}
 		if ctx.Err() == nil {
@@ -551,6 +660,18 @@ func (s *Store) ensureStream(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// adopt makes the view one of the log's stream as created at created
+// (view.adopt), and says so if the stream was replaced under it.
+func (s *Store) adopt(created time.Time) bool {
+	was := s.view.identity()
+	if !s.view.adopt(created) {
+		return false
+	}
+	s.cfg.logger.Warn("replica: the log's stream was deleted and created again: reading the new one from its start, alone",
+		"store", s.name, "created", created, "was", was)
+	return true
 }
 
 // sleep waits d or until ctx ends (false).
@@ -572,6 +693,7 @@ func (s *Store) campaign(ctx context.Context) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
+	var backoff time.Duration
 	for {
 		at, err := s.follow(ctx)
 		if err != nil {
@@ -580,6 +702,16 @@ func (s *Store) campaign(ctx context.Context) error {
 		won, err := s.claim(ctx, at)
 		if won || err != nil {
 			return err
+		}
+		// A claim that did not land: another's came first, or this
+		// replica could not reach the log, or read it late. It follows
+		// again after a pause that grows with each claim in a row that
+		// fails (a quarter of a lease, doubling up to four leases, a
+		// random part of it), so that replicas that cannot reach one
+		// another do not claim in a storm.
+		backoff = min(max(2*backoff, s.cfg.lease/4), 4*s.cfg.lease)
+		if !sleep(ctx, backoff/2+mrand.N(backoff/2+1)) {
+			return ctx.Err()
 		}
 	}
 }
@@ -605,6 +737,10 @@ func (s *Store) follow(ctx context.Context) (uint64, error) {
 			}
 			continue
 		}
+		if s.adopt(info.Created) {
+			applied = 0
+		}
+		s.cfg.logger.Debug("replica: following the log", "store", s.name, "from", applied+1, "last", info.State.LastSeq)
 		at, claim, err := s.read(ctx, applied, info.State.LastSeq)
 		if claim || err != nil {
 			return at, err
@@ -614,8 +750,9 @@ func (s *Store) follow(ctx context.Context) (uint64, error) {
 
 // read follows the log from after applied (the stream's last sequence
 // was last when it began) and returns true when it is time to claim,
-// with where the log ended then, or false to start again (the view lost
-// its footing).
+// with the last sign of life read then (view.lastLife: the claim is not
+// made if another comes meanwhile), or false to start again (the view
+// lost its footing).
 func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, claim bool, err error) {
 	cfg := njs.OrderedConsumerConfig{}
 	if applied > 0 {
@@ -623,11 +760,13 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 	}
 	oc, err := s.stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
+		s.cfg.logger.Debug("replica: following the log: no consumer", "store", s.name, "error", err)
 		return 0, false, ctx.Err()
 	}
 	type note struct {
 		caughtUp bool
 		broken   bool
+		life     bool // a replica's message came (not only quarantined ones)
 	}
 	notes := make(chan note, 1)
 	var (
@@ -643,12 +782,14 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 		if rerr != nil {
 			s.cfg.logger.Warn("replica: reading the log", "store", s.name, "error", rerr)
 		}
-		if errors.Is(rerr, errStray) {
+		junk := errors.Is(rerr, errJunk)
+		if junk || errors.Is(rerr, errStray) {
 			rerr = nil // skipped: the view reads on
 		}
 		nmu.Lock()
-		latest = note{caughtUp: md.NumPending == 0, broken: latest.broken || rerr != nil}
+		latest = note{caughtUp: md.NumPending == 0, broken: latest.broken || rerr != nil, life: latest.life || !junk}
 		n := latest
+		latest.life = false
 		nmu.Unlock()
 		select {
 		case notes <- n:
@@ -673,7 +814,11 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 	caughtUp := applied >= last
 	silence := time.NewTimer(s.cfg.lease)
 	defer silence.Stop()
-	seen := applied // where the log ended when silence was last armed
+	// The last sign of life when silence was last armed: messages that
+	// were quarantined do not count, so that answers aimed at the log
+	// cannot keep a dead leader's store from being taken over.
+	seen := s.view.lastLife()
+	seenAt := applied // where the view was when silence was last armed, for a stalled consumer
 	rearm := func() {
 		if !silence.Stop() {
 			select {
@@ -682,16 +827,17 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 			}
 		}
 		silence.Reset(s.cfg.lease)
-		seen, _, _, _, _ = s.view.position()
+		seen = s.view.lastLife()
+		seenAt, _, _, _, _ = s.view.position()
 	}
 	for {
 		if caughtUp {
-			at, synced, _, _, resign := s.view.position()
+			_, synced, _, _, resign := s.view.position()
 			if !synced {
 				return 0, false, nil
 			}
-			if last == 0 || resign {
-				return at, true, nil // nobody leads
+			if s.view.lastLife() == 0 || resign {
+				return s.view.lastLife(), true, nil // nobody leads
 			}
 		}
 		select {
@@ -700,38 +846,70 @@ func (s *Store) read(ctx context.Context, applied, last uint64) (at uint64, clai
 				return 0, false, nil
 			}
 			caughtUp = n.caughtUp
-			rearm()
-			last = 1 // the log is not empty
-		case <-silence.C:
-			at, synced, _, _, _ := s.view.position()
-			if caughtUp && at == seen {
-				return at, synced, nil
+			if n.life {
+				rearm()
 			}
+		case <-silence.C:
+			applied, synced, _, _, _ := s.view.position()
+			life := s.view.lastLife()
+			if caughtUp && life == seen {
+				return life, synced, nil
+			}
+			s.cfg.logger.Debug("replica: a lease of silence", "store", s.name, "caught_up", caughtUp, "applied", applied, "life", life, "seen", seen)
+			if !caughtUp && applied == seenAt {
+				// Behind, and nothing came for a lease: the consumer
+				// stalled (its server was lost, say). Follow again, with
+				// a new one.
+				return 0, false, nil
+			}
+			seenAt = applied
 			// Not caught up, or something came in that the silence did
 			// not cover yet (its note is on its way): a lease more.
 			silence.Reset(s.cfg.lease)
-			seen = at
+			seen = life
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
 		}
 	}
 }
 
-// claim appends a term message where the log ended (at) when follow
-// decided to claim, and returns true if it landed: this Store leads,
-// from then on. If the view read more since (a message came in between
-// the decision and the follower's stop: another replica's claim, say), it
-// does not claim: the leader, if any, has just shown life.
+// claim appends a term message where the log ends, follow having
+// decided to claim when the last sign of life it had read was at, and
+// returns true if it landed: this Store leads, from then on. If the view
+// read a sign of life since (a message came in between the decision and
+// the follower's stop: another replica's claim, say), it does not claim:
+// the leader, if any, has just shown life.
 func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.ended {
 		return false, fmt.Errorf("store %q: %w", s.name, ErrClosed)
 	}
-	if now, _, _, _, _ := s.view.position(); now != at {
+	if s.view.lastLife() != at {
 		return false, nil
 	}
-	seq, sent, err := s.appendLocked(kindTerm, nil, nil)
+	// The log itself, not this replica's reading of it, must be silent:
+	// a follower that fell behind (its consumer stalled, its connection
+	// held) has read nothing for a lease while the leader wrote on. One
+	// that cannot reach the stream does not claim.
+	if !s.nc.IsConnected() {
+		return false, nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, max(s.cfg.lease/2, time.Second))
+	info, err := s.stream.Info(ictx)
+	cancel()
+	if applied, _, _, _, _ := s.view.position(); err != nil || info.State.LastSeq != applied || !info.Created.Equal(s.view.identity()) {
+		var last uint64
+		if err == nil {
+			last = info.State.LastSeq
+		}
+		s.cfg.logger.Debug("replica: not claiming: the log is not where this replica read it", "store", s.name, "applied", applied, "last", last, "error", err)
+		return false, nil
+	}
+	// One try: a claim that cannot be confirmed at once is given up, and
+	// made again, if still due, after the next lease of silence.
+	secret := hex.EncodeToString(s.view.storeSecret())
+	seq, sent, err := s.appendLockedFor(kindTerm, nil, nats.Header{hdrSecret: []string{secret}}, 0)
 	switch {
 	case errors.Is(err, ErrFenced):
 		return false, nil // another got there first
@@ -742,7 +920,7 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 		s.cfg.logger.Warn("replica: claiming the store", "store", s.name, "error", err)
 		return false, nil
 	}
-	s.term, s.leading, s.claimed = seq, true, sent
+	s.term, s.leading, s.claimed, s.created = seq, true, sent, info.Created
 	s.led.Store(seq)
 	s.view.mu.Lock()
 	s.view.applied, s.view.term, s.view.leader, s.view.resign = seq, seq, s.cfg.name, false
@@ -750,6 +928,7 @@ func (s *Store) claim(ctx context.Context, at uint64) (bool, error) {
 	s.view.mu.Unlock()
 	s.renew(sent)
 	s.beats.Go(s.beat)
+	s.beats.Go(s.watch)
 	s.cfg.logger.Info("replica: leading", "store", s.name, "term", seq, "replica", s.cfg.name)
 	return true, nil
 }
@@ -803,7 +982,7 @@ func (s *Store) compactLocked() {
 		return
 	}
 	body := s.view.encodeAll()
-	seq, sent, err := s.appendLocked(kindSnap, body, nil)
+	seq, sent, err := s.appendLocked(kindSnap, body, nats.Header{hdrSecret: []string{hex.EncodeToString(s.view.storeSecret())}})
 	if errors.Is(err, ErrCommitTooLarge) {
 		s.cfg.logger.Warn("replica: records too large for a snapshot: the log is not compacted", "store", s.name, "bytes", len(body))
 		s.view.mu.Lock()
@@ -832,7 +1011,8 @@ func (s *Store) partSize() int {
 
 // appendLocked appends a record of kind (body, in parts if needed; extra
 // headers on its first message) where the view says the log ends, and
-// returns the sequence of its last message and when it was first sent.
+// returns the sequence of its last message and when the try that landed
+// was sent (the first try's time, if it cannot tell which did).
 // Retried through outages until WithMaxOutage. Errors: ErrFenced
 // (wrapped) if another replica appended there first; ErrCommitTooLarge;
 // otherwise an outage that outlasted the limit. Guarded by mu.
@@ -848,22 +1028,66 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 	deadline := sent.Add(limit)
 	backoff := 20 * time.Millisecond
 	var last error
+	// A try waits for its answer half a lease (at least 500 ms, at most
+	// 2 s): an answer lost with a connection reset or a stream
+	// leader is then found out (landed) and the append sent again well
+	// within the lease, rather than the lease lapsing while it waits.
+	tryTimeout := min(max(s.cfg.lease/2, 500*time.Millisecond), 2*time.Second)
+	once := limit == 0 // a claim: sent once, its fate read from the log
+	tried := false
 	for {
-		tryTimeout := max(s.cfg.lease/2, 2*time.Second)
+		trySent := time.Now()
+		if once && tried {
+			// Not sent again: a try that is slow to land must not be
+			// taken for a failure and land unnoticed (a term nobody
+			// runs). Only the log is read again, for up to a lease.
+			if trySent.Sub(sent) > s.cfg.lease {
+				return 0, sent, fmt.Errorf("replica: store %q: claim not confirmed after %v: %w", s.name, s.cfg.lease, last)
+			}
+			t := time.NewTimer(50 * time.Millisecond)
+			<-t.C
+			at, ours, found, rerr := s.landed(expected, id, tryTimeout)
+			switch {
+			case rerr == nil && found && ours:
+				return expected + uint64(len(parts)), sent, nil
+			case rerr == nil && found && at == nil, rerr == nil && found && !s.skipJunk(at):
+				return 0, sent, fmt.Errorf("%w: store %q: a claim expecting the log to end at %d: another append came first", ErrFenced, s.name, expected)
+			case rerr == nil && found:
+				return 0, sent, fmt.Errorf("replica: store %q: a claim expecting the log to end at %d: a quarantined message came first", s.name, expected)
+			}
+			continue
+		}
+		tried = true
 		seq, err := s.publish(kind, parts, expected, id, extra, tryTimeout)
 		if err == nil {
-			return seq, sent, nil
+			// This try landed, not an earlier one (that would have made
+			// this one's expectation stale): the lease runs from its
+			// send, not from the first try's.
+			return seq, trySent, nil
 		}
 		last = err
 		// Whatever the error, this append (or an earlier try of it) may
 		// have landed: the log says.
 		at, ours, found, rerr := s.landed(expected, id, tryTimeout)
 		switch {
+		case errors.Is(rerr, errReplaced):
+			return 0, sent, fmt.Errorf("%w: %w", ErrFenced, rerr)
 		case rerr == nil && found && ours:
 			return expected + uint64(len(parts)), sent, nil
+		case rerr == nil && found && at == nil:
+			return 0, sent, fmt.Errorf("%w: store %q: term %d's append %s expected the log to end at %d; the log has moved on since, and a compaction purged what came after it",
+				ErrFenced, s.name, s.term, kind, expected)
+		case rerr == nil && found && s.skipJunk(at):
+			// No replica wrote what took this append's place: an answer
+			// aimed at the log. Quarantined; append after it, at once.
+			expected = at.Sequence
+			continue
 		case rerr == nil && found:
 			return 0, sent, fmt.Errorf("%w: store %q: term %d's append %s expected the log to end at %d; %s (term %s) appended there",
 				ErrFenced, s.name, s.term, kind, expected, at.Header.Get(hdrLeader), termOf(at))
+		}
+		if once {
+			continue // read the log again, do not send again
 		}
 		if time.Now().After(deadline) {
 			return 0, sent, fmt.Errorf("replica: store %q: append (%s) not confirmed after %v: %w", s.name, kind, limit, last)
@@ -871,12 +1095,32 @@ func (s *Store) appendLockedFor(kind string, body []byte, extra nats.Header, lim
 		s.cfg.logger.Warn("replica: append failed, retrying", "store", s.name, "kind", kind, "error", err)
 		t := time.NewTimer(backoff)
 		<-t.C
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 
 func (s *Store) appendLocked(kind string, body []byte, extra nats.Header) (uint64, time.Time, error) {
 	return s.appendLockedFor(kind, body, extra, s.cfg.maxOutage)
+}
+
+// skipJunk reads m, the message after the end this Store's append
+// expected, into the view if no replica wrote it in the log's current
+// term (view.junkLocked): it is quarantined, and the append goes after
+// it. It returns false, reading nothing, for a replica's message.
+// Guarded by mu.
+func (s *Store) skipJunk(m *njs.RawStreamMsg) bool {
+	lm := logMsg{seq: m.Sequence, kind: kindOf(m.Subject), header: m.Header, data: m.Data}
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	if lm.kind != kindTerm && lm.kind != kindBeat && lm.kind != kindCommit && lm.kind != kindSnap {
+		lm.kind = "?" + lm.kind // a stray (an older stream's subjects): not a replica's either
+	} else if s.view.junkLocked(lm) == "" {
+		return false
+	}
+	if err := s.view.readLocked(lm); err != nil {
+		s.cfg.logger.Warn("replica: quarantined", "store", s.name, "term", s.term, "error", err)
+	}
+	return true
 }
 
 // termOf reads the term a log message names (its own sequence for a term
@@ -936,19 +1180,38 @@ func (s *Store) publish(kind string, parts [][]byte, expected uint64, id string,
 }
 
 // landed looks at the message after expected: found, and whether it is
-// the first message of the append named id.
+// the first message of the append named id. Found with no message: the
+// log ends past expected, and what came after it was purged (a
+// compaction of another leader's: not this append).
 func (s *Store) landed(expected uint64, id string, timeout time.Duration) (*njs.RawStreamMsg, bool, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	info, err := s.stream.Info(ctx)
+	switch {
+	case err != nil:
+		// Deleted (JetStream may also say so of a stream it is still
+		// recovering): retried, until WithMaxOutage.
+		return nil, false, false, err
+	case !s.created.IsZero() && !info.Created.Equal(s.created):
+		return nil, false, false, fmt.Errorf("%w: store %q: its log's stream was deleted and created again (at %v; this term's at %v)",
+			errReplaced, s.name, info.Created, s.created)
+	}
 	m, err := s.stream.GetMsg(ctx, expected+1)
 	switch {
 	case errors.Is(err, njs.ErrMsgNotFound):
-		return nil, false, false, nil
+		// Nothing there yet, or something that a compaction purged since:
+		// the log then ends past it.
+		return nil, false, info.State.LastSeq > expected, nil
 	case err != nil:
 		return nil, false, false, err
 	}
 	return m, m.Header.Get(hdrID) == id, true, nil
 }
+
+// errReplaced: the log's stream this Store led was deleted and created
+// again: its term is over. landed's error, made an ErrFenced by
+// appendLockedFor.
+var errReplaced = errors.New("replica: the log's stream was replaced")
 
 // ReadRecords calls fn with every record the store called name holds now,
 // in key order, as its log says (from the last snapshot on), without
@@ -993,7 +1256,8 @@ func ReadRecords(ctx context.Context, nc *nats.Conn, name string, fn func(key, v
 			if err != nil {
 				return err
 			}
-			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil && !errors.Is(err, errStray) {
+			if err := v.read(logMsg{seq: md.Sequence.Stream, kind: kindOf(m.Subject()), header: m.Headers(), data: m.Data()}); err != nil &&
+				!errors.Is(err, errStray) && !errors.Is(err, errJunk) {
 				return fmt.Errorf("%w: store %q: %v", coordinator.ErrStoreCorrupt, name, err)
 			}
 		}

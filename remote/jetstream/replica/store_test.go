@@ -78,20 +78,38 @@ type logEntry struct {
 	kind, leader string
 	term         string
 	resign       bool
+	quarantine   string // Baton-Quarantine: a commit that took a record out
 }
 
+// logOf reads the log, again while JetStream cannot answer (a server of
+// the cluster just lost or back), up to a guard.
 func logOf(t *testing.T, nc *nats.Conn, store string) []logEntry {
 	t.Helper()
+	deadline := time.Now().Add(long)
+	for {
+		out, err := logOnce(nc, store)
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reading the log of %s: %v", store, err)
+		}
+		tick := time.NewTimer(50 * time.Millisecond)
+		<-tick.C
+	}
+}
+
+func logOnce(nc *nats.Conn, store string) ([]logEntry, error) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	defer cancel()
 	st, err := js.Stream(ctx, "BATON_"+store+"_LOG")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var out []logEntry
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
@@ -100,13 +118,13 @@ func logOf(t *testing.T, nc *nats.Conn, store string) []logEntry {
 			continue
 		}
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		out = append(out, logEntry{seq: seq, kind: kind, leader: m.Header.Get("Baton-Leader"),
-			term: m.Header.Get("Baton-Term"), resign: m.Header.Get("Baton-Resign") == "1"})
+			term: m.Header.Get("Baton-Term"), resign: m.Header.Get("Baton-Resign") == "1", quarantine: m.Header.Get("Baton-Quarantine")})
 	}
-	return out
+	return out, nil
 }
 
 // A leader that another replica took over while it was silent commits

@@ -2,11 +2,14 @@ package replica
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -39,6 +42,10 @@ type view struct {
 	bytes   int64             // bytes read or written since the last snapshot (with msgOverhead each)
 	snap    int64             // the size of the last snapshot read or written
 	strays  int               // messages of unknown kinds skipped (errStray)
+	life    uint64            // the sequence of the last message a replica wrote (not quarantined): a sign of life
+	stream  time.Time         // the identity of the stream read (its creation time; zero: none yet)
+	secret  []byte            // the store's secret, as the last claim or snapshot said (nil: none yet)
+	quar    quarantine        // what was quarantined (kept across resets: it is a report)
 }
 
 // msgOverhead is what a log message costs beyond its body, for
@@ -76,10 +83,19 @@ func (v *view) read(m logMsg) error {
 
 func (v *view) readLocked(m logMsg) error {
 	if m.seq != v.applied+1 {
-		v.synced, v.pnext, v.partial = false, 0, nil
+		// A gap: the term the log is in is unknown until a message says.
+		v.synced, v.pnext, v.partial, v.term = false, 0, nil, 0
 	}
 	v.applied = m.seq
 	v.bytes += int64(len(m.data)) + msgOverhead
+	if reason := v.junkLocked(m); reason != "" {
+		v.quar.add(Quarantined{Seq: m.seq, Kind: m.kind, Reason: reason, Data: m.data})
+		return fmt.Errorf("%w: message %d on %q: %s", errJunk, m.seq, m.kind, reason)
+	}
+	v.life = m.seq
+	if b, err := hex.DecodeString(m.header.Get(hdrSecret)); err == nil && len(b) >= 16 && (m.kind == kindTerm || m.kind == kindSnap) {
+		v.secret = b
+	}
 	switch m.kind {
 	case kindTerm:
 		v.leader, v.resign = m.header.Get(hdrLeader), m.header.Get(hdrResign) == "1"
@@ -148,7 +164,58 @@ func (v *view) readLocked(m logMsg) error {
 		v.synced = false
 		return fmt.Errorf("commit ending at %d: %w", m.seq, err)
 	}
+	if why := m.header.Get(hdrQuar); why != "" {
+		// A leader took a record its scheduler refused out of the store.
+		key, _ := strconv.Unquote(m.header.Get(hdrQuarKey))
+		v.quar.add(Quarantined{Seq: m.seq, Kind: m.kind, Reason: why, Key: []byte(key)})
+	}
 	return nil
+}
+
+// junkLocked says why m is not a message a replica of the store wrote
+// in its current term ("" if it is one): every message a replica appends
+// names its writer (Baton-Leader) and the append (Baton-Id, on its first
+// part), and every one but a claim names its term (Baton-Term), which
+// must be the term the log is in. Nothing else is applied: a JetStream
+// API answer or any responder's answer that a requester aimed at the
+// log's subjects (its reply subject) carries none of these headers, and
+// a message of a deposed term cannot have landed after a claim (every
+// append expects the log's end), so it can only be a copy. Guarded by
+// mu.
+func (v *view) junkLocked(m logMsg) string {
+	h := m.header
+	switch {
+	case m.kind != kindTerm && m.kind != kindBeat && m.kind != kindCommit && m.kind != kindSnap:
+		return "" // a stray: skipped by the reading rules, reported once
+	case !validHeader(h.Get(hdrLeader)):
+		return "no writer (Baton-Leader): not a replica's append"
+	}
+	first := true
+	if m.kind == kindCommit || m.kind == kindSnap {
+		if i, _, err := parsePart(h); err == nil && i > 1 {
+			first = false
+		}
+	}
+	if first && h.Get(hdrID) == "" {
+		return "no append ID (Baton-Id): not a replica's append"
+	}
+	t := h.Get(hdrTerm)
+	if m.kind == kindTerm && h.Get(hdrResign) != "1" {
+		if t != "" {
+			return "a claim that names a term"
+		}
+		return "" // a claim: its own sequence is the term
+	}
+	term, err := strconv.ParseUint(t, 10, 64)
+	switch {
+	case err != nil || term == 0:
+		return fmt.Sprintf("no term (Baton-Term %q)", t)
+	case term >= m.seq:
+		return fmt.Sprintf("term %d, which begins after it", term)
+	case v.term != 0 && term != v.term:
+		return fmt.Sprintf("term %d while the log is in term %d", term, v.term)
+	}
+	return ""
 }
 
 // noteWriter records the term and writer of a message that carries them.
@@ -171,7 +238,7 @@ func (v *view) applyLocked(body []byte) error {
 func (v *view) appended(seq uint64, kind string, body []byte, size int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.applied = seq
+	v.applied, v.life = seq, seq
 	switch kind {
 	case kindSnap:
 		v.bytes, v.snap = 0, size
@@ -183,6 +250,15 @@ func (v *view) appended(seq uint64, kind string, body []byte, size int64) {
 	}
 }
 
+// lastLife returns the sequence of the last message of a replica read or
+// appended: what a standby's silence is measured from (quarantined
+// messages are no sign of life).
+func (v *view) lastLife() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.life
+}
+
 // position returns the last sequence read, whether the records are known
 // as of it, and the term and leader it names.
 func (v *view) position() (applied uint64, synced bool, term uint64, leader string, resign bool) {
@@ -191,17 +267,63 @@ func (v *view) position() (applied uint64, synced bool, term uint64, leader stri
 	return v.applied, v.synced, v.term, v.leader, v.resign
 }
 
+// adopt makes the view one of the stream created at created: if it read
+// another stream of the log's name (deleted and created again since),
+// it forgets all of it, and reports true. Sequences number the messages
+// of one stream only: read on from where it was, the view would apply
+// the new stream's messages onto the old one's records.
+func (v *view) adopt(created time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.stream.IsZero() || created.IsZero() {
+		if v.stream.IsZero() {
+			v.stream = created
+		}
+		return false
+	}
+	if v.stream.Equal(created) {
+		return false
+	}
+	v.resetLocked()
+	v.stream = created
+	return true
+}
+
+// identity returns the creation time of the stream the view reads.
+func (v *view) identity() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.stream
+}
+
 // reset forgets everything: the log is read again from its start.
 func (v *view) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.resetLocked()
+}
+
+func (v *view) resetLocked() {
 	// Field by field: assigning *v whole would overwrite mu, locked here,
 	// and the deferred Unlock would then unlock a zero mutex (a fatal
 	// error).
 	v.data, v.applied, v.synced = map[string][]byte{}, 0, true
 	v.term, v.leader, v.resign = 0, "", false
 	v.partial, v.pkind, v.pnext = nil, "", 0
-	v.bytes, v.snap, v.strays = 0, 0, 0
+	v.bytes, v.snap, v.strays, v.life = 0, 0, 0, 0
+	v.secret = nil
+}
+
+// storeSecret returns the store's secret as the log says, drawing one if
+// it says none (a claim then writes it).
+func (v *view) storeSecret() []byte {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.secret == nil {
+		v.secret = make([]byte, 32)
+		_, _ = rand.Read(v.secret)
+	}
+	return bytes.Clone(v.secret)
 }
 
 // records calls fn with every record in ascending key order.

@@ -15,7 +15,10 @@ type logScript struct{ seq uint64 }
 
 func (l *logScript) msg(kind string, term uint64, body []byte, part string) logMsg {
 	l.seq++
-	h := nats.Header{hdrTerm: []string{strconv.FormatUint(term, 10)}, hdrLeader: []string{"r"}}
+	h := nats.Header{hdrTerm: []string{strconv.FormatUint(term, 10)}, hdrLeader: []string{"r"}, hdrID: []string{"id." + strconv.FormatUint(l.seq, 10)}}
+	if term == 0 {
+		h.Del(hdrTerm) // a claim: its own sequence is its term
+	}
 	if part != "" {
 		h[hdrPart] = []string{part}
 	}
@@ -156,6 +159,9 @@ func TestViewResetKeepsItsLock(t *testing.T) {
 		t.Errorf("after reset: applied %d, synced %v, term %d, records %v; want 0, true, 0, none", applied, synced, term, dataOf(v))
 	}
 	var m logScript
+	if err := v.read(m.msg(kindTerm, 0, nil, "")); err != nil {
+		t.Fatal(err)
+	}
 	if err := v.read(m.msg(kindCommit, 1, put("b", "2"), "")); err != nil || !maps.Equal(dataOf(v), map[string]string{"b": "2"}) {
 		t.Errorf("read after reset = %v, records %v; want nil, b=2", err, dataOf(v))
 	}
@@ -186,5 +192,58 @@ func TestViewSkipsStrayMessages(t *testing.T) {
 	want := map[string]string{"a": "1", "b": "2"}
 	if applied, synced, term, _, _ := v.position(); !synced || applied != 5 || term != 1 || !maps.Equal(dataOf(v), want) {
 		t.Errorf("synced %v, applied %d, term %d, records %v; want true, 5, 1, %v", synced, applied, term, dataOf(v), want)
+	}
+}
+
+// A message no replica wrote in the log's current term (a JetStream
+// answer or a responder's, aimed at the log's subjects by a reply
+// subject; a copy of an older term's) is quarantined: not applied, not a
+// sign of life, the term and leader as they were, reported.
+func TestViewQuarantinesWhatNoReplicaWrote(t *testing.T) {
+	var l logScript
+	bare := func(kind string, body []byte) logMsg {
+		l.seq++
+		return logMsg{seq: l.seq, kind: kind, header: nats.Header{}, data: body}
+	}
+	msgs := []logMsg{
+		l.msg(kindTerm, 0, nil, ""),             // 1: term 1
+		l.msg(kindCommit, 1, put("a", "1"), ""), // 2
+		bare(kindCommit, []byte(`{"type":"io.nats.jetstream.api.v1.stream_info_response"}`)), // 3: a JetStream answer
+		bare(kindTerm, []byte(`{"ok":true}`)),                                                // 4: an answer on the term subject
+		l.msg(kindCommit, 1, put("b", "2"), ""),                                              // 5
+		l.msg(kindBeat, 7, nil, ""),                                                          // 6: a term that begins after it
+		l.msg(kindCommit, 0, put("c", "3"), ""),                                              // 7: no term
+	}
+	msgs[6].header.Set(hdrTerm, "1")
+	msgs[6].header.Del(hdrID) // a first part without an append ID
+	v := newView()
+	var errs []error
+	for _, m := range msgs {
+		if err := v.read(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, err := range errs {
+		if !errors.Is(err, errJunk) {
+			t.Errorf("read error %v; want one wrapping errJunk", err)
+		}
+	}
+	n, items := v.quar.list()
+	if len(errs) != 4 || n != 4 || len(items) != 4 {
+		t.Fatalf("%d errors, %d quarantined (%d listed); want 4: messages 3, 4, 6 and 7", len(errs), n, len(items))
+	}
+	for i, seq := range []uint64{3, 4, 6, 7} {
+		if items[i].Seq != seq || items[i].Reason == "" {
+			t.Errorf("quarantined[%d] = seq %d (%q); want seq %d with a reason", i, items[i].Seq, items[i].Reason, seq)
+		}
+	}
+	want := map[string]string{"a": "1", "b": "2"}
+	applied, synced, term, leader, resign := v.position()
+	if !synced || applied != 7 || term != 1 || leader != "r" || resign || !maps.Equal(dataOf(v), want) {
+		t.Errorf("synced %v, applied %d, term %d, leader %q, resign %v, records %v; want true, 7, 1, r, false, %v",
+			synced, applied, term, leader, resign, dataOf(v), want)
+	}
+	if life := v.lastLife(); life != 5 {
+		t.Errorf("last sign of life %d; want 5 (quarantined messages are none)", life)
 	}
 }
