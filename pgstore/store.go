@@ -54,9 +54,12 @@ type Store struct {
 	fenced   error                 // guarded by mu: set once a newer term was seen
 	renewed  time.Time             // guarded by mu: when the last renewal that landed was sent (this clock)
 	expected map[string]*inboxWant // guarded by mu: task ID -> the inbox batch it belongs to
-	onFence  func()                // immutable after Load: told once when fenced
 	hbStop   chan struct{}         // guarded by mu: closes to stop the heartbeat
 	hbDone   chan struct{}         // guarded by mu: closed when it has stopped
+	lost     chan struct{}         // closed when the term is lost: fenced, or a commit failed for good
+	lostWhy  error                 // guarded by mu: why lost was closed
+	accepted map[int64]bool        // guarded by mu: inbox rows a commit marked accepted, until wasAccepted asks
+	renewal  chan struct{}         // guarded by mu: closed at the next renewal that lands
 }
 
 // inboxWant is an inbox batch the leader has handed to Submit: the commit
@@ -158,7 +161,8 @@ func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 		return fmt.Errorf("pgstore: store %q: reading records: %w", s.name, err)
 	}
 	s.mu.Lock()
-	s.term, s.fenced, s.expected = term, nil, map[string]*inboxWant{}
+	s.term, s.fenced, s.expected, s.accepted = term, nil, map[string]*inboxWant{}, map[int64]bool{}
+	s.lost, s.lostWhy, s.renewal = make(chan struct{}), nil, make(chan struct{})
 	s.renewed = s.cfg.clk.Now()
 	s.hbStop, s.hbDone = make(chan struct{}), make(chan struct{})
 	go s.heartbeat(term, s.hbStop, s.hbDone)
@@ -248,6 +252,8 @@ func (s *Store) settle(term int64, sent time.Time, err error) (fenced bool) {
 	if err == nil {
 		if s.term == term && sent.After(s.renewed) {
 			s.renewed = sent
+			close(s.renewal)
+			s.renewal = make(chan struct{})
 		}
 		return false
 	}
@@ -256,11 +262,34 @@ func (s *Store) settle(term int64, sent time.Time, err error) (fenced bool) {
 	}
 	if s.fenced == nil {
 		s.fenced = fmt.Errorf("%w: store %q, term %d", ErrFenced, s.name, term)
-		if s.onFence != nil {
-			go s.onFence()
-		}
+		s.loseLocked(s.fenced)
 	}
 	return true
+}
+
+// loseLocked closes lost, once, saying why. Called with mu held.
+func (s *Store) loseLocked(why error) {
+	if s.lostWhy == nil && s.lost != nil {
+		s.lostWhy = why
+		close(s.lost)
+	}
+}
+
+// lostErr says why lost was closed.
+func (s *Store) lostErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lostWhy
+}
+
+// wasAccepted reports whether a commit marked inbox row accepted, and
+// forgets it.
+func (s *Store) wasAccepted(row int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := s.accepted[row]
+	delete(s.accepted, row)
+	return ok
 }
 
 // LeaseValid reports whether this Store's lease is surely still its own
@@ -268,9 +297,17 @@ func (s *Store) settle(term int64, sent time.Time, err error) (fenced bool) {
 // landed (the database counts the lease from its own receipt, later).
 // Safe for concurrent use.
 func (s *Store) LeaseValid() bool {
+	valid, _, _ := s.lease()
+	return valid
+}
+
+// lease returns whether the lease is valid, a channel closed at the next
+// renewal, and one closed when the term is lost.
+func (s *Store) lease() (valid bool, renewal, lost <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.term != 0 && s.fenced == nil && s.cfg.clk.Since(s.renewed) < s.cfg.lease-s.cfg.lease/8
+	valid = s.term != 0 && s.lostWhy == nil && s.cfg.clk.Since(s.renewed) < s.cfg.lease-s.cfg.lease/8
+	return valid, s.renewal, s.lost
 }
 
 func isFenced(err error) bool {
@@ -289,7 +326,7 @@ func (s *Store) Commit(c *coordinator.Changes) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
-	term, fenced := s.term, s.fenced
+	term, fenced := s.term, s.lostWhy
 	var accepted []int64
 	defs, states := project(c)
 	if term != 0 && fenced == nil {
@@ -315,20 +352,29 @@ func (s *Store) Commit(c *coordinator.Changes) error {
 			s.mu.Lock()
 			for _, row := range accepted {
 				s.forget(row)
+				s.accepted[row] = true
 			}
 			s.mu.Unlock()
 			return nil
 		}
 		if !transient(err) {
-			return fmt.Errorf("pgstore: store %q: commit: %w", s.name, err)
+			return s.lose(fmt.Errorf("pgstore: store %q: commit: %w", s.name, err))
 		}
 		if s.cfg.clk.Since(start) >= s.cfg.maxOutage {
-			return fmt.Errorf("%w (%v): store %q: %w", ErrOutage, s.cfg.maxOutage, s.name, err)
+			return s.lose(fmt.Errorf("%w (%v): store %q: %w", ErrOutage, s.cfg.maxOutage, s.name, err))
 		}
 		t := s.cfg.clk.Timer(backoff)
 		<-t.C
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// lose records a commit that failed for good, and returns err.
+func (s *Store) lose(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseLocked(err)
+	return err
 }
 
 // send runs b as one implicit transaction (pgx sends a batch with one

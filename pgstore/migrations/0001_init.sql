@@ -70,6 +70,7 @@ CREATE TABLE baton.inbox (
     outcome    text CHECK (outcome IN ('accepted', 'refused', 'cancelled', 'not_cancelled')),
     code       text,                          -- refused: the error's kind (duplicate, unknown_dependency, ...)
     error      text,                          -- refused: the error's text
+    detail     jsonb,                         -- refused: the error's parts (task, detail, cycle), for Outcome
     done_at    timestamptz,
     term       bigint                         -- the term that decided it
 );
