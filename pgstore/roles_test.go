@@ -140,7 +140,7 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	// refused, and the leader goes on.
 	forged := []struct{ body, ids string }{
 		{`not json`, `{}`},
-		{`{"tasks":[{"id":"f1","func":"echo"}]}`, `{f2}`},            // ids that are not the body's
+		{`{"tasks":[{"id":"f1","func":"echo"}]}`, `{f2}`},                // ids that are not the body's
 		{`{"tasks":[{"id":"f3","func":"echo"},{"id":"f3"}]}`, `{f3,f3}`}, // the same task twice
 	}
 	for _, f := range forged {
