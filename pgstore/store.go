@@ -176,21 +176,32 @@ func (s *Store) claim(ctx context.Context) (int64, error) {
 	start := s.cfg.clk.Now()
 	for {
 		var term int64
-		err := s.pool.QueryRow(ctx, `
-			WITH ins AS (INSERT INTO baton.stores (store) VALUES ($1) ON CONFLICT DO NOTHING)
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// A leader stopped in the middle of a commit holds the row:
+			// wait for it a lease at most, then look again.
+			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprint(s.cfg.lease.Milliseconds())); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO baton.stores (store) VALUES ($1) ON CONFLICT DO NOTHING`, s.name); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `
 			UPDATE baton.stores
 			   SET term = term + 1, holder = $2, lease = $3 * interval '1 microsecond',
 			       expires = now() + $3 * interval '1 microsecond', claimed_at = now()
 			 WHERE store = $1 AND (expires <= now() OR holder = '')
 			RETURNING term`, s.name, s.cfg.instance, s.cfg.lease.Microseconds()).Scan(&term)
+		})
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55P03" { // lock_timeout
+			return 0, fmt.Errorf("%w: store %q: its lease row stayed locked for %v (a leader stopped mid-commit)", coordinator.ErrStoreLocked, s.name, s.cfg.lease)
+		}
 		if err == nil {
 			return term, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return 0, fmt.Errorf("pgstore: store %q: claiming the lease: %w", s.name, err)
 		}
-		// A new store's row is inserted by the CTE above, whose UPDATE
-		// does not see it: claim again at once.
 		var holder string
 		var leftUS int64
 		err = s.pool.QueryRow(ctx, `SELECT holder, CASE WHEN expires <= now() THEN 0
