@@ -88,7 +88,15 @@ func (c *Client) wait(ctx context.Context, channel string, look func() (bool, er
 		case <-ctx.Done():
 		}
 	}()
-	err := await(ctx, c.l, c.cfg.clk, c.cfg.poll, channel, look)
+	// The database away (a restart, a failover) is waited out: the
+	// call looks again at the next poll.
+	err := await(ctx, c.l, c.cfg.clk, c.cfg.poll, channel, func() (bool, error) {
+		done, err := look()
+		if err != nil && ctx.Err() == nil && transient(err) {
+			return false, nil
+		}
+		return done, err
+	})
 	if cause := context.Cause(ctx); errors.Is(cause, ErrClosed) {
 		return ErrClosed
 	}

@@ -151,7 +151,7 @@ func (sv *Service) answer(ctx context.Context, st *Store, term, id int64, outcom
 			WHERE id = $1 AND outcome IS NULL`, id, outcome, code, text, detail, term)
 		b.Queue(`SELECT pg_notify($1, $2)`, chanCommit, c.name)
 		sent := c.cfg.clk.Now()
-		err := c.pool.SendBatch(ctx, b).Close()
+		err := sendBatch(ctx, c.pool, b)
 		if st.settle(term, sent, err) {
 			return st.Fenced()
 		}

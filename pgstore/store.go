@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -350,10 +354,13 @@ func (s *Store) Commit(c *coordinator.Changes) error {
 	case fenced != nil:
 		return fenced
 	}
-	b := s.commitBatch(term, c, &defs, &states, accepted)
 	start := s.cfg.clk.Now()
 	backoff := 20 * time.Millisecond
 	for {
+		// A new pgx.Batch each try: pgx keeps in a queued query the
+		// statement it prepared on the connection of the last try, which
+		// the next connection does not have (SQLSTATE 26000 for ever).
+		b := s.commitBatch(term, c, &defs, &states, accepted)
 		sent := s.cfg.clk.Now()
 		err := s.send(b)
 		if s.settle(term, sent, err) {
@@ -393,7 +400,29 @@ func (s *Store) lose(err error) error {
 func (s *Store) send(b *pgx.Batch) error {
 	ctx, cancel := s.cfg.clk.WithTimeout(context.Background(), max(6*s.cfg.lease, 30*time.Second))
 	defer cancel()
-	return s.pool.SendBatch(ctx, b).Close()
+	return sendBatch(ctx, s.pool, b)
+}
+
+// sendBatch runs b on a connection of pool. A connection on which it
+// fails (but for a fenced term) is closed, not handed back: after a cut
+// pipeline its state is not known. b must not be sent again: build a new
+// one.
+func sendBatch(ctx context.Context, pool *pgxpool.Pool, b *pgx.Batch) error {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	err = c.SendBatch(ctx, b).Close()
+	if err != nil {
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != fencedCode {
+			conn := c.Hijack()
+			conn.Close(context.Background())
+			return err
+		}
+	}
+	c.Release()
+	return err
 }
 
 // commitBatch builds the statements of one commit.
@@ -532,12 +561,13 @@ func (s *Store) resign(ctx context.Context, term int64) {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE baton.stores SET holder = '', expires = '-infinity' WHERE store = $1 AND term = $2`, s.name, term)
 	b.Queue(`SELECT pg_notify($1, $2)`, chanLead, s.name)
-	_ = s.pool.SendBatch(ctx, b).Close()
+	_ = sendBatch(ctx, s.pool, b)
 }
 
 // transient reports whether err may go away by itself: the database
-// restarting or out of reach, the statement not sent. A refusal of the
-// statement (a constraint, a privilege, a fenced term) is not.
+// restarting or out of reach, a connection lost, the statement not sent.
+// A refusal of the statement (a constraint, a privilege, a fenced term)
+// or an error of this side (an argument pgx cannot encode) is not.
 func transient(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
@@ -555,5 +585,14 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	return true // no answer from the server: a network or connection error, a timeout
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), pgconn.Timeout(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	// pgx's word for a connection it closed after a failure.
+	return strings.Contains(err.Error(), "conn closed")
 }
