@@ -18,30 +18,29 @@ import (
 
 // defRows are the columns of the definitions of one commit.
 type defRows struct {
-	seq                    []int64
-	id, fn, pool, parent   []string
-	deps                   []string // JSON arrays
-	prio, maxAttempts      []int32
-	key                    []string
-	payload                [][]byte
-	submitted              []string // IDs of tasks submitted (no parent): an inbox batch's acceptance
-	undecodable, unchanged int
+	seq                  []int64
+	id, fn, pool, parent []string
+	deps                 []string // JSON arrays
+	prio, maxAttempts    []int32
+	key                  []string
+	payload              [][]byte
+	submitted            []string // IDs of tasks submitted (no parent): an inbox batch's acceptance
+	undecodable          int      // definitions this version cannot decode (kept in baton.records only)
 }
 
 // stateRows are the columns of the state records of one commit.
 type stateRows struct {
-	seq               []int64
-	status            []string
-	attempts, runs    []int32
-	errKind, errText  []string
-	cause             []string
-	result            [][]byte
-	due, at           []pgtype.Timestamptz
-	final             bool // a task became (or stayed) final: waiters look
-	undecodable       int
-	deletedSeq        []int64 // definitions deleted: the task's row goes
-	deletedStateOnly  []int64 // states deleted without their definition
-	deletedDefineOnly []int64
+	seq              []int64
+	status           []string
+	attempts, runs   []int32
+	errKind, errText []string
+	cause            []string
+	result           [][]byte
+	due, at          []pgtype.Timestamptz
+	final            bool // a task became (or stayed) final: waiters look
+	undecodable      int
+	deletedSeq       []int64 // definitions deleted: the task's row goes
+	deletedStateOnly []int64 // states deleted without their definition
 }
 
 // statuses is how many coordinator statuses a state record may hold.
