@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/jackc/pgx/v5"
@@ -89,6 +90,15 @@ func (c *Client) WaitTasks(ctx context.Context, ids ...string) error {
 	}
 	var result error
 	err := c.wait(ctx, chanCommit, func() (bool, error) {
+		// The inbox first, then the tasks: a batch accepted between the
+		// two reads is seen by the second (its acceptance and its tasks
+		// are one commit).
+		var pending []string
+		if err := c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT x), '{}') FROM baton.inbox, unnest(ids) x
+			WHERE store = $1 AND outcome IS NULL AND kind = 'submit' AND ids && $2::text[] AND x = ANY($2::text[])`,
+			c.name, ids).Scan(&pending); err != nil {
+			return false, fmt.Errorf("pgstore: WaitTasks: %w", err)
+		}
 		infos, err := c.infos(ctx, ids)
 		if err != nil {
 			return false, err
@@ -97,12 +107,7 @@ func (c *Client) WaitTasks(ctx context.Context, ids ...string) error {
 		for _, id := range ids {
 			ti, ok := infos[id]
 			if !ok {
-				var pending bool
-				if err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM baton.inbox
-					WHERE store = $1 AND outcome IS NULL AND kind = 'submit' AND ids @> ARRAY[$2::text])`, c.name, id).Scan(&pending); err != nil {
-					return false, fmt.Errorf("pgstore: WaitTasks: %w", err)
-				}
-				if pending {
+				if slices.Contains(pending, id) {
 					return false, nil
 				}
 				return false, &coordinator.TaskError{ID: id, Err: coordinator.ErrUnknownTask}
