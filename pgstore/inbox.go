@@ -29,8 +29,14 @@ func (sv *Service) serveInbox(ctx context.Context, s *coordinator.Scheduler, st 
 		}
 		if c.cfg.clk.Since(lastGC) >= gcEvery {
 			lastGC = c.cfg.clk.Now()
+			// Decided requests past their retention go; so do pending IDs
+			// of no request waiting (a submitter may write them by hand).
 			if _, err := c.pool.Exec(ctx, `DELETE FROM baton.inbox WHERE store = $1 AND outcome IS NOT NULL
 				AND done_at < now() - $2 * interval '1 microsecond'`, c.name, c.cfg.retention.Microseconds()); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if _, err := c.pool.Exec(ctx, `DELETE FROM baton.pending p WHERE p.store = $1 AND NOT EXISTS
+				(SELECT 1 FROM baton.inbox i WHERE i.id = p.inbox AND i.outcome IS NULL)`, c.name); err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}
@@ -149,6 +155,7 @@ func (sv *Service) answer(ctx context.Context, st *Store, term, id int64, outcom
 		b.Queue(`SELECT baton.fence($1, $2)`, c.name, term)
 		b.Queue(`UPDATE baton.inbox SET outcome = $2, code = $3, error = $4, detail = $5, done_at = now(), term = $6
 			WHERE id = $1 AND outcome IS NULL`, id, outcome, code, text, detail, term)
+		b.Queue(`DELETE FROM baton.pending WHERE inbox = $1`, id)
 		b.Queue(`SELECT pg_notify($1, $2)`, chanCommit, c.name)
 		sent := c.cfg.clk.Now()
 		err := sendBatch(ctx, c.pool, b)

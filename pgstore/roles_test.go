@@ -127,6 +127,8 @@ func TestRolesLeastPrivilege(t *testing.T) {
 		{"add a request with its own id", `INSERT INTO baton.inbox (id, store, kind, body, ids) OVERRIDING SYSTEM VALUE VALUES (1, '` + name + `', 'submit', '\x7b7d', '{}')`},
 		{"delete a request", `DELETE FROM baton.inbox WHERE store = '` + name + `'`},
 		{"lock requests", `SELECT id FROM baton.inbox FOR UPDATE`},
+		{"free a pending ID", `DELETE FROM baton.pending WHERE store = '` + name + `'`},
+		{"move a pending ID", `UPDATE baton.pending SET inbox = 1 WHERE store = '` + name + `'`},
 		{"truncate the tasks", `TRUNCATE baton.tasks`},
 		{"change the schema", `ALTER TABLE baton.tasks ADD COLUMN x int`},
 		{"add a migration", `INSERT INTO baton.migrations (version, name) VALUES (99, 'x')`},

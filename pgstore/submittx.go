@@ -22,19 +22,21 @@ type BatchID int64
 // SubmitTx checks, and refuses with the errors Submit gives, what the
 // transaction can see: a task that is not described by data alone
 // (*coordinator.TaskError wrapping coordinator.ErrNotDurable), an empty
-// ID (ErrInvalidTask), an ID twice in the batch or already stored or
-// waiting in the inbox (ErrDuplicateID), a dependency neither in the
-// batch nor stored nor waiting in the inbox (ErrUnknownDependency), a
-// cycle (*coordinator.CycleError). A refusal changes nothing in tx, which
-// stays usable. What only the leader can check is the batch's outcome,
+// ID (ErrInvalidTask), an ID twice in the batch, stored, or in a batch
+// waiting for the leader, including one of a concurrent transaction,
+// which SubmitTx waits for as for a unique key, and refuses if it
+// commits (ErrDuplicateID), a dependency neither in the batch nor stored
+// nor waiting (ErrUnknownDependency), a cycle (*coordinator.CycleError).
+// A refusal changes nothing in tx, which stays usable (SubmitTx works in
+// a savepoint). What only the leader can check is the batch's outcome,
 // told by Outcome and WaitBatch once tx has committed, with the same
-// errors: the rest of Submit's validation (an unknown pool or function,
-// a bad Cron, negative durations: ErrInvalidTask, ErrUnknownPool), and
-// the races the transaction cannot see (an ID or dependency of a batch of
-// another transaction not yet committed: ErrDuplicateID,
-// ErrUnknownDependency). It blocks for three statements on tx, and is
-// safe for concurrent use (on different transactions). After Close it
-// still works: it uses tx alone.
+// errors: the rest of Submit's validation (an unknown pool or function, a
+// bad Cron, negative durations: ErrInvalidTask, ErrUnknownPool), and a
+// dependency on a batch of another transaction that the leader refuses
+// (ErrUnknownDependency). It blocks for four statements on tx (and for a
+// concurrent transaction that submits one of its IDs), and is safe for
+// concurrent use (on different transactions). After Close it still
+// works: it uses tx alone.
 func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task) (BatchID, error) {
 	q, err := txOf(tx)
 	if err != nil {
@@ -55,15 +57,12 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	depsJSON, _ := json.Marshal(outside)
 	var dups, missing string
 	if err := q.queryRow(ctx, `
-		WITH batch AS (SELECT jsonb_array_elements_text($2::jsonb) AS id),
-		     deps AS (SELECT jsonb_array_elements_text($3::jsonb) AS id)
 		SELECT
-		  coalesce((SELECT jsonb_agg(b.id) FROM batch b
-		             WHERE EXISTS (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = b.id)
-		                OR EXISTS (SELECT 1 FROM baton.inbox i WHERE i.store = $1 AND i.outcome IS NULL AND i.ids @> ARRAY[b.id])), '[]')::text,
-		  coalesce((SELECT jsonb_agg(d.id) FROM deps d
+		  coalesce((SELECT jsonb_agg(t.id) FROM baton.tasks t
+		             WHERE t.store = $1 AND t.id IN (SELECT jsonb_array_elements_text($2::jsonb))), '[]')::text,
+		  coalesce((SELECT jsonb_agg(d.id) FROM jsonb_array_elements_text($3::jsonb) AS d(id)
 		             WHERE NOT EXISTS (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = d.id)
-		               AND NOT EXISTS (SELECT 1 FROM baton.inbox i WHERE i.store = $1 AND i.outcome IS NULL AND i.ids @> ARRAY[d.id])), '[]')::text`,
+		               AND NOT EXISTS (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = d.id)), '[]')::text`,
 		c.name, string(idsJSON), string(depsJSON)).scan(&dups, &missing); err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: checking the batch: %w", err)
 	}
@@ -84,15 +83,40 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
-	var id int64
-	if err := q.queryRow(ctx, `INSERT INTO baton.inbox (store, kind, body, ids)
-		VALUES ($1, 'submit', $2, ARRAY(SELECT jsonb_array_elements_text($3::jsonb))) RETURNING id`,
-		c.name, body, string(idsJSON)).scan(&id); err != nil {
+	// The batch's row, one pending row per ID (waiting for a concurrent
+	// transaction that submits one of them: a unique key), and the
+	// notification, delivered when tx commits, never if it rolls back.
+	// A savepoint undoes all three if an ID is pending already.
+	if err := q.exec(ctx, `SAVEPOINT baton_submit`); err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
-	// Delivered when tx commits, never if it rolls back.
-	var ignored string
-	if err := q.queryRow(ctx, `SELECT pg_notify($1, $2)::text`, chanInbox, c.name).scan(&ignored); err != nil {
+	var id, pended int64
+	if err := q.queryRow(ctx, `
+		WITH box AS (
+		    INSERT INTO baton.inbox (store, kind, body, ids)
+		    VALUES ($1, 'submit', $2, ARRAY(SELECT jsonb_array_elements_text($3::jsonb))) RETURNING id),
+		  pend AS (
+		    INSERT INTO baton.pending (store, id, inbox)
+		    SELECT $1, x, box.id FROM box, jsonb_array_elements_text($3::jsonb) AS x
+		    ON CONFLICT DO NOTHING RETURNING 1),
+		  woke AS (SELECT pg_notify($4, $1))
+		SELECT (SELECT id FROM box), (SELECT count(*) FROM pend), (SELECT count(*) FROM woke)`,
+		c.name, body, string(idsJSON), chanInbox).scan(&id, &pended, new(int64)); err != nil {
+		q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`)
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	if pended != int64(len(ids)) {
+		if err := q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`); err != nil {
+			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		}
+		var dup string
+		if err := q.queryRow(ctx, `SELECT id FROM baton.pending WHERE store = $1 AND id IN (SELECT jsonb_array_elements_text($2::jsonb)) LIMIT 1`,
+			c.name, string(idsJSON)).scan(&dup); err != nil {
+			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		}
+		return 0, &coordinator.TaskError{ID: dup, Err: coordinator.ErrDuplicateID, Detail: "in a batch waiting for the leader"}
+	}
+	if err := q.exec(ctx, `RELEASE SAVEPOINT baton_submit`); err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
 	return BatchID(id), nil
@@ -101,6 +125,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 // txQuerier is what SubmitTx needs of a transaction of either kind.
 type txQuerier interface {
 	queryRow(ctx context.Context, sql string, args ...any) scanner
+	exec(ctx context.Context, sql string) error
 }
 
 type scanner interface{ scan(dest ...any) error }
@@ -126,6 +151,10 @@ func (t pgxTx) queryRow(ctx context.Context, sql string, args ...any) scanner {
 	return pgxRow{t.tx.QueryRow(ctx, sql, args...)}
 }
 func (r pgxRow) scan(dest ...any) error { return r.row.Scan(dest...) }
+func (t pgxTx) exec(ctx context.Context, sql string) error {
+	_, err := t.tx.Exec(ctx, sql)
+	return err
+}
 
 type sqlTx struct{ tx *sql.Tx }
 type sqlRow struct{ row *sql.Row }
@@ -134,3 +163,7 @@ func (t sqlTx) queryRow(ctx context.Context, sql string, args ...any) scanner {
 	return sqlRow{t.tx.QueryRowContext(ctx, sql, args...)}
 }
 func (r sqlRow) scan(dest ...any) error { return r.row.Scan(dest...) }
+func (t sqlTx) exec(ctx context.Context, sql string) error {
+	_, err := t.tx.ExecContext(ctx, sql)
+	return err
+}

@@ -94,9 +94,8 @@ func (c *Client) WaitTasks(ctx context.Context, ids ...string) error {
 		// two reads is seen by the second (its acceptance and its tasks
 		// are one commit).
 		var pending []string
-		if err := c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT x), '{}') FROM baton.inbox, unnest(ids) x
-			WHERE store = $1 AND outcome IS NULL AND kind = 'submit' AND ids && $2::text[] AND x = ANY($2::text[])`,
-			c.name, ids).Scan(&pending); err != nil {
+		if err := c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM baton.pending
+			WHERE store = $1 AND id = ANY($2::text[])`, c.name, ids).Scan(&pending); err != nil {
 			return false, fmt.Errorf("pgstore: WaitTasks: %w", err)
 		}
 		infos, err := c.infos(ctx, ids)

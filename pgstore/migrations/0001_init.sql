@@ -75,7 +75,21 @@ CREATE TABLE baton.inbox (
     term       bigint                         -- the term that decided it
 );
 CREATE INDEX inbox_pending ON baton.inbox (store, id) WHERE outcome IS NULL;
-CREATE INDEX inbox_pending_ids ON baton.inbox USING gin (ids) WHERE outcome IS NULL;
+-- Bodies are read once, by the leader: not worth compressing.
+ALTER TABLE baton.inbox ALTER COLUMN body SET STORAGE EXTERNAL;
+
+-- The task IDs of the submitted batches the leader has not decided yet,
+-- one row each: SubmitTx checks IDs and dependencies against them, and
+-- its insert waits for, then conflicts with, a concurrent transaction
+-- that submits the same ID (the unique key). The leader deletes a
+-- batch's rows in the commit that decides it.
+CREATE TABLE baton.pending (
+    store text NOT NULL,
+    id    text NOT NULL,
+    inbox bigint NOT NULL,  -- its batch's baton.inbox.id (no foreign key: a check per ID halved SubmitTx's speed)
+    PRIMARY KEY (store, id)
+);
+CREATE INDEX pending_by_inbox ON baton.pending (inbox);
 CREATE INDEX inbox_done ON baton.inbox (store, done_at) WHERE outcome IS NOT NULL;
 
 -- fence is the first statement of every commit of a leader: it renews
