@@ -66,6 +66,7 @@ type SchemaError struct {
 	Know int // the newest this package knows
 }
 
+// Error says both versions and what to do.
 func (e *SchemaError) Error() string {
 	if e.Have > e.Know {
 		return fmt.Sprintf("pgstore: the database's Baton schema is version %d, newer than this version of pgstore knows (%d): upgrade pgstore; it never migrates backwards", e.Have, e.Know)

@@ -12,6 +12,7 @@ const (
 	Stopped             // after Shutdown
 )
 
+// String returns the role's name: standby, leader, stopped.
 func (r Role) String() string {
 	switch r {
 	case Standby:

@@ -167,8 +167,9 @@ func WithOutcomeRetention(d time.Duration) Option {
 
 // WithScheduler gives a Service the options of the scheduler it runs
 // while it leads: its functions (coordinator.WithFunc), pools, workers.
-// Give every instance the same. The Service sets WithStore and WithClock
-// itself: passing them is ErrInvalidOption at New's first lead.
+// Give every instance the same. The Service adds its own WithStore,
+// WithClock (WithClock's) and WithMiddleware (the lease's gate) after
+// these: a WithStore or WithClock given here is replaced.
 func WithScheduler(opts ...coordinator.Option) Option {
 	return func(c *config) error {
 		c.sched = append(c.sched, opts...)

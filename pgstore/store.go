@@ -94,7 +94,8 @@ func NewStore(pool *pgxpool.Pool, name string, opts ...Option) (*Store, error) {
 	return &Store{pool: pool, name: name, cfg: cfg}, nil
 }
 
-// Name returns the store's name.
+// Name returns the store's name. It does not block; safe for
+// concurrent use, and after Close.
 func (s *Store) Name() string { return s.name }
 
 // Term returns the term this Store leads, 0 before Load and after Close.
