@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/jackc/pgx/v5"
@@ -31,10 +32,9 @@ type Client struct {
 	cfg  *config       // immutable
 	l    *listener     // immutable
 
-	once   sync.Once
-	closed chan struct{} // closed by Close
-	schema error         // guarded by once: checkSchema's answer
-	onceCh sync.Once
+	closed   chan struct{} // closed by Close
+	onceCh   sync.Once     // closes closed
+	schemaOK atomic.Bool   // checkSchema said yes once: not asked again
 }
 
 // NewClient returns a Client of store name on the database pool reaches.
@@ -73,8 +73,16 @@ func (c *Client) ready(ctx context.Context) error {
 		return ErrClosed
 	default:
 	}
-	c.once.Do(func() { c.schema = checkSchema(ctx, c.pool) })
-	return c.schema
+	if c.schemaOK.Load() {
+		return nil
+	}
+	// Asked again until it says yes: a database away at the first call
+	// must not fail every later one.
+	if err := checkSchema(ctx, c.pool); err != nil {
+		return err
+	}
+	c.schemaOK.Store(true)
+	return nil
 }
 
 // wait is await, ending with ErrClosed at Close.
