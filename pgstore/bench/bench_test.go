@@ -215,8 +215,9 @@ func BenchmarkInsert(b *testing.B) {
 	})
 }
 
-// BenchmarkRun: n empty jobs inserted in batches while the workers run
-// them, from the first insert to the last completion.
+// BenchmarkRun: n empty jobs inserted in batches (a transaction each:
+// SubmitTx; River's InsertMany) while the workers run them, from the
+// first insert to the last completion.
 func BenchmarkRun(b *testing.B) {
 	for _, workers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("baton/workers=%d", workers), func(b *testing.B) {
@@ -228,7 +229,12 @@ func BenchmarkRun(b *testing.B) {
 				ctx := context.Background()
 				start := time.Now()
 				for i := 0; i < *jobs; i += *batch {
-					if err := sv.Submit(ctx, ids("j", i, min(*batch, *jobs-i))...); err != nil {
+					// As River's InsertMany: the batch is inserted, not
+					// waited for.
+					if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						_, err := sv.SubmitTx(ctx, tx, ids("j", i, min(*batch, *jobs-i))...)
+						return err
+					}); err != nil {
 						b.Fatal(err)
 					}
 				}
