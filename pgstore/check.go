@@ -7,50 +7,56 @@ import (
 	"github.com/batonhq/baton/coordinator"
 )
 
-// checkBatch checks what SubmitTx can check of a batch without the
-// database: every task described by data alone (ErrNotDurable), an ID,
-// no ID twice, no cycle among the batch's tasks. It returns the tasks as
-// they travel, and the dependencies outside the batch.
+// checkBatch checks what SubmitTx can check of a batch before it asks
+// the database: every task described by data alone (ErrNotDurable), an
+// ID, no ID twice. It returns the tasks as they travel, and the
+// dependencies outside the batch. The cycles come after the database's
+// checks (findCycle), as in Submit, which names an unknown dependency
+// before a cycle.
 func checkBatch(tasks []coordinator.Task) ([]wireTask, []string, error) {
+	// In Submit's order: each task's own checks, then the IDs.
 	ws := make([]wireTask, len(tasks))
-	index := make(map[string]int, len(tasks))
 	for i, t := range tasks {
 		if t.ID == "" {
 			return nil, nil, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: "empty ID"}
+		}
+		if slices.Contains(t.Deps, "") {
+			return nil, nil, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: "empty dependency ID"}
 		}
 		w, err := toWire(t)
 		if err != nil {
 			return nil, nil, err
 		}
+		ws[i] = w
+	}
+	index := make(map[string]int, len(tasks))
+	for i, t := range tasks {
 		if _, dup := index[t.ID]; dup {
 			return nil, nil, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrDuplicateID, Detail: "twice in the batch"}
 		}
 		index[t.ID] = i
-		ws[i] = w
 	}
 	var outside []string
 	seen := map[string]bool{}
 	for _, t := range tasks {
 		for _, d := range t.Deps {
-			if d == "" {
-				return nil, nil, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: "empty dependency ID"}
-			}
 			if _, in := index[d]; !in && !seen[d] {
 				seen[d] = true
 				outside = append(outside, d)
 			}
 		}
 	}
-	if err := findCycle(tasks, index); err != nil {
-		return nil, nil, err
-	}
 	return ws, outside, nil
 }
 
 // findCycle returns a *coordinator.CycleError naming the batch's tasks on
 // a cycle of dependencies (Tarjan's strongly connected components) and
-// those that wait on one, or nil.
-func findCycle(tasks []coordinator.Task, index map[string]int) error {
+// those that wait on one, or nil. The batch's IDs are distinct.
+func findCycle(tasks []coordinator.Task) error {
+	index := make(map[string]int, len(tasks))
+	for i, t := range tasks {
+		index[t.ID] = i
+	}
 	n := len(tasks)
 	idx, low := make([]int, n), make([]int, n)
 	on := make([]bool, n)

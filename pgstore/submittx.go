@@ -79,6 +79,9 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	if len(missingIDs) > 0 {
 		return 0, unknownDep(tasks, missingIDs[0])
 	}
+	if err := findCycle(tasks); err != nil {
+		return 0, err
+	}
 	body, err := json.Marshal(submitBody{Tasks: ws})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
