@@ -28,7 +28,7 @@ func TestCheckBatchAgreesWithSubmit(t *testing.T) {
 
 func checkBatchAgrees(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 3))
-	for round := range 2000 {
+	for round := range 800 {
 		n := 1 + rng.IntN(8)
 		tasks := make([]coordinator.Task, n)
 		for i := range tasks {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +243,32 @@ func TestStandbyTakesOverAtShutdown(t *testing.T) {
 	}
 	if got := leads.Load(); got != 2 {
 		t.Errorf("%d leads; want 2", got)
+	}
+}
+
+// TestWaitTasksRightAfterCommit: a wait that starts as the leader
+// accepts the batch sees the task (it read the tasks, then the inbox, and
+// found it in neither: ErrUnknownTask; examples/postgres caught it).
+func TestWaitTasksRightAfterCommit(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("race")
+	sv := startService(t, name)
+	pool := newPool(t)
+	cl, err := pgstore.NewClient(pool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 200 {
+		id := "r" + strconv.Itoa(i)
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := sv.SubmitTx(ctx, tx, coordinator.Task{ID: id, Func: "echo"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.WaitTasks(ctx, id); err != nil {
+			t.Fatalf("WaitTasks(%s) right after its commit = %v", id, err)
+		}
 	}
 }
