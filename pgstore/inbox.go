@@ -31,13 +31,16 @@ func (sv *Service) serveInbox(ctx context.Context, s *coordinator.Scheduler, st 
 			lastGC = c.cfg.clk.Now()
 			// Decided requests past their retention go; so do pending IDs
 			// of no request waiting (a submitter may write them by hand).
-			if _, err := c.pool.Exec(ctx, `DELETE FROM baton.inbox WHERE store = $1 AND outcome IS NOT NULL
-				AND done_at < now() - $2 * interval '1 microsecond'`, c.name, c.cfg.retention.Microseconds()); err != nil && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if _, err := c.pool.Exec(ctx, `DELETE FROM baton.pending p WHERE p.store = $1 AND NOT EXISTS
-				(SELECT 1 FROM baton.inbox i WHERE i.id = p.inbox AND i.outcome IS NULL)`, c.name); err != nil && ctx.Err() != nil {
-				return ctx.Err()
+			// In the leader's term, as every write of its.
+			b := &pgx.Batch{}
+			b.Queue(`SELECT baton.fence($1, $2)`, c.name, term)
+			b.Queue(`DELETE FROM baton.inbox WHERE store = $1 AND outcome IS NOT NULL
+				AND done_at < now() - $2 * interval '1 microsecond'`, c.name, c.cfg.retention.Microseconds())
+			b.Queue(`DELETE FROM baton.pending p WHERE p.store = $1 AND NOT EXISTS
+				(SELECT 1 FROM baton.inbox i WHERE i.id = p.inbox AND i.outcome IS NULL)`, c.name)
+			sent := c.cfg.clk.Now()
+			if st.settle(term, sent, sendBatch(ctx, c.pool, b)) {
+				return st.Fenced()
 			}
 		}
 		if n == inboxBatch {

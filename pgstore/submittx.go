@@ -93,7 +93,8 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	if err := q.exec(ctx, `SAVEPOINT baton_submit`); err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
-	var id, pended int64
+	var id int64
+	var taken *string // an ID whose pending row another batch holds
 	if err := q.queryRow(ctx, `
 		WITH box AS (
 		    INSERT INTO baton.inbox (store, kind, body, ids)
@@ -101,23 +102,22 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 		  pend AS (
 		    INSERT INTO baton.pending (store, id, inbox)
 		    SELECT $1, x, box.id FROM box, jsonb_array_elements_text($3::jsonb) AS x
-		    ON CONFLICT DO NOTHING RETURNING 1),
+		    ON CONFLICT DO NOTHING RETURNING id),
 		  woke AS (SELECT pg_notify($4, $1))
-		SELECT (SELECT id FROM box), (SELECT count(*) FROM pend), (SELECT count(*) FROM woke)`,
-		c.name, body, string(idsJSON), chanInbox).scan(&id, &pended, new(int64)); err != nil {
+		SELECT (SELECT id FROM box),
+		       (SELECT min(x) FROM (SELECT jsonb_array_elements_text($3::jsonb) EXCEPT SELECT id FROM pend) AS m(x)),
+		       (SELECT count(*) FROM woke)`,
+		c.name, body, string(idsJSON), chanInbox).scan(&id, &taken, new(int64)); err != nil {
 		q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`)
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
-	if pended != int64(len(ids)) {
+	if taken != nil {
+		// Named by the statement itself: by now the other batch may be
+		// decided and its pending rows gone.
 		if err := q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`); err != nil {
 			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 		}
-		var dup string
-		if err := q.queryRow(ctx, `SELECT id FROM baton.pending WHERE store = $1 AND id IN (SELECT jsonb_array_elements_text($2::jsonb)) LIMIT 1`,
-			c.name, string(idsJSON)).scan(&dup); err != nil {
-			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
-		}
-		return 0, &coordinator.TaskError{ID: dup, Err: coordinator.ErrDuplicateID, Detail: "in a batch waiting for the leader"}
+		return 0, &coordinator.TaskError{ID: *taken, Err: coordinator.ErrDuplicateID, Detail: "submitted by another transaction"}
 	}
 	if err := q.exec(ctx, `RELEASE SAVEPOINT baton_submit`); err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
