@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -59,9 +60,20 @@ func TestCrashRestart(t *testing.T) {
 		}
 	}()
 
+	// Each child leads a term of its own, after the last one's.
+	var lastTerm int64
+	leads := func(c *child) {
+		t.Helper()
+		l := c.waitLine(ctx, t, "leader")
+		var term int64
+		if _, err := fmt.Sscanf(l.text, "leader %d", &term); err != nil || term <= lastTerm {
+			t.Fatalf("child %s says %q after term %d", c.inst, l.text, lastTerm)
+		}
+		lastTerm = term
+	}
 	for k := range *crashKills {
 		c := startChild(t, needDB(t), name, "c"+strconv.Itoa(k), logPath, crashLease)
-		c.waitLine(ctx, t, "leader")
+		leads(c)
 		// A random moment of its lead: restoring, committing, running.
 		timer := time.NewTimer(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
 		select {
@@ -73,6 +85,7 @@ func TestCrashRestart(t *testing.T) {
 		c.kill()
 	}
 	last := startChild(t, needDB(t), name, "last", logPath, crashLease)
+	leads(last)
 	wg.Wait()
 	close(submitErrs)
 	for err := range submitErrs {
@@ -92,6 +105,11 @@ func TestCrashRestart(t *testing.T) {
 	last.stop(t)
 	checkRun(ctx, t, pool, name, logPath, graph)
 	var term int64
-	pool.QueryRow(ctx, `SELECT term FROM baton.stores WHERE store = $1`, name).Scan(&term)
+	if err := pool.QueryRow(ctx, `SELECT term FROM baton.stores WHERE store = $1`, name).Scan(&term); err != nil {
+		t.Fatal(err)
+	}
+	if term != lastTerm {
+		t.Errorf("the store's term is %d; the last child led %d", term, lastTerm)
+	}
 	t.Logf("%d kills, %d terms", *crashKills, term)
 }

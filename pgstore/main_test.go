@@ -75,6 +75,7 @@ func setupDB() error {
 	}
 	u.Path = "/" + dbName
 	dbURL = u.String()
+	os.Setenv("BATON_PGSTORE_TEST_DB", dbURL) // for the tests inside the package
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
