@@ -1,0 +1,173 @@
+package pgstore_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/pgstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestSubmitTxConcurrent: 16 goroutines each run 25 transactions that
+// write a row of the application's and submit a batch (pgx and
+// database/sql alike), and commit two in three, roll back the rest; one
+// transaction in four also submits a task whose ID other goroutines
+// submit at the same time. Every committed batch is decided once: its
+// tasks stored once, or refused whole (only for a contended ID, with
+// ErrDuplicateID, in the transaction or as its outcome); nothing of a
+// rolled-back one exists; each contended ID is stored once.
+func TestSubmitTxConcurrent(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("conc")
+	sv := startService(t, name)
+	pool := newPool(t)
+	db, err := sql.Open("pgx", needDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	table := "app_" + fmt.Sprint(rand.Uint32())
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (tx text PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+
+	const workers, txs = 16, 25
+	type result struct {
+		ids       []string
+		batch     pgstore.BatchID
+		committed bool
+		contended string
+		refusedTx bool // SubmitTx refused it (ErrDuplicateID)
+	}
+	var mu sync.Mutex
+	var results []result
+	var wg sync.WaitGroup
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for i := range txs {
+				r := result{committed: rng.IntN(3) < 2}
+				var tasks []coordinator.Task
+				for k := range 1 + rng.IntN(3) {
+					id := fmt.Sprintf("w%d.%d.%d", w, i, k)
+					tasks = append(tasks, coordinator.Task{ID: id, Func: "echo"})
+					r.ids = append(r.ids, id)
+				}
+				if rng.IntN(4) == 0 {
+					r.contended = fmt.Sprintf("dup%d", rng.IntN(8))
+					tasks = append(tasks, coordinator.Task{ID: r.contended, Func: "echo"})
+				}
+				txName := fmt.Sprintf("%d.%d", w, i)
+				var err error
+				if rng.IntN(2) == 0 {
+					var tx pgx.Tx
+					if tx, err = pool.Begin(ctx); err == nil {
+						if _, err = tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", txName); err == nil {
+							r.batch, err = sv.SubmitTx(ctx, tx, tasks...)
+						}
+						if err == nil && r.committed {
+							err = tx.Commit(ctx)
+						} else {
+							tx.Rollback(ctx)
+						}
+					}
+				} else {
+					var tx *sql.Tx
+					if tx, err = db.BeginTx(ctx, nil); err == nil {
+						if _, err = tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES ($1)", txName); err == nil {
+							r.batch, err = sv.SubmitTx(ctx, tx, tasks...)
+						}
+						if err == nil && r.committed {
+							err = tx.Commit()
+						} else {
+							tx.Rollback()
+						}
+					}
+				}
+				if err != nil {
+					if r.contended == "" || !errors.Is(err, coordinator.ErrDuplicateID) {
+						t.Errorf("transaction %s: %v", txName, err)
+						return
+					}
+					r.refusedTx, r.committed = true, false
+				}
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	accepted := map[string]int{}
+	committed := 0
+	for _, r := range results {
+		if !r.committed {
+			continue
+		}
+		committed++
+		err := sv.WaitBatch(ctx, r.batch)
+		switch {
+		case err == nil:
+			for _, id := range r.ids {
+				accepted[id]++
+			}
+			if r.contended != "" {
+				accepted[r.contended]++
+			}
+		case r.contended != "" && errors.Is(err, coordinator.ErrDuplicateID):
+		default:
+			t.Errorf("batch %d (%v): %v", r.batch, r.ids, err)
+		}
+	}
+	stored := map[string]int{}
+	rows, err := pool.Query(ctx, `SELECT id, count(*) FROM baton.tasks WHERE store = $1 GROUP BY id`, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		rows.Scan(&id, &n)
+		stored[id] = n
+	}
+	rows.Close()
+	for id, n := range accepted {
+		if n != 1 || stored[id] != 1 {
+			t.Errorf("%s: accepted %d times, stored %d times; want once", id, n, stored[id])
+		}
+	}
+	for id, n := range stored {
+		if accepted[id] != 1 {
+			t.Errorf("%s stored %d times without an accepted batch", id, n)
+		}
+	}
+	for _, r := range results {
+		if r.committed || r.refusedTx {
+			continue
+		}
+		for _, id := range r.ids {
+			if stored[id] != 0 {
+				t.Errorf("%s of a rolled-back transaction is stored", id)
+			}
+		}
+		if err := sv.Outcome(ctx, r.batch); !errors.Is(err, pgstore.ErrUnknownBatch) {
+			t.Errorf("the batch of a rolled-back transaction: Outcome = %v; want ErrUnknownBatch", err)
+		}
+	}
+	var appRows int
+	pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&appRows)
+	if appRows != committed {
+		t.Errorf("%d application rows; want %d (one per committed transaction)", appRows, committed)
+	}
+	t.Logf("%d transactions, %d committed, %d tasks accepted", len(results), committed, len(accepted))
+}

@@ -1,0 +1,185 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/internal/record"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// What a commit writes to baton.tasks: the task records of the commit
+// decoded into columns. Records this version cannot decode (a newer
+// format, a kind it does not know) are kept in baton.records as they are
+// and leave the columns as they were: the projection is a view for
+// people, never what Load reads.
+
+// defRows are the columns of the definitions of one commit.
+type defRows struct {
+	seq                  []int64
+	id, fn, pool, parent []string
+	deps                 []string // JSON arrays
+	prio, maxAttempts    []int32
+	key                  []string
+	payload              [][]byte
+	submitted            []string // IDs of tasks submitted (no parent): an inbox batch's acceptance
+	undecodable          int      // definitions this version cannot decode (kept in baton.records only)
+}
+
+// stateRows are the columns of the state records of one commit.
+type stateRows struct {
+	seq              []int64
+	status           []string
+	attempts, runs   []int32
+	errKind, errText []string
+	cause            []string
+	result           [][]byte
+	due, at          []pgtype.Timestamptz
+	final            bool // a task became (or stayed) final: waiters look
+	undecodable      int
+	deletedSeq       []int64 // definitions deleted: the task's row goes
+	deletedStateOnly []int64 // states deleted without their definition
+}
+
+// statuses is how many coordinator statuses a state record may hold.
+const statuses = uint8(coordinator.Skipped) + 1
+
+// project decodes c's task records into rows.
+func project(c *coordinator.Changes) (defRows, stateRows) {
+	var d defRows
+	var s stateRows
+	for _, kv := range c.Puts {
+		seq, kind, ok := record.ParseTaskKey(kv.Key)
+		if !ok {
+			continue
+		}
+		switch kind {
+		case record.KindDef:
+			def, err := record.DecodeDef(kv.Value)
+			if err != nil {
+				d.undecodable++
+				continue
+			}
+			deps := def.Deps
+			if deps == nil {
+				deps = []string{}
+			}
+			dj, _ := json.Marshal(deps) // strings always marshal
+			var payload []byte
+			if def.HasPayload {
+				payload = def.Payload
+				if payload == nil {
+					payload = []byte{}
+				}
+			}
+			d.seq = append(d.seq, int64(seq))
+			d.id = append(d.id, def.ID)
+			d.fn = append(d.fn, def.Func)
+			d.pool = append(d.pool, def.Pool)
+			d.parent = append(d.parent, def.Parent)
+			d.deps = append(d.deps, string(dj))
+			d.prio = append(d.prio, int32(def.Priority))
+			d.maxAttempts = append(d.maxAttempts, int32(def.MaxAttempts))
+			d.key = append(d.key, def.Key)
+			d.payload = append(d.payload, payload)
+			if def.Parent == "" {
+				d.submitted = append(d.submitted, def.ID)
+			}
+		case record.KindState:
+			st, err := record.DecodeState(kv.Value, statuses)
+			if err != nil {
+				s.undecodable++
+				continue
+			}
+			status := coordinator.Status(st.Status)
+			var result []byte
+			if st.HasResult && !st.NilResult {
+				result = st.Result
+				if result == nil {
+					result = []byte{}
+				}
+			}
+			s.seq = append(s.seq, int64(seq))
+			s.status = append(s.status, status.String())
+			s.attempts = append(s.attempts, st.Attempts)
+			s.runs = append(s.runs, st.Runs)
+			kindName, text := errorColumns(&st)
+			s.errKind = append(s.errKind, kindName)
+			s.errText = append(s.errText, text)
+			s.cause = append(s.cause, st.Cause)
+			s.result = append(s.result, result)
+			s.due = append(s.due, tstz(st.Due))
+			s.at = append(s.at, tstz(st.At))
+			if status.Final() {
+				s.final = true
+			}
+		}
+	}
+	defDel, stateDel := map[uint64]bool{}, map[uint64]bool{}
+	for _, k := range c.Deletes {
+		seq, kind, ok := record.ParseTaskKey(k)
+		if !ok {
+			continue
+		}
+		switch kind {
+		case record.KindDef:
+			defDel[seq] = true
+		case record.KindState:
+			stateDel[seq] = true
+		}
+	}
+	for seq := range defDel {
+		s.deletedSeq = append(s.deletedSeq, int64(seq))
+	}
+	for seq := range stateDel {
+		if !defDel[seq] {
+			s.deletedStateOnly = append(s.deletedStateOnly, int64(seq))
+		}
+	}
+	if len(defDel) > 0 {
+		s.final = true // a waiter for a dropped task must hear of it
+	}
+	return d, s
+}
+
+// Names of the error kinds in baton.tasks.error_kind.
+var errKindNames = map[uint8]string{
+	record.ErrKindCancelled:   "cancelled",
+	record.ErrKindClosed:      "closed",
+	record.ErrKindInterrupted: "interrupted",
+	record.ErrKindOther:       "error",
+	record.ErrKindTimeout:     "timeout",
+	record.ErrKindJoin:        "join",
+}
+
+// errorColumns returns a state's error_kind and error columns ("" for
+// NULL): the text a restored scheduler's TaskInfo.Err would give.
+func errorColumns(st *record.State) (kind, text string) {
+	switch st.ErrKind {
+	case record.ErrKindNone:
+		return "", ""
+	case record.ErrKindCancelled:
+		return errKindNames[st.ErrKind], coordinator.ErrCancelled.Error()
+	case record.ErrKindClosed:
+		return errKindNames[st.ErrKind], coordinator.ErrClosed.Error()
+	case record.ErrKindInterrupted:
+		return errKindNames[st.ErrKind], coordinator.ErrInterrupted.Error()
+	case record.ErrKindTimeout:
+		text = fmt.Sprintf("attempt timed out after %v", st.Timeout)
+		if st.ErrMsg != "" {
+			text += ": " + st.ErrMsg
+		}
+		return errKindNames[st.ErrKind], text
+	default:
+		return errKindNames[st.ErrKind], st.ErrMsg
+	}
+}
+
+func tstz(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
+}

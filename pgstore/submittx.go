@@ -1,0 +1,172 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/jackc/pgx/v5"
+)
+
+// BatchID names a batch in baton.inbox (its row's id): SubmitTx returns
+// it, Outcome and WaitBatch take it.
+type BatchID int64
+
+// SubmitTx adds tasks as one batch inside tx, the caller's transaction: a
+// pgx.Tx or a database/sql *sql.Tx (of any driver). If tx commits, the
+// leader accepts the batch whole, exactly once, or refuses it whole; if
+// tx rolls back, nothing of it exists. Nothing runs before tx commits.
+//
+// SubmitTx checks, and refuses with the errors Submit gives, what the
+// transaction can see: a task that is not described by data alone
+// (*coordinator.TaskError wrapping coordinator.ErrNotDurable), an empty
+// ID (ErrInvalidTask), an ID twice in the batch, stored, or in a batch
+// waiting for the leader, including one of a concurrent transaction,
+// which SubmitTx waits for as for a unique key, and refuses if it
+// commits (ErrDuplicateID), a dependency neither in the batch nor stored
+// nor waiting (ErrUnknownDependency), a cycle (*coordinator.CycleError).
+// A refusal changes nothing in tx, which stays usable (SubmitTx works in
+// a savepoint). What only the leader can check is the batch's outcome,
+// told by Outcome and WaitBatch once tx has committed, with the same
+// errors: the rest of Submit's validation (an unknown pool or function, a
+// bad Cron, negative durations: ErrInvalidTask, ErrUnknownPool), and a
+// dependency on a batch of another transaction that the leader refuses
+// (ErrUnknownDependency). It blocks for four statements on tx (and for a
+// concurrent transaction that submits one of its IDs), and is safe for
+// concurrent use (on different transactions). After Close it still
+// works: it uses tx alone.
+func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task) (BatchID, error) {
+	q, err := txOf(tx)
+	if err != nil {
+		return 0, err
+	}
+	ws, outside, err := checkBatch(tasks)
+	if err != nil {
+		return 0, err
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
+	}
+	idsJSON, _ := json.Marshal(ids)
+	if outside == nil {
+		outside = []string{}
+	}
+	depsJSON, _ := json.Marshal(outside)
+	var dups, missing string
+	if err := q.queryRow(ctx, `
+		SELECT
+		  coalesce((SELECT jsonb_agg(t.id) FROM baton.tasks t
+		             WHERE t.store = $1 AND t.id IN (SELECT jsonb_array_elements_text($2::jsonb))), '[]')::text,
+		  coalesce((SELECT jsonb_agg(d.id) FROM jsonb_array_elements_text($3::jsonb) AS d(id)
+		             WHERE NOT EXISTS (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = d.id)
+		               AND NOT EXISTS (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = d.id)), '[]')::text`,
+		c.name, string(idsJSON), string(depsJSON)).scan(&dups, &missing); err != nil {
+		return 0, fmt.Errorf("pgstore: SubmitTx: checking the batch: %w", err)
+	}
+	var dupIDs, missingIDs []string
+	if err := json.Unmarshal([]byte(dups), &dupIDs); err != nil {
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	if err := json.Unmarshal([]byte(missing), &missingIDs); err != nil {
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	if len(dupIDs) > 0 {
+		return 0, &coordinator.TaskError{ID: dupIDs[0], Err: coordinator.ErrDuplicateID, Detail: "already submitted"}
+	}
+	if len(missingIDs) > 0 {
+		return 0, unknownDep(tasks, missingIDs[0])
+	}
+	if err := findCycle(tasks); err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(submitBody{Tasks: ws})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	// The batch's row, one pending row per ID (waiting for a concurrent
+	// transaction that submits one of them: a unique key), and the
+	// notification, delivered when tx commits, never if it rolls back.
+	// A savepoint undoes all three if an ID is pending already.
+	if err := q.exec(ctx, `SAVEPOINT baton_submit`); err != nil {
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	var id int64
+	var taken *string // an ID whose pending row another batch holds
+	if err := q.queryRow(ctx, `
+		WITH box AS (
+		    INSERT INTO baton.inbox (store, kind, body, ids)
+		    VALUES ($1, 'submit', $2, ARRAY(SELECT jsonb_array_elements_text($3::jsonb))) RETURNING id),
+		  pend AS (
+		    INSERT INTO baton.pending (store, id, inbox)
+		    SELECT $1, x, box.id FROM box, jsonb_array_elements_text($3::jsonb) AS x
+		    ON CONFLICT DO NOTHING RETURNING id),
+		  woke AS (SELECT pg_notify($4, $1))
+		SELECT (SELECT id FROM box),
+		       (SELECT min(x) FROM (SELECT jsonb_array_elements_text($3::jsonb) EXCEPT SELECT id FROM pend) AS m(x)),
+		       (SELECT count(*) FROM woke)`,
+		c.name, body, string(idsJSON), chanInbox).scan(&id, &taken, new(int64)); err != nil {
+		q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`)
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	if taken != nil {
+		// Named by the statement itself: by now the other batch may be
+		// decided and its pending rows gone.
+		if err := q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`); err != nil {
+			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		}
+		return 0, &coordinator.TaskError{ID: *taken, Err: coordinator.ErrDuplicateID, Detail: "submitted by another transaction"}
+	}
+	if err := q.exec(ctx, `RELEASE SAVEPOINT baton_submit`); err != nil {
+		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+	}
+	return BatchID(id), nil
+}
+
+// txQuerier is what SubmitTx needs of a transaction of either kind.
+type txQuerier interface {
+	queryRow(ctx context.Context, sql string, args ...any) scanner
+	exec(ctx context.Context, sql string) error
+}
+
+type scanner interface{ scan(dest ...any) error }
+
+func txOf(tx any) (txQuerier, error) {
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		if tx != nil {
+			return pgxTx{tx}, nil
+		}
+	case *sql.Tx:
+		if tx != nil {
+			return sqlTx{tx}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: got %T", ErrInvalidTx, tx)
+}
+
+type pgxTx struct{ tx pgx.Tx }
+type pgxRow struct{ row pgx.Row }
+
+func (t pgxTx) queryRow(ctx context.Context, sql string, args ...any) scanner {
+	return pgxRow{t.tx.QueryRow(ctx, sql, args...)}
+}
+func (r pgxRow) scan(dest ...any) error { return r.row.Scan(dest...) }
+func (t pgxTx) exec(ctx context.Context, sql string) error {
+	_, err := t.tx.Exec(ctx, sql)
+	return err
+}
+
+type sqlTx struct{ tx *sql.Tx }
+type sqlRow struct{ row *sql.Row }
+
+func (t sqlTx) queryRow(ctx context.Context, sql string, args ...any) scanner {
+	return sqlRow{t.tx.QueryRowContext(ctx, sql, args...)}
+}
+func (r sqlRow) scan(dest ...any) error { return r.row.Scan(dest...) }
+func (t sqlTx) exec(ctx context.Context, sql string) error {
+	_, err := t.tx.ExecContext(ctx, sql)
+	return err
+}
