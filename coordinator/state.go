@@ -276,6 +276,7 @@ type state struct {
 	keyTable     // Task.Key: limits and turns (keys.go)
 	abandonTable // what abandoned attempts hold while their functions run (abandon.go)
 	historyTable // what attempts are remembered (history.go)
+	chg          []*changeSet // the open change feeds' marks (changes.go); nil: none, and nothing is marked
 
 	// Spawning (spawn.go). fam is nil until the first Spawn; then it is
 	// parallel to tasks.
@@ -434,6 +435,9 @@ func (s *state) locate(link int32) (*laneState, uint32) {
 func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	if s.dur != nil {
 		s.dur.touch(t) // every transition with an event is written
+	}
+	if s.chg != nil {
+		s.markChanged(t) // and read by the change feeds (changes.go)
 	}
 	if !s.kinds.has(kind) {
 		return nil
