@@ -140,7 +140,7 @@ func newDemo(t *testing.T) *demo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := dashboard.New(s, dashboard.WithPrefix("/admin/baton"), dashboard.WithUpdateInterval(100*time.Millisecond), dashboard.WithAlwaysRecord())
+	d := dashboard.New(s, dashboard.WithPrefix("/admin/baton"), dashboard.WithUpdateInterval(100*time.Millisecond))
 	srv := httptest.NewServer(d)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -90,9 +90,6 @@ func TestLoad(t *testing.T) {
 				if *loadEvery > 0 {
 					opts = append(opts, dashboard.WithUpdateInterval(*loadEvery))
 				}
-				if mode == "subscribed" {
-					opts = append(opts, dashboard.WithAlwaysRecord()) // no page open: subscribed all the same
-				}
 				d = dashboard.New(s, opts...)
 				srv = httptest.NewServer(d)
 			}
