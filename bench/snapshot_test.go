@@ -48,6 +48,8 @@ func BenchmarkSnapshot(b *testing.B) {
 		{"ancestors-of-100", coordinator.SnapshotFilter{Roots: []string{"100"}, Ancestors: true}, false},
 		{"ancestors-of-last", coordinator.SnapshotFilter{Roots: []string{last}, Ancestors: true}, false},
 		{"descendants-of-gate", coordinator.SnapshotFilter{Roots: []string{"gate"}, Descendants: true}, false},
+		// The dashboard's graph read: the 2,000 nearest, both ways.
+		{"around-gate-limit=2000", coordinator.SnapshotFilter{Roots: []string{"gate"}, Ancestors: true, Descendants: true, Children: true, Depth: 10, Limit: 2000}, false},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -108,10 +108,13 @@ func WithUpdateInterval(d time.Duration) Option {
 	}
 }
 
-// WithGraphLimit sets the most tasks the graph page draws at once
-// (default 300; the browser lays out a few hundred tasks in well under a
-// second). A larger graph is cut, and the page says so. 0 keeps the
-// default; New panics on a negative n.
+// WithGraphLimit sets the most tasks the graph page reads at once
+// (default 2,000), the nearest to the tasks it centres on: the
+// coordinator visits what it returns. The page draws spawned families and
+// runs of tasks of one shape as groups a click opens, and lays the
+// drawing out in a Web Worker, so that 2,000 tasks stay readable and the
+// page responsive. A larger neighbourhood is cut, and the page says so.
+// 0 keeps the default; New panics on a negative n.
 func WithGraphLimit(n int) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -164,7 +167,7 @@ func New(s *coordinator.Scheduler, opts ...Option) *Dashboard {
 	cfg := config{
 		clk:          clock.New(),
 		interval:     250 * time.Millisecond,
-		graphLimit:   300,
+		graphLimit:   2000,
 		writeTimeout: 10 * time.Second,
 	}
 	for _, o := range opts {

@@ -212,3 +212,38 @@ func TestLiveTaskCancel(t *testing.T) {
 	}
 }
 
+
+// A stream for an unknown task says so once, without sending its ID back
+// (however long it is), and goes on with overviews only.
+func TestUnknownTaskSentOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown(context.Background())
+		d := dashboard.New(s)
+		defer d.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newStreamWriter()
+		done := make(chan struct{})
+		id := strings.Repeat("z", 900<<10)
+		go func() {
+			defer close(done)
+			d.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/events?task="+id, nil).WithContext(ctx))
+		}()
+		first := <-w.flushes
+		if !strings.Contains(first, "event: gone\ndata: {\"gone\":true}") || strings.Contains(first, "zzzz") || len(first) > 10<<10 {
+			t.Fatalf("first update (%d bytes) = %.200q; want a gone event without the ID", len(first), first)
+		}
+		time.Sleep(3 * time.Second) // in the bubble: a refresh passes
+		synctest.Wait()
+		for len(w.flushes) > 0 {
+			if f := <-w.flushes; strings.Contains(f, "gone") || strings.Contains(f, "zzzz") {
+				t.Fatalf("a later update = %.200q; want overviews only", f)
+			}
+		}
+		cancel()
+		<-done
+	})
+}

@@ -3,6 +3,7 @@ package browsertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -23,6 +24,7 @@ var (
 	loadRounds = flag.Int("browsertest.rounds", 3, "rounds of TestLoad; each runs every setup once, in turn")
 	loadEvery  = flag.Duration("browsertest.interval", 0, "the dashboard's update interval in TestLoad (0: its default)")
 	loadModes  = flag.String("browsertest.modes", "none,noop-sub,noop-lag,noop-kinds,subscribed,browser", "the setups TestLoad compares, none first")
+	loadFail   = flag.Bool("browsertest.fail", false, "TestLoad's tasks fail (each returns an error, no retry)")
 )
 
 // spin keeps a core busy for d (an empty task when d is 0).
@@ -55,6 +57,11 @@ func TestLoad(t *testing.T) {
 	ctx, dir := browserDir(t)
 	n := *loadN
 	fn := spin(*loadWork)
+	if *loadFail {
+		work := fn
+		fail := errors.New("planned failure")
+		fn = func(ctx context.Context) error { _ = work(ctx); return fail }
+	}
 	type result struct {
 		elapsed []time.Duration
 		updates []float64 // ms, every update of every browser round
@@ -124,10 +131,11 @@ func TestLoad(t *testing.T) {
 			r.cpu = append(r.cpu, chromiumCPU(dir)-cpu0)
 			if d != nil {
 				// How far behind the dashboard was when the last task ended:
-				// until its rate history counts every task (it learns
-				// successes from the scheduler's Totals on each update).
+				// until its copy counts every task final.
 				for {
-					var ov struct{ Rate []struct{ Finished uint64 } }
+					var ov struct {
+						Counts struct{ Succeeded, Failed int }
+					}
 					res, err := http.Get(srv.URL + "/overview.json")
 					if err != nil {
 						t.Fatal(err)
@@ -137,21 +145,18 @@ func TestLoad(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var finished uint64
-					for _, b := range ov.Rate {
-						finished += b.Finished
-					}
-					if finished >= uint64(n) {
+					if ov.Counts.Succeeded+ov.Counts.Failed >= n {
 						break
 					}
 					if time.Since(start) > elapsed+guard {
-						t.Fatalf("the dashboard counted %d tasks of %d", finished, n)
+						t.Fatalf("the dashboard counted %d tasks of %d", ov.Counts.Succeeded+ov.Counts.Failed, n)
 					}
+					time.Sleep(10 * time.Millisecond) // a measurement's poll, not a test's synchronisation
 				}
 				r.lag = append(r.lag, time.Since(start)-elapsed)
 			}
 			if mode == "browser" {
-				want := fmt.Sprintf(`document.querySelector('[data-count="succeeded"]').textContent === "%d"`, n)
+				want := fmt.Sprintf(`+document.querySelector('[data-count="succeeded"]').textContent + +document.querySelector('[data-count="failed"]').textContent === %d`, n)
 				if err := until(ctx, want); err != nil {
 					t.Errorf("the page never showed %d succeeded: %v", n, err)
 				}
