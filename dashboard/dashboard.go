@@ -49,12 +49,12 @@ type Dashboard struct {
 type Option func(*config)
 
 type config struct {
-	prefix     string        // "" or "/admin/baton": no trailing slash
-	readOnly   bool          // no actions
-	clk        clock.Clock   // the dashboard's time: live-update pacing, "running for"
-	interval   time.Duration // at least this long between two live updates of a page
-	refresh    time.Duration // a live page is updated at least this often, events or not
-	graphLimit int           // most tasks a graph draws
+	prefix       string        // "" or "/admin/baton": no trailing slash
+	readOnly     bool          // no actions
+	clk          clock.Clock   // the dashboard's time: live-update pacing, "running for"
+	interval     time.Duration // at least this long between two live updates of a page
+	refresh      time.Duration // a live page is updated at least this often, events or not
+	graphLimit   int           // most tasks a graph draws
 	writeTimeout time.Duration // a live stream's write must be done within this
 }
 

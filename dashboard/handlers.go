@@ -44,8 +44,8 @@ var pages = func() map[string]*template.Template {
 			}
 			return t.UTC().Format("15:04:05.000")
 		},
-		"poolLabel":  poolLabel,
-		"minus":      func(a, b int) int { return a - b },
+		"poolLabel": poolLabel,
+		"minus":     func(a, b int) int { return a - b },
 		"since": func(t, now time.Time) string {
 			if t.IsZero() {
 				return "before the dashboard"

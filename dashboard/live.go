@@ -2,8 +2,8 @@ package dashboard
 
 import (
 	"bytes"
-	"errors"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 )

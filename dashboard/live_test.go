@@ -212,7 +212,6 @@ func TestLiveTaskCancel(t *testing.T) {
 	}
 }
 
-
 // A stream for an unknown task says so once, without sending its ID back
 // (however long it is), and goes on with overviews only.
 func TestUnknownTaskSentOnce(t *testing.T) {

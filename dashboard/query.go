@@ -53,7 +53,7 @@ type taskQuery struct {
 	Parent   string               // the task whose attempts spawned them, exactly; "" for any
 	Sort     string               // a sortKeys column; "submitted" by default
 	Desc     bool                 // descending: by default (newest first)
-	Page     int // 1-based
+	Page     int                  // 1-based
 	Size     int
 }
 
@@ -160,4 +160,3 @@ func (tq taskQuery) values(page int) url.Values {
 func (tq taskQuery) hasStatus(st coordinator.Status) bool {
 	return len(tq.Statuses) == 0 || slices.Contains(tq.Statuses, st)
 }
-

@@ -419,7 +419,7 @@ type taskView struct {
 	Joining     bool          `json:"joining"`          // its attempt returned; it waits for its children (TaskInfo.Joining)
 	Children    []depView     `json:"children"`         // the first of them, newest first; full only
 	ChildMore   bool          `json:"childMore"`
-	ChildCounts []childCount  `json:"childCounts"`          // by status, each a link to the table of them
+	ChildCounts []childCount  `json:"childCounts"`           // by status, each a link to the table of them
 	ChildFailed *depView      `json:"childFailed,omitempty"` // a failed child, with its error
 	History     []attemptView `json:"history"`               // the newest first
 	Dropped     int           `json:"dropped"`               // older attempts the scheduler no longer keeps (WithHistory)
