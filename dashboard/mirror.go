@@ -77,9 +77,8 @@ type endBucket struct {
 }
 
 type mirror struct {
-	s    *coordinator.Scheduler
-	feed *coordinator.Feed
-	clk  func() time.Time
+	s   *coordinator.Scheduler
+	clk func() time.Time
 
 	mu       sync.RWMutex
 	slots    []*row

@@ -31,10 +31,6 @@ type countsView struct {
 	Total     int `json:"total"`
 }
 
-func countsOf(c coordinator.Counts) countsView {
-	return countsView{c.Pending, c.Ready, c.Running, c.Succeeded, c.Failed, c.Cancelled, c.Skipped, c.Total()}
-}
-
 func (c *countsView) add(o countsView) {
 	c.Pending += o.Pending
 	c.Ready += o.Ready
