@@ -250,9 +250,9 @@ func (s *state) changes(cs *changeSet, max int, now time.Time) FeedPage {
 		}
 	}
 	out := FeedPage{At: now, Rows: make([]TaskRow, 0, min(max, 64))}
-	words := len(cs.marks)
+	words, from := len(cs.marks), cs.pos
 	for k := 0; k < words && len(out.Rows) < max; k++ {
-		w := (cs.pos + k) % words
+		w := (from + k) % words
 		for cs.marks[w] != 0 && len(out.Rows) < max {
 			b := bits.TrailingZeros64(cs.marks[w])
 			cs.marks[w] &^= 1 << b

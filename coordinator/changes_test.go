@@ -213,3 +213,45 @@ func TestFeedAfterShutdown(t *testing.T) {
 		late.Close()
 	})
 }
+
+// Chunks that end inside a word of marks, over many words: every task is
+// reported, each once, and the last read says nothing more waits.
+func TestFeedChunksCoverEveryTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		var tasks []coordinator.Task
+		for i := range 5000 {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint("t", i), Run: ok})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		f := s.Feed()
+		defer f.Close()
+		seen := map[string]int{}
+		for reads := 0; ; reads++ {
+			p, err := f.Next(context.Background(), 300)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range p.Rows {
+				seen[r.ID]++
+			}
+			if !p.More {
+				break
+			}
+			if reads > 100 {
+				t.Fatalf("still more after %d reads, %d tasks seen", reads, len(seen))
+			}
+		}
+		if len(seen) != 5000 {
+			t.Errorf("%d tasks reported; want 5000", len(seen))
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("%s reported %d times; want once", id, n)
+			}
+		}
+	})
+}
