@@ -272,11 +272,10 @@ type state struct {
 	cutting bool // Shutdown's cancellations have begun: children joining the graph from now on are cancelled at once (spawn.go)
 	rseq    uint32
 
-	watchers                  // WaitTasks calls and Batches (waittasks.go)
-	keyTable                  // Task.Key: limits and turns (keys.go)
-	abandonTable              // what abandoned attempts hold while their functions run (abandon.go)
-	historyTable              // what attempts are remembered (history.go)
-	chg          []*changeSet // the open change feeds' marks (changes.go); nil: none, and nothing is marked
+	watchers     // WaitTasks calls and Batches (waittasks.go)
+	keyTable     // Task.Key: limits and turns (keys.go)
+	abandonTable // what abandoned attempts hold while their functions run (abandon.go)
+	historyTable // what attempts are remembered (history.go)
 
 	// Spawning (spawn.go). fam is nil until the first Spawn; then it is
 	// parallel to tasks.
@@ -331,6 +330,10 @@ type state struct {
 	expiry      []retention
 	expHead     int
 	recFree     freeRecs // dropped records, reused by submit, lowest first
+
+	// The open change feeds' marks (changes.go); nil: none, and nothing
+	// is marked. Last, so that no field the hot path reads moves for it.
+	chg []*changeSet
 }
 
 func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Rand) *state {

@@ -46,6 +46,7 @@ var pages = func() map[string]*template.Template {
 		},
 		"poolLabel": poolLabel,
 		"minus":     func(a, b int) int { return a - b },
+		"short":     func(id string) string { return cut(id, 64) }, // a long ID in a table: the link's title has it whole
 		"since": func(t, now time.Time) string {
 			if t.IsZero() {
 				return "before the dashboard"
@@ -114,7 +115,7 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("POST /pools/pause", d.servePause)
 	mux.HandleFunc("POST /pools/resume", d.servePause)
 	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "static/favicon.svg?v="+assetVersion["favicon.svg"], http.StatusMovedPermanently)
+		http.Redirect(w, r, d.cfg.prefix+"/static/favicon.svg?v="+assetVersion["favicon.svg"], http.StatusMovedPermanently)
 	})
 	for _, action := range []string{"/task/cancel", "/task/rerun", "/tasks/bulk", "/pools/pause", "/pools/resume"} {
 		mux.HandleFunc(action, func(w http.ResponseWriter, r *http.Request) {

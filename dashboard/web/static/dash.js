@@ -18,7 +18,7 @@
     return e;
   }
   function cell(tr, text, cls) { var td = el("td", cls ? { class: cls } : null, text); tr.appendChild(td); return td; }
-  function taskLink(id) { return el("a", { href: base + "task?id=" + encodeURIComponent(id) }, id); }
+  function taskLink(id) { return el("a", { href: base + "task?id=" + encodeURIComponent(id), title: id }, id.length > 64 ? id.substring(0, 64) + "…" : id); }
   function poolLabel(p) { return p === "" ? "default" : p; }
   function clock(t) {
     if (!t || t.indexOf("0001-") === 0) return "before the dashboard";

@@ -94,6 +94,19 @@
       var m = byShape[k];
       fold("s:" + g.nodes[m[0]].id, m.length + " tasks like " + short(g.nodes[m[0]].id), m);
     });
+    // Long runs: chains of tasks with one dependency and one dependent
+    // each, drawn in the graph, folded into one node.
+    var inChain = new Array(n);
+    g.nodes.forEach(function (x, i) {
+      if (of[i] >= 0 || x.root || preds[i].length !== 1 || succs[i].length !== 1 || inChain[i]) return;
+      var p = preds[i][0];
+      if (of[p] < 0 && !g.nodes[p].root && preds[p].length === 1 && succs[p].length === 1) return; // not the run's first
+      var run = [], k = i;
+      while (of[k] < 0 && !g.nodes[k].root && preds[k].length === 1 && succs[k].length === 1 && !inChain[k]) {
+        inChain[k] = true; run.push(k); k = succs[k][0];
+      }
+      fold("c:" + g.nodes[run[0]].id, run.length + " in a row: " + short(g.nodes[run[0]].id) + " … " + short(g.nodes[run[run.length - 1]].id), run);
+    });
     var out = [], index = new Array(n), gindex = [];
     g.nodes.forEach(function (x, i) {
       if (of[i] >= 0) return;
@@ -104,7 +117,17 @@
       gindex[gi] = out.length;
       out.push({ key: gr.key, group: gr, status: gr.status });
     });
-    var seen = {}, edges = [];
+    var seen = {}, edges = [], byID = {};
+    g.nodes.forEach(function (x, i) { byID[x.id] = i; });
+    // A family hangs from its spawner.
+    groups.forEach(function (gr, gi) {
+      var p = gr.key.indexOf("f:") === 0 ? byID[gr.key.substring(2)] : undefined;
+      if (p !== undefined) {
+        var a = of[p] >= 0 ? gindex[of[p]] : index[p];
+        seen[a + ">" + gindex[gi]] = true;
+        edges.push([a, gindex[gi]]);
+      }
+    });
     g.edges.forEach(function (e) {
       var a = of[e[0]] >= 0 ? gindex[of[e[0]]] : index[e[0]], b = of[e[1]] >= 0 ? gindex[of[e[1]]] : index[e[1]];
       if (a === b || seen[a + ">" + b]) return;
