@@ -46,14 +46,37 @@ type row struct {
 	errText string    // its error's text, cut
 }
 
-func bySeq(a, b *row) bool { return a.seq < b.seq }
+// ent is a row in an index: its key inline, so that a tree compares
+// without reading the rows (a cache miss each, in a million).
+type ent struct {
+	seq uint64
+	r   *row
+}
 
-// byWait orders ready rows by how long they have waited, longest first.
-func byWait(a, b *row) bool {
-	if !a.since.Equal(b.since) {
-		return a.since.Before(b.since)
+func bySeq(a, b ent) bool { return a.seq < b.seq }
+
+// went is a ready row in its pool's index, by how long it has waited.
+type went struct {
+	since int64 // UnixNano; 0 (before the dashboard) first
+	seq   uint64
+	r     *row
+}
+
+func byWait(a, b went) bool {
+	if a.since != b.since {
+		return a.since < b.since
 	}
 	return a.seq < b.seq
+}
+
+func (r *row) ent() ent { return ent{r.seq, r} }
+
+func (r *row) went() went {
+	var ns int64
+	if !r.since.IsZero() {
+		ns = r.since.UnixNano()
+	}
+	return went{ns, r.seq, r}
 }
 
 type statusCounts [7]int // by coordinator.Status
@@ -83,9 +106,9 @@ type mirror struct {
 	mu       sync.RWMutex
 	slots    []*row
 	byID     map[string]*row
-	all      *btree.BTreeG[*row]
-	byStatus [7]*btree.BTreeG[*row]
-	ready    map[string]*btree.BTreeG[*row] // per pool, by wait
+	all      *btree.BTreeG[ent]
+	byStatus [7]*btree.BTreeG[ent]
+	ready    map[string]*btree.BTreeG[went] // per pool, by wait
 	counts   map[string]*statusCounts       // per pool
 	running  map[*row]struct{}
 	kids     map[string]map[*row]struct{} // by parent ID
@@ -104,7 +127,7 @@ type mirror struct {
 }
 
 func newMirror(s *coordinator.Scheduler, now func() time.Time) *mirror {
-	m := &mirror{s: s, clk: now, byID: map[string]*row{}, ready: map[string]*btree.BTreeG[*row]{},
+	m := &mirror{s: s, clk: now, byID: map[string]*row{}, ready: map[string]*btree.BTreeG[went]{},
 		counts: map[string]*statusCounts{}, running: map[*row]struct{}{}, kids: map[string]map[*row]struct{}{},
 		buckets: map[string][]endBucket{}, changed: make(chan struct{}), caughtCh: make(chan struct{})}
 	opts := btree.Options{NoLocks: true}
@@ -206,7 +229,7 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 		r.errText = errText(tr.Err)
 		m.slots[tr.Slot] = r
 		m.byID[r.ID] = r
-		m.all.Set(r)
+		m.all.Load(r.ent()) // the newest: appended
 		m.index(r)
 		if r.Parent != "" {
 			k := m.kids[r.Parent]
@@ -231,7 +254,7 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 
 // index adds r to the indexes of its status.
 func (m *mirror) index(r *row) {
-	m.byStatus[r.Status].Set(r)
+	m.byStatus[r.Status].Load(r.ent()) // Load appends fast, and inserts as Set otherwise
 	c := m.counts[r.Pool]
 	if c == nil {
 		c = &statusCounts{}
@@ -247,24 +270,24 @@ func (m *mirror) index(r *row) {
 			q = btree.NewBTreeGOptions(byWait, btree.Options{NoLocks: true})
 			m.ready[r.Pool] = q
 		}
-		q.Set(r)
+		q.Set(r.went())
 	}
 }
 
 func (m *mirror) unindex(r *row) {
-	m.byStatus[r.Status].Delete(r)
+	m.byStatus[r.Status].Delete(r.ent())
 	m.counts[r.Pool][r.Status]--
 	switch r.Status {
 	case coordinator.Running:
 		delete(m.running, r)
 	case coordinator.Ready:
-		m.ready[r.Pool].Delete(r)
+		m.ready[r.Pool].Delete(r.went())
 	}
 }
 
 func (m *mirror) remove(r *row) {
 	m.unindex(r)
-	m.all.Delete(r)
+	m.all.Delete(r.ent())
 	delete(m.byID, r.ID)
 	m.slots[r.Slot] = nil
 	if r.Parent != "" {

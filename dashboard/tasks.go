@@ -88,8 +88,8 @@ func (d *Dashboard) query(tq taskQuery) *taskPage {
 		if offset >= page.Total {
 			return page
 		}
-		take := func(r *row) bool {
-			page.Rows = append(page.Rows, r.copyOut())
+		take := func(e ent) bool {
+			page.Rows = append(page.Rows, e.r.copyOut())
 			return len(page.Rows) < tq.Size
 		}
 		if tq.Desc {
@@ -173,7 +173,8 @@ func (d *Dashboard) compute(tq taskQuery, k int) *result {
 	needle := strings.ToLower(tq.ErrText)
 	res := &result{}
 	var rows []*row
-	m.all.Scan(func(r *row) bool {
+	m.all.Scan(func(e ent) bool {
+		r := e.r
 		if !tq.matches(r, needle) {
 			return true
 		}

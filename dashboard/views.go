@@ -201,7 +201,8 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 			TasksQuery: template.URL(taskQuery{Pool: name, Sort: "submitted", Desc: true}.values(1).Encode()),
 		}
 		if q := m.ready[name]; q != nil && q.Len() > 0 {
-			if r, ok := q.Min(); ok && !r.since.IsZero() {
+			if w, ok := q.Min(); ok && !w.r.since.IsZero() {
+				r := w.r
 				p.OldestWait = roundDuration(now.Sub(r.since)).String()
 			} else if ok {
 				p.OldestWait = "since before the dashboard"
@@ -239,8 +240,8 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 	}
 	m.mu.RUnlock()
 	// Attempts running since before the dashboard: their start from the
-	// history (at most runningShown round trips, and only until the copy
-	// has seen them start).
+	// history, once (at most runningShown round trips, and only for tasks
+	// the copy found running when it started), kept in the copy.
 	for i := range v.Running {
 		rv := &v.Running[i]
 		if !rv.Start.IsZero() {
@@ -249,6 +250,11 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 		if h, ok := d.s.History(rv.ID); ok && len(h.Attempts) > 0 {
 			if a := h.Attempts[len(h.Attempts)-1]; a.Ended.IsZero() && !a.Started.IsZero() {
 				rv.Start = a.Started
+				m.mu.Lock()
+				if r := m.byID[rv.ID]; r != nil && r.Status == coordinator.Running && r.since.IsZero() {
+					r.since = a.Started
+				}
+				m.mu.Unlock()
 			}
 		}
 	}
@@ -743,7 +749,8 @@ func (d *Dashboard) focus(q graphQuery, n int) []string {
 	var out []string
 	for _, st := range statuses {
 		per := max(1, n/len(statuses))
-		m.byStatus[st].Reverse(func(r *row) bool {
+		m.byStatus[st].Reverse(func(e ent) bool {
+			r := e.r
 			if len(out) == n || per == 0 {
 				return false
 			}
