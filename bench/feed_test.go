@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"testing"
-
-	"github.com/batonhq/baton/coordinator"
 )
 
 // BenchmarkFeed: what a change feed's read costs the coordinator with
@@ -13,26 +11,7 @@ import (
 // per task and of the lanes). A read is a round trip, during which the
 // coordinator does nothing else.
 func BenchmarkFeed(b *testing.B) {
-	g := Random(*benchN, 1)
-	tasks := stringTasks(g)
-	s, err := coordinator.New(coordinator.WithWorkers(2))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
-	gate := make(chan struct{})
-	defer close(gate)
-	if err := s.Submit(coordinator.Task{ID: "gate", Run: func(context.Context) error { <-gate; return nil }}); err != nil {
-		b.Fatal(err)
-	}
-	for i := range tasks {
-		if len(tasks[i].Deps) == 0 {
-			tasks[i].Deps = []string{"gate"}
-		}
-	}
-	if err := s.Submit(tasks...); err != nil {
-		b.Fatal(err)
-	}
+	s := heldGraph(b)
 	ctx := context.Background()
 	b.Run("first-pass-1000-rows", func(b *testing.B) {
 		f := s.Feed()

@@ -23,19 +23,33 @@ func by(r *http.Request) string {
 	return "dashboard"
 }
 
-// actionForm parses an action's form: 403 when read-only, 400 for a bad
-// form.
-func (d *Dashboard) actionForm(w http.ResponseWriter, r *http.Request) bool {
+// actionForm parses an action's form of at most limit bytes: 403 when
+// read-only, 400 for a bad form; false when it answered.
+func (d *Dashboard) actionForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	if d.cfg.readOnly {
 		d.fail(w, r, http.StatusForbidden, ErrReadOnly.Error())
 		return false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 4<<20)
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		d.fail(w, r, http.StatusBadRequest, "dashboard: bad form: "+err.Error())
 		return false
 	}
 	return true
+}
+
+// taskForm parses the form of an action on one task (its id): as
+// actionForm, and 400 without one id; false when it answered.
+func (d *Dashboard) taskForm(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if !d.actionForm(w, r, 64<<10) {
+		return "", false
+	}
+	ids := r.PostForm["id"]
+	if len(ids) != 1 || ids[0] == "" {
+		d.fail(w, r, http.StatusBadRequest, "dashboard: which task? the form needs one id")
+		return "", false
+	}
+	return ids[0], true
 }
 
 // serveRerun re-runs the task named by the form's id (Scheduler.Rerun),
@@ -44,15 +58,10 @@ func (d *Dashboard) actionForm(w http.ResponseWriter, r *http.Request) bool {
 // 403 when read-only, 400 without one id, 404 for an unknown task, 409
 // for one that did not fail, was not cancelled nor skipped.
 func (d *Dashboard) serveRerun(w http.ResponseWriter, r *http.Request) {
-	if !d.actionForm(w, r) {
+	id, ok := d.taskForm(w, r)
+	if !ok {
 		return
 	}
-	ids := r.PostForm["id"]
-	if len(ids) != 1 || ids[0] == "" {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: which task? the form needs one id")
-		return
-	}
-	id := ids[0]
 	down := r.PostForm.Get("downstream") == "1"
 	res, err := d.s.Rerun(r.Context(), coordinator.RerunRequest{IDs: []string{id}, Downstream: down, By: by(r)})
 	d.forgetOverview()
@@ -101,7 +110,7 @@ var bulkVerbs = map[string]string{
 // with a notice of how many it changed (JSON: the counts). 403 when
 // read-only, 400 for an unknown action, no task, or a bad filter.
 func (d *Dashboard) serveBulk(w http.ResponseWriter, r *http.Request) {
-	if !d.actionForm(w, r) {
+	if !d.actionForm(w, r, 4<<20) {
 		return
 	}
 	action := r.PostForm.Get("action")

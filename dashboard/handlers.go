@@ -285,13 +285,7 @@ func (d *Dashboard) poolFlash(r *http.Request) string {
 // one pool, 404 for an unknown pool, 409 once the scheduler is shut
 // down, each changing nothing.
 func (d *Dashboard) servePause(w http.ResponseWriter, r *http.Request) {
-	if d.cfg.readOnly {
-		d.fail(w, r, http.StatusForbidden, ErrReadOnly.Error())
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: bad form: "+err.Error())
+	if !d.actionForm(w, r, 64<<10) {
 		return
 	}
 	pools := r.PostForm["pool"]
@@ -506,21 +500,10 @@ func (d *Dashboard) serveTask(w http.ResponseWriter, r *http.Request) {
 // an id, 404 for an unknown task and 409 for one already final or being
 // cancelled, each changing nothing.
 func (d *Dashboard) serveCancel(w http.ResponseWriter, r *http.Request) {
-	if d.cfg.readOnly {
-		d.fail(w, r, http.StatusForbidden, ErrReadOnly.Error())
+	id, ok := d.taskForm(w, r)
+	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: bad form: "+err.Error())
-		return
-	}
-	ids := r.PostForm["id"]
-	if len(ids) != 1 || ids[0] == "" {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: which task? the form needs one id")
-		return
-	}
-	id := ids[0]
 	info, ok := d.s.Info(id)
 	if !ok {
 		d.fail(w, r, http.StatusNotFound, fmt.Sprintf("dashboard: unknown task %q", cut(id, 200)))
