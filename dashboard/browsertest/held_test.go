@@ -2,7 +2,6 @@ package browsertest
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -93,25 +92,7 @@ func TestHeldLoad(t *testing.T) {
 				d = dashboard.New(s)
 				srv = httptest.NewServer(d)
 				// Until its copy holds every task.
-				for {
-					var ov struct {
-						Loading string
-						Counts  struct{ Total int }
-					}
-					res, err := http.Get(srv.URL + "/overview.json")
-					if err != nil {
-						t.Fatal(err)
-					}
-					err = json.NewDecoder(res.Body).Decode(&ov)
-					res.Body.Close()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if ov.Loading == "" && ov.Counts.Total >= *heldN+1 {
-						break
-					}
-					time.Sleep(10 * time.Millisecond) // a measurement's poll
-				}
+				caughtUp(t, srv.URL, func(ov overviewCounts) bool { return ov.Loading == "" && ov.Counts.Total >= *heldN+1 })
 			}
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -184,11 +165,6 @@ func TestHeldLoad(t *testing.T) {
 			}
 			t.Logf("round %d %-9s %v", round+1, mode, elapsed.Round(time.Millisecond))
 		}
-	}
-	median := func(ds []time.Duration) time.Duration {
-		ds = slices.Clone(ds)
-		slices.Sort(ds)
-		return ds[len(ds)/2]
 	}
 	base := median(results["none"].elapsed)
 	t.Logf("%d tasks held, %d run of %v each, %d rounds, medians:", *heldN, *heldRun, *heldWork, *loadRounds)

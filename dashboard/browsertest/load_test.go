@@ -132,27 +132,12 @@ func TestLoad(t *testing.T) {
 			if d != nil {
 				// How far behind the dashboard was when the last task ended:
 				// until its copy counts every task final.
-				for {
-					var ov struct {
-						Counts struct{ Succeeded, Failed int }
-					}
-					res, err := http.Get(srv.URL + "/overview.json")
-					if err != nil {
-						t.Fatal(err)
-					}
-					err = json.NewDecoder(res.Body).Decode(&ov)
-					res.Body.Close()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if ov.Counts.Succeeded+ov.Counts.Failed >= n {
-						break
-					}
+				caughtUp(t, srv.URL, func(ov overviewCounts) bool {
 					if time.Since(start) > elapsed+guard {
 						t.Fatalf("the dashboard counted %d tasks of %d", ov.Counts.Succeeded+ov.Counts.Failed, n)
 					}
-					time.Sleep(10 * time.Millisecond) // a measurement's poll, not a test's synchronisation
-				}
+					return ov.Counts.Succeeded+ov.Counts.Failed >= n
+				})
 				r.lag = append(r.lag, time.Since(start)-elapsed)
 			}
 			if mode == "browser" {
@@ -180,11 +165,6 @@ func TestLoad(t *testing.T) {
 			t.Logf("round %d %-10s %v (%.0f tasks/s)", round+1, mode, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 		}
 	}
-	median := func(ds []time.Duration) time.Duration {
-		ds = slices.Clone(ds)
-		slices.Sort(ds)
-		return ds[len(ds)/2]
-	}
 	base := median(results["none"].elapsed)
 	t.Logf("%d tasks, %v of work each, %d rounds, medians:", n, *loadWork, *loadRounds)
 	for _, mode := range order {
@@ -203,4 +183,39 @@ func TestLoad(t *testing.T) {
 		t.Logf("browser updates: %d, applied in median %.2f ms, p99 %.2f ms, max %.2f ms",
 			len(ups), ups[len(ups)/2], ups[len(ups)*99/100], ups[len(ups)-1])
 	}
+}
+
+// overviewCounts is what the load tests read of /overview.json.
+type overviewCounts struct {
+	Loading string
+	Counts  struct{ Succeeded, Failed, Total int }
+}
+
+// caughtUp polls the dashboard at url until done says its overview is
+// as wanted. A measurement's poll, not a test's synchronisation.
+func caughtUp(t *testing.T, url string, done func(overviewCounts) bool) {
+	t.Helper()
+	for {
+		var ov overviewCounts
+		res, err := http.Get(url + "/overview.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(res.Body).Decode(&ov)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(ov) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// median is the middle of ds.
+func median(ds []time.Duration) time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
