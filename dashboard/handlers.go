@@ -49,7 +49,7 @@ var pages = func() map[string]*template.Template {
 		"short":     func(id string) string { return cut(id, 64) }, // a long ID in a table: the link's title has it whole
 		"since": func(t, now time.Time) string {
 			if t.IsZero() {
-				return "before the dashboard"
+				return "before" // it was in this status when the dashboard started
 			}
 			return roundDuration(max(0, now.Sub(t))).String()
 		},

@@ -34,7 +34,7 @@ func parseStatus(s string) (coordinator.Status, bool) {
 const anyPool = "*"
 
 // sortKeys are the columns the tasks table sorts by.
-var sortKeys = []string{"submitted", "id", "status", "pool", "key", "priority", "attempts", "runs"}
+var sortKeys = []string{"id", "submitted", "status", "pool", "key", "priority", "attempts", "runs"}
 
 const (
 	defaultPageSize = 50

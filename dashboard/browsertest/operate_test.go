@@ -60,6 +60,12 @@ func TestEveryPageAtEveryWidth(t *testing.T) {
 				if err != nil || int64(got) > w.w {
 					t.Errorf("page width %d (%v); want at most %d", got, err, w.w)
 				}
+				if strings.HasPrefix(p.name, "tasks") {
+					same, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelectorAll('#tasks thead th').length === document.querySelector('#tasks tbody tr').children.length`))
+					if !same {
+						t.Errorf("the tasks table's header and rows have different columns")
+					}
+				}
 				if p.name == "task-long-error" {
 					h, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollHeight`))
 					if h > 4000 {
