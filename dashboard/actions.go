@@ -12,7 +12,7 @@ import (
 
 // bulkChunk is how many tasks one coordinator turn of a bulk action takes
 // at most: a Rerun of that many IDs, or that many Cancels one by one.
-const bulkChunk = 500
+const bulkChunk = 100
 
 // by names who asked for an action, for EventReopened's Cause: the
 // dashboard, and the user of HTTP basic auth if the request has one.

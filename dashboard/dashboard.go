@@ -183,8 +183,8 @@ func New(s *coordinator.Scheduler, opts ...Option) *Dashboard {
 	go func() {
 		defer close(d.done)
 		defer feed.Close()
-		d.mir.follow(ctx, feed, func(ctx context.Context) bool {
-			t := d.cfg.clk.Timer(d.cfg.interval)
+		d.mir.follow(ctx, feed, func(ctx context.Context, atLeast time.Duration) bool {
+			t := d.cfg.clk.Timer(max(d.cfg.interval, atLeast))
 			defer t.Stop()
 			select {
 			case <-t.C:

@@ -108,7 +108,7 @@
 // final (cancel) or that did not fail (re-run), or a pause once the
 // scheduler is shut down, each changing nothing. A bulk action first
 // answers a page that says how many tasks it touches, and acts only when
-// confirmed, 500 tasks per coordinator turn. Bad query parameters (an
+// confirmed, 100 tasks per coordinator turn. Bad query parameters (an
 // unknown status, pool or sort column, a page that is not a number) are a
 // 400 that names the parameter; a notice never repeats text from the
 // query.

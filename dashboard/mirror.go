@@ -83,14 +83,20 @@ type statusCounts [7]int // by coordinator.Status
 
 // failure is an attempt that failed, from the history.
 type failure struct {
-	ID, Pool      string
-	Attempt, Run  int
-	Outcome       string
-	Err           string
-	Started, At   time.Time
-	Retried       bool
-	StartedKnown  bool
-	DurationKnown bool
+	ID, Pool     string
+	Attempt, Run int
+	Outcome      string
+	Err          string
+	Started, At  time.Time
+}
+
+// recentFailures returns the newest n failures, the newest first.
+func (m *mirror) recentFailures(n int) []failure {
+	out := make([]failure, 0, min(n, m.failN))
+	for i := 1; i <= m.failN && len(out) < n; i++ {
+		out = append(out, m.fails[(m.failHead-i+failuresKept)%failuresKept])
+	}
+	return out
 }
 
 // endBucket counts one bucketWidth of one pool's attempt ends.
@@ -117,7 +123,9 @@ type mirror struct {
 	synced   bool   // the first pass is done
 	loaded   int    // rows read in the first pass, so far
 	buckets  map[string][]endBucket
-	fails    []failure // the newest last, at most failuresKept
+	fails    [failuresKept]failure // a ring: the newest at failHead-1
+	failHead int                   // where the next failure goes
+	failN    int                   // failures in the ring
 	dropped  uint64    // ends the history forgot before the mirror read them
 	changed  chan struct{}
 	caught   uint64        // reads that found nothing more waiting
@@ -143,8 +151,13 @@ func newMirror(s *coordinator.Scheduler, now func() time.Time) *mirror {
 
 // follow reads the feed until ctx ends: at once while it says more waits
 // (at most chunksPerTurn reads, chunksLoading in the first pass), then
-// once per interval.
-func (m *mirror) follow(ctx context.Context, feed *coordinator.Feed, wait func(context.Context) bool) {
+// waits (wait) before the next turn: an update interval, or, once the
+// first pass is done, nineteen times what the turn took if that is
+// longer, so that following a
+// scheduler whose tasks change fast costs the dashboard's goroutine at
+// most about 5% of a core (the changes coalesce meanwhile: a task read
+// once however often it changed) and the pages lag behind by that much.
+func (m *mirror) follow(ctx context.Context, feed *coordinator.Feed, wait func(context.Context, time.Duration) bool) {
 	for {
 		limit := chunksPerTurn
 		m.mu.RLock()
@@ -152,6 +165,7 @@ func (m *mirror) follow(ctx context.Context, feed *coordinator.Feed, wait func(c
 			limit = chunksLoading
 		}
 		m.mu.RUnlock()
+		start := m.clk()
 		for range limit {
 			p, err := feed.Next(ctx, feedChunk)
 			if err != nil {
@@ -168,7 +182,11 @@ func (m *mirror) follow(ctx context.Context, feed *coordinator.Feed, wait func(c
 				break
 			}
 		}
-		if !wait(ctx) {
+		pace := 19 * m.clk().Sub(start)
+		if limit == chunksLoading {
+			pace = 0 // the first pass, once: as fast as the interval allows
+		}
+		if !wait(ctx, pace) {
 			return
 		}
 	}
@@ -312,11 +330,9 @@ func (m *mirror) ended(e *coordinator.EndedAttempt) {
 		m.bucket(e.Pool, e.Started.UnixNano()/int64(bucketWidth)).started++
 	}
 	if failed || e.Outcome == coordinator.OutcomeCancelled {
-		f := failure{ID: e.ID, Pool: e.Pool, Attempt: e.Attempt, Run: e.Run, Outcome: e.Outcome.String(), Err: errText(e.Err), Started: e.Started, At: e.Ended}
-		if len(m.fails) == failuresKept {
-			m.fails = slices.Delete(m.fails, 0, 1)
-		}
-		m.fails = append(m.fails, f)
+		m.fails[m.failHead] = failure{ID: e.ID, Pool: e.Pool, Attempt: e.Attempt, Run: e.Run, Outcome: e.Outcome.String(), Err: errText(e.Err), Started: e.Started, At: e.Ended}
+		m.failHead = (m.failHead + 1) % failuresKept
+		m.failN = min(m.failN+1, failuresKept)
 	}
 }
 

@@ -234,8 +234,7 @@ func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 		v.Running = append(v.Running, runningView{ID: r.ID, Pool: r.Pool, Start: r.since})
 	}
 	buckets := m.rates("", true, now, rateBuckets)
-	for i := len(m.fails) - 1; i >= 0 && len(v.Failures) < failuresShown; i-- {
-		f := m.fails[i]
+	for _, f := range m.recentFailures(failuresShown) {
 		v.Failures = append(v.Failures, failureView{ID: f.ID, Pool: f.Pool, Attempt: f.Attempt, Run: f.Run, Outcome: f.Outcome, Err: cut(f.Err, 300), At: f.At})
 	}
 	m.mu.RUnlock()
