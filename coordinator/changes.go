@@ -82,10 +82,11 @@ type FeedPage struct {
 // Feed reads the tasks that changed since its last read, and the
 // attempts that ended, in chunks: Scheduler.Feed opens one. Its first
 // reads report every task the scheduler holds, and every attempt its
-// history still keeps; later ones, what changed since. It is safe for
-// concurrent use, but reads are served one at a time.
-//
-// Feed reads through it: see Feed.Next for what a read costs.
+// history still keeps; later ones, what changed since. A task is
+// reported once per read however often it changed: a reader that reads
+// less often reads less. It is safe for concurrent use, but reads are
+// served one at a time; Next says what a read costs. A reader keeps its
+// own copy (the dashboard does): the feed is the coordinator's only side.
 type Feed struct {
 	s  *Scheduler
 	mu sync.Mutex // serializes Next and Close: cs is read by one request at a time
@@ -93,10 +94,11 @@ type Feed struct {
 }
 
 // Feed opens a change feed on the scheduler. From then on, every
-// transition of a task marks it, until Close: a few nanoseconds for each,
-// and a bit per task held (see Feed). It blocks for a round trip to
-// the coordinator. After Shutdown it returns a feed that reads the final
-// state.
+// transition of a task marks it, until Close: a bit set for each, and a
+// bit and a byte per task held. While no feed is open the coordinator
+// pays a nil check at the transitions, nothing else. It blocks for a
+// round trip to the coordinator. After Shutdown it returns a feed that
+// reads the final state.
 func (s *Scheduler) Feed() *Feed {
 	f := &Feed{s: s, cs: &changeSet{}}
 	select {
@@ -118,7 +120,8 @@ var ErrFeedClosed = errors.New("coordinator: change feed closed")
 // read, and at most max attempts that ended since, and whether more wait.
 // It holds the coordinator for what it returns, plus a look at the
 // lanes (at most their capacity) and a scan of a bit per task held
-// (BenchmarkChanges: 1,000 rows of a million tasks held, under 0.3ms).
+// (bench BenchmarkFeed, a million tasks held, on a shared machine: a
+// read of 1,000 rows 0.17–0.37ms, a read when nothing changed 0.04–0.08ms).
 // max <= 0 means 1,000. It blocks for a round trip to the coordinator,
 // returns ctx.Err() if ctx ends first, ErrFeedClosed after Close, and
 // after Shutdown reads the final state.
