@@ -10,3 +10,5 @@ require (
 )
 
 require github.com/robfig/cron/v3 v3.0.1
+
+require github.com/tidwall/btree v1.8.1

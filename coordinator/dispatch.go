@@ -958,6 +958,9 @@ func (s *state) pushReady(t int32, now time.Time) {
 	}
 	h := &s.hot[t]
 	h.status = Ready
+	if s.chg != nil {
+		s.markChanged(t) // Pending to Ready tells no event (changes.go)
+	}
 	s.rseq++
 	h.rseq = s.rseq
 	e := uint64(h.rseq)<<32 | uint64(uint32(t))

@@ -303,6 +303,9 @@ func (s *state) unlink(t int32, hash uint32) {
 	}
 	*r = rec{link: noTask}
 	s.hot[t] = hot{status: dropped}
+	if s.chg != nil {
+		s.markChanged(t) // a change feed reports it gone (changes.go)
+	}
 	*s.spec(t) = lane.Spec{}
 	if s.retain {
 		s.held[t] = holds{}

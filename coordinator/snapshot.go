@@ -39,6 +39,9 @@ type SnapshotFilter struct {
 	Statuses []Status
 	// Limit, if positive, keeps at most Limit tasks (the first in the
 	// order of Snapshot.Tasks) and sets Snapshot.Truncated when it cut.
+	// With Roots and no Statuses, the tasks kept are the nearest to the
+	// roots (by edges, or generations, breadth first) and the walk stops
+	// at Limit, so it costs what it keeps.
 	Limit int
 }
 
@@ -121,13 +124,14 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	defer s.thaw()
 	// picked: the candidates, a bit per task (nil: every task).
 	var picked bitset
+	cut := false
 	if len(f.Roots) > 0 {
 		var err error
-		if picked, err = s.around(f); err != nil {
+		if picked, cut, err = s.around(f); err != nil {
 			return nil, err
 		}
 	}
-	snap := &Snapshot{At: now}
+	snap := &Snapshot{At: now, Truncated: cut}
 	in := newBitset(len(s.hot))
 	var order []int32
 	consider := func(t int32) bool {
@@ -177,16 +181,19 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 
 // around marks the roots of f and, as f asks, their ancestors,
 // descendants and children.
-func (s *state) around(f *SnapshotFilter) (bitset, error) {
+func (s *state) around(f *SnapshotFilter) (picked bitset, cut bool, err error) {
 	var roots []int32
 	for _, id := range f.Roots {
 		t, ok := s.findLive(id)
 		if !ok || s.hot[t].status == dropped {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownTask, id)
+			return nil, false, fmt.Errorf("%w: %q", ErrUnknownTask, id)
 		}
 		roots = append(roots, t)
 	}
-	picked := newBitset(len(s.hot))
+	picked = newBitset(len(s.hot))
+	if f.Limit > 0 && len(f.Statuses) == 0 {
+		return picked, s.near(roots, f, picked), nil // cut by distance (near.go)
+	}
 	for _, t := range roots {
 		picked.set(t)
 	}
@@ -224,7 +231,7 @@ func (s *state) around(f *SnapshotFilter) (bitset, error) {
 			}
 		})
 	}
-	return picked, nil
+	return picked, false, nil
 }
 
 // walk adds to picked every task next reaches from roots, transitively,

@@ -331,6 +331,10 @@ type state struct {
 	expiry      []retention
 	expHead     int
 	recFree     freeRecs // dropped records, reused by submit, lowest first
+
+	// The open change feeds' marks (changes.go); nil: none, and nothing
+	// is marked. Last, so that no field the hot path reads moves for it.
+	chg []*changeSet
 }
 
 func newState(now time.Time, pools []poolState, lanesPerPool []int, rng *rand.Rand) *state {
@@ -435,6 +439,9 @@ func (s *state) locate(link int32) (*laneState, uint32) {
 func (s *state) emit(kind EventKind, t int32, now time.Time) *Event {
 	if s.dur != nil {
 		s.dur.touch(t) // every transition with an event is written
+	}
+	if s.chg != nil {
+		s.markChanged(t) // and read by the change feeds (changes.go)
 	}
 	if !s.kinds.has(kind) {
 		return nil

@@ -276,6 +276,11 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 	a := s.newArena(edges, int32(n))
 
 	s.recFree.take(idx[:reused])
+	if s.chg != nil {
+		for _, t := range idx[:reused] {
+			s.markChanged(t) // a forgotten task's record, reused: a change feed reports the new task (changes.go)
+		}
+	}
 	s.tasks = slices.Grow(s.tasks, n-reused)
 	s.hot = slices.Grow(s.hot, n-reused)
 	if s.retain {

@@ -11,102 +11,105 @@
 //
 // The pages, under the prefix:
 //
-//   - / (Overview): tasks by status, the paused pools, the pools, attempts ended and failed
-//     over the last ten minutes, the tasks running now and for how long,
-//     the latest failures. It updates live.
-//   - /tasks: every task, filtered on the server by status, pool, key
-//     (Task.Key), ID prefix and error text, sorted by a column and paged. Each row links
-//     to its task.
-//   - /task?id=ID: a task's status, trigger rule, attempts with their
-//     outcomes, durations and errors, its result, its dependencies and
-//     how each ended, its dependents; a Cancel button. It updates live.
+//   - / (Overview): tasks by status, the paused pools, the pools, attempts
+//     ended and failed over the last ten minutes, the tasks running now
+//     and for how long, the latest failures. It updates live.
+//   - /tasks: every task, newest first, filtered on the server by status
+//     (with each status's count), pool, key (Task.Key), ID prefix, error
+//     text and spawner (parent), sorted by a column and paged, with links
+//     to the first and last pages; rows can be selected for a bulk action.
+//   - /task?id=ID: a task's status, trigger rule, retry policy, delay or
+//     series and next start, every attempt the scheduler remembers with
+//     its times, worker, error and log lines, its result, its
+//     dependencies and how each ended, its dependents, its spawned
+//     children by status; Cancel, Re-run and Re-run with downstream
+//     buttons. It updates live.
 //   - /graph?id=ID&depth=N: the tasks at most N dependencies away from a
-//     task, both ways (or, without id, the first tasks of a status and
-//     pool filter), laid out left to right by dagre, coloured by status,
-//     zoomed and panned; a click opens a task. It updates live.
+//     task, both ways (or, without id, around the tasks running and the
+//     latest failed), the nearest first, with spawned families and runs
+//     of one shape drawn as groups a click opens, laid out by dagre in a
+//     Web Worker, coloured by status; a click opens a task. It updates
+//     live.
 //   - /pools: each pool's workers, whether it is paused, its rate limit,
-//     how busy its workers are, what waits, and attempts started, ended
-//     and failed per minute; a Pause or Resume button per pool. It
-//     updates live.
+//     how busy its workers are, what waits and how long the oldest has
+//     waited, and attempts started, ended and failed per minute; a Pause
+//     or Resume button per pool. It updates live.
 //
 // Beside them: /overview.json, /tasks.json, /task.json, /graph.json
 // (the same data as JSON, the same query parameters), /events (the live
-// stream), POST /task/cancel (form field id) and POST /pools/pause and
-// /pools/resume (form field pool, empty for the default pool).
+// stream), POST /task/cancel and /task/rerun (form field id; downstream=1
+// to re-run what is downstream too), POST /tasks/bulk (form fields
+// action, ids or all and q, confirm), POST /pools/pause and /pools/resume
+// (form field pool, empty for the default pool).
 //
 // The caller's duties:
 //
 //  1. Put the dashboard behind your own authentication: it has no users
-//     of its own, and whoever reaches it can cancel tasks and pause
-//     pools, unless it is
-//     WithReadOnly. It wraps like any handler (see the example in
-//     examples/dashboard, HTTP basic auth in ten lines).
+//     of its own, and whoever reaches it can cancel and re-run tasks and
+//     pause pools, unless it is WithReadOnly. It wraps like any handler
+//     (see the example in examples/dashboard, HTTP basic auth in ten
+//     lines).
 //  2. Give it the scheduler's clock with WithClock if the scheduler has
 //     one of its own (coordinator.WithClock).
-//  3. Close it before the server's Shutdown: Close ends the live streams,
-//     which http.Server.Shutdown would otherwise wait for, and the
-//     subscription to the scheduler's events.
+//  3. Close it when done: Close ends its goroutine, its change feed and
+//     its live streams. An http.Server's Shutdown ends the streams it
+//     serves by itself.
 //
 // # How it works
 //
 // Pages are plain HTML, whole without JavaScript: forms filter, links sort
-// and page, the Cancel button posts a form. A small script then keeps a
-// page current through server-sent events (/events): each event is the
-// page's whole state, so a page that missed some is right again at the
-// next one, and a page left open for hours needs no reload. No file comes
-// from elsewhere: the script, the style sheet and the graph layout library
-// (@dagrejs/dagre 3.1.3, MIT, vendored) are embedded in the binary, and
-// the pages' Content-Security-Policy allows nothing else.
+// and page, buttons post forms. A small script then keeps a page current
+// through server-sent events (/events): each event is the page's whole
+// state, so a page that missed some is right again at the next one. No
+// file comes from elsewhere: the script, the style sheet, the graph's
+// worker and layout library (@dagrejs/dagre 3.1.3, MIT, vendored) are
+// embedded in the binary, and the pages' Content-Security-Policy allows
+// nothing else.
 //
-// While a live page is open (or always, WithAlwaysRecord), the dashboard
-// keeps what no single query tells: when each running attempt started,
-// how recent attempts ended and how long they took (WithHistory bounds
-// this), and attempts started, ended and failed per ten seconds over the
-// last fifteen minutes. It makes the scheduler build no event per
-// attempt for it: it subscribes only to the kinds that are rare by
-// nature and that it cannot learn otherwise (coordinator.Kinds: retries,
-// failures, cancellations, skips, pauses; each with its own time and
-// error), lagged by half the update interval (coordinator.MaxLag), and
-// learns the rest from a look at the scheduler on each update of the
-// overview: its Totals, whose growth since the last look it counts, and
-// its running tasks (a Snapshot of the Running ones), of which a task not
-// running at the last look started at this one, and a task no longer
-// running, with no failure told of its attempt within an update
-// interval, succeeded. Starts, successes and the durations of successful
-// attempts are so accurate to about an update interval, and an attempt
-// that starts and ends between two looks is counted in the rates but not
-// listed in its task's attempts (failed ones always are). While no page
-// is open nothing looks, and the rates of that time are spread evenly
-// over it at the next look. The live stream coalesces: an open page gets
-// at most one update per interval (WithUpdateInterval, 250ms): at the
-// next interval after an event, or after the scheduler's totals grew
-// (one Totals per interval and page, a round trip that costs the same
-// at any number of tasks), and one at least every 2s. The overview an
-// update carries is built at most once per interval for all the open
-// pages: one CountsByPool, one Totals and one Snapshot of the running
-// tasks (3ms, 30µs and 4ms of the coordinator's time with a million tasks
-// held; docs/dashboard.md gives the figures).
+// The dashboard keeps a copy of every task's row off the coordinator,
+// from a change feed (coordinator.Scheduler.Feed): one goroutine reads it
+// once per update interval (WithUpdateInterval, 250ms), and at once again
+// while more waits, within a bound per interval; each read takes the rows
+// of at most 1,000 tasks that changed and at most 1,000 attempt ends from
+// the scheduler's history, well under a millisecond of the coordinator's
+// time with a million tasks held. The copy keeps the indexes the tables
+// need: counts by pool and status, every task and the tasks of each
+// status in the order they came (counted B-trees: a deep or last page is
+// found in O(log n)), the ready tasks of each pool by how long they have
+// waited, the children of each spawner. A table in that order with at
+// most a status filter is read from the indexes; any other sort or
+// filter takes one pass over the copy, sorted with a bounded heap, kept
+// and reused for later pages and repeats for at least an interval and
+// twenty times what it took. The task page asks the scheduler for that
+// task alone (Info, Detail, History, and its neighbours: a Snapshot with
+// Roots and a Limit, which visits what it returns); the graph reads the
+// nearest tasks, at most WithGraphLimit. So no request holds the
+// coordinator for more than about a millisecond, however many tasks it
+// holds, and any number of viewers cost it what the feed's reads cost.
 //
-// The tasks table asks the scheduler for the page alone when it is in
-// the scheduler's order with at most a status filter (a Snapshot with a
-// Limit, and Counts for the total). A pool, ID or error filter, or a
-// sort, takes a Snapshot of every task of the chosen statuses (130ms of
-// the coordinator's time at a million tasks, during which it does nothing
-// else) and filters, sorts (the first pages with a bounded heap) and pages
-// it outside the coordinator; an error filter reads the errors of at most
-// 20,000 tasks that have one, one Info each, and says so when it stops.
-// The task and graph pages cost what they show (Snapshot with Roots and a
-// Depth).
+// The failures, the chart and each task's attempts come from the
+// scheduler's history (coordinator.WithHistory), which a durable
+// scheduler keeps across restarts: a dashboard started after the work,
+// or after a restart, tells what happened before it.
+//
+// The live stream coalesces: an open page gets at most one update per
+// interval, at the next interval after the copy changed, and one at least
+// every 2s. The overview an update carries is built at most once per
+// interval for all the open pages. Every write of a stream has a deadline
+// (WithWriteTimeout): a client that does not read is dropped then.
 //
 // # Actions and safety
 //
-// Cancel, pause and resume are POSTs (any other method: 405); the
-// dashboard refuses one that a browser marks as coming from another site
-// (http.CrossOriginProtection), answers 403 (ErrReadOnly) when read-only,
-// 400 for a form without its one task or pool, 404 for an unknown task
-// or pool and 409 for a task already final or being cancelled, or a
-// pause once the scheduler is shut down, each changing nothing. Pausing
-// a paused pool, or resuming a running one, does nothing and succeeds. Bad query
-// parameters (an unknown status, pool or sort column, a page that is not
-// a number) are a 400 that names the parameter.
+// Cancel, re-run, bulk actions, pause and resume are POSTs (any other
+// method: 405); the dashboard refuses one that a browser marks as coming
+// from another site (http.CrossOriginProtection), answers 403
+// (ErrReadOnly) when read-only, 400 for a form without its task, pool or
+// action, 404 for an unknown task or pool and 409 for a task already
+// final (cancel) or that did not fail (re-run), or a pause once the
+// scheduler is shut down, each changing nothing. A bulk action first
+// answers a page that says how many tasks it touches, and acts only when
+// confirmed, 100 tasks per coordinator turn. Bad query parameters (an
+// unknown status, pool or sort column, a page that is not a number) are a
+// 400 that names the parameter; a notice never repeats text from the
+// query.
 package dashboard

@@ -2,13 +2,20 @@ package dashboard
 
 import "context"
 
-// SeenEvents blocks until the dashboard's subscription has recorded at
-// least n events, or ctx ends. Only for testing: the scheduler delivers
-// events on the subscription's goroutine, after the tasks are final.
-func (d *Dashboard) SeenEvents(ctx context.Context, n uint64) error {
+// CaughtUp blocks until the dashboard's copy of the tasks holds
+// everything the scheduler had decided when it was called (a feed read
+// that began after the call found nothing more), or ctx ends. Only for
+// testing.
+func (d *Dashboard) CaughtUp(ctx context.Context) error {
+	m := d.mir
+	m.mu.RLock()
+	want := m.caught + 2
+	m.mu.RUnlock()
 	for {
-		ch := d.rec.watch()
-		if seen, _ := d.rec.seen(); seen >= n {
+		m.mu.RLock()
+		got, ch := m.caught, m.caughtCh
+		m.mu.RUnlock()
+		if got >= want {
 			return nil
 		}
 		select {

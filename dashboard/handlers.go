@@ -44,13 +44,21 @@ var pages = func() map[string]*template.Template {
 			}
 			return t.UTC().Format("15:04:05.000")
 		},
-		"poolLabel":  poolLabel,
+		"poolLabel": poolLabel,
+		"minus":     func(a, b int) int { return a - b },
+		"short":     func(id string) string { return cut(id, 64) }, // a long ID in a table: the link's title has it whole
+		"since": func(t, now time.Time) string {
+			if t.IsZero() {
+				return "before" // it was in this status when the dashboard started
+			}
+			return roundDuration(max(0, now.Sub(t))).String()
+		},
 		"poolAction": func(base, from string, p poolView) poolAction { return poolAction{base, from, p} },
 		"asset":      func(name string) string { return "static/" + name + "?v=" + assetVersion[name] },
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "web/templates/layout.html", "web/templates/partials.html"))
 	out := map[string]*template.Template{}
-	for _, name := range []string{"overview", "tasks", "task", "graph", "pools", "error"} {
+	for _, name := range []string{"overview", "tasks", "task", "graph", "pools", "error", "bulk"} {
 		t := template.Must(layout.Clone())
 		out[name] = template.Must(t.ParseFS(templateFS, "web/templates/"+name+".html"))
 	}
@@ -102,9 +110,14 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET /task", d.serveTask)
 	mux.HandleFunc("GET /task.json", d.serveTask)
 	mux.HandleFunc("POST /task/cancel", d.serveCancel)
+	mux.HandleFunc("POST /task/rerun", d.serveRerun)
+	mux.HandleFunc("POST /tasks/bulk", d.serveBulk)
 	mux.HandleFunc("POST /pools/pause", d.servePause)
 	mux.HandleFunc("POST /pools/resume", d.servePause)
-	for _, action := range []string{"/task/cancel", "/pools/pause", "/pools/resume"} {
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, d.cfg.prefix+"/static/favicon.svg?v="+assetVersion["favicon.svg"], http.StatusMovedPermanently)
+	})
+	for _, action := range []string{"/task/cancel", "/task/rerun", "/tasks/bulk", "/pools/pause", "/pools/resume"} {
 		mux.HandleFunc(action, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", http.MethodPost)
 			d.fail(w, r, http.StatusMethodNotAllowed, "dashboard: "+r.Method+" "+action+": an action is a POST (a form's button)")
@@ -238,18 +251,23 @@ func (d *Dashboard) render(w http.ResponseWriter, code int, name string, p pageD
 }
 
 func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
-	d.render(w, http.StatusOK, "overview", pageData{Title: "Overview", Stream: "events", Flash: poolFlash(r), Data: d.overview()})
+	d.render(w, http.StatusOK, "overview", pageData{Title: "Overview", Stream: "events", Flash: d.poolFlash(r), Data: d.overview()})
 }
 
 func (d *Dashboard) servePools(w http.ResponseWriter, r *http.Request) {
-	d.render(w, http.StatusOK, "pools", pageData{Title: "Pools", Stream: "events", Flash: poolFlash(r), Data: d.overview()})
+	d.render(w, http.StatusOK, "pools", pageData{Title: "Pools", Stream: "events", Flash: d.poolFlash(r), Data: d.overview()})
 }
 
 // poolFlash is the notice of a pause or resume the browser was sent back
-// after (?done=pause&pool=NAME), or "".
-func poolFlash(r *http.Request) string {
+// after (?done=pause&pool=NAME), or "": it names the pool only if it is
+// one of the scheduler's (a notice never echoes arbitrary query text).
+func (d *Dashboard) poolFlash(r *http.Request) string {
 	q := r.URL.Query()
-	name := poolLabel(q.Get("pool"))
+	pool := q.Get("pool")
+	if _, known := d.s.PoolSizes()[pool]; !known {
+		return ""
+	}
+	name := poolLabel(pool)
 	switch q.Get("done") {
 	case "pause":
 		return "Pool " + name + " paused: it starts nothing until resumed; attempts already running go on."
@@ -267,13 +285,7 @@ func poolFlash(r *http.Request) string {
 // one pool, 404 for an unknown pool, 409 once the scheduler is shut
 // down, each changing nothing.
 func (d *Dashboard) servePause(w http.ResponseWriter, r *http.Request) {
-	if d.cfg.readOnly {
-		d.fail(w, r, http.StatusForbidden, ErrReadOnly.Error())
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: bad form: "+err.Error())
+	if !d.actionForm(w, r, 64<<10) {
 		return
 	}
 	pools := r.PostForm["pool"]
@@ -321,48 +333,56 @@ type tasksData struct {
 	Q        taskQuery
 	Page     *taskPage
 	Pools    []string
-	Statuses []string
+	Statuses []statusLink // each status with its count, under the filters but the status one
 	Prev     template.URL // the previous page's query ("" on the first page)
 	Next     template.URL
+	Last     template.URL // the last page's query ("" on it)
+	First    template.URL
 	Columns  []column
 	Sizes    []int
-	Took     time.Duration
+	Query    string // the filters, for "all matching" (encoded)
+	ReadOnly bool
+}
+
+// statusLink is a status of the tasks page's filter, with its count.
+type statusLink struct {
+	Name    string
+	Count   int
+	Checked bool
 }
 
 // column is a header of the tasks table: a link that sorts by it (again:
 // the other way), and aria-sort's value when the table is sorted by it.
 type column struct {
 	Name, Sort string
+	Arrow      string       // ▲ or ▼ on the sorted column
 	Link       template.URL // a query the handler encoded: html/template must not escape its = and &
-}
-
-// HasStatus reports whether the filter takes the status named name.
-func (d tasksData) HasStatus(name string) bool {
-	st, _ := parseStatus(name)
-	return len(d.Q.Statuses) > 0 && d.Q.hasStatus(st)
 }
 
 // Summary says how many tasks matched and what the page shows.
 func (d tasksData) Summary() string {
 	p := d.Page
 	s := fmt.Sprintf("%d matching tasks", p.Total)
-	if !p.Exact {
-		s = fmt.Sprintf("At least %d matching tasks (the error search read the errors of the first %d tasks that have one; narrow it by status, pool or ID)", p.Total, p.Scanned)
-	}
 	if len(p.Rows) > 0 {
 		from := (d.Q.Page-1)*d.Q.Size + 1
 		s += fmt.Sprintf("; %d to %d shown", from, from+len(p.Rows)-1)
 	}
-	if d.Q.Sort != "" {
+	switch {
+	case d.Q.Sort == "submitted" && d.Q.Desc:
+		s += ", newest first"
+	case d.Q.Sort == "submitted":
+		s += ", oldest first"
+	default:
 		dir := "ascending"
 		if d.Q.Desc {
 			dir = "descending"
 		}
 		s += fmt.Sprintf(", by %s, %s", d.Q.Sort, dir)
-	} else {
-		s += ", in the order they were submitted"
 	}
-	return s + fmt.Sprintf(" (%v).", d.Took)
+	if p.Loading {
+		s += " (the dashboard is still reading the scheduler's tasks: more will come)"
+	}
+	return s + "."
 }
 
 func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
@@ -372,66 +392,75 @@ func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
 		d.failErr(w, r, err)
 		return
 	}
-	start := d.cfg.clk.Now()
-	page, err := queryTasks(r.Context(), d.s, tq)
-	if err != nil {
-		d.failErr(w, r, err)
-		return
-	}
+	page := d.query(tq)
 	if wantsJSON(r) {
 		type row struct {
-			ID       string `json:"id"`
-			Status   string `json:"status"`
-			Pool     string `json:"pool"`
-			Key      string `json:"key,omitempty"`
-			Priority int    `json:"priority"`
-			When     string `json:"when"`
-			Attempts int    `json:"attempts"`
-			Runs     int    `json:"runs"`
-			Cause    string `json:"cause,omitempty"`
-			Err      string `json:"err,omitempty"`
+			ID       string    `json:"id"`
+			Status   string    `json:"status"`
+			Pool     string    `json:"pool"`
+			Key      string    `json:"key,omitempty"`
+			Priority int       `json:"priority"`
+			When     string    `json:"when"`
+			Attempts int       `json:"attempts"`
+			Runs     int       `json:"runs"`
+			Reruns   int       `json:"reruns"`
+			Parent   string    `json:"parent,omitempty"`
+			Cause    string    `json:"cause,omitempty"`
+			Err      string    `json:"err,omitempty"`
+			Seen     time.Time `json:"seen"`
+			Since    time.Time `json:"since"`
 		}
 		out := struct {
-			Rows  []row `json:"rows"`
-			Total int   `json:"total"`
-			Exact bool  `json:"exact"`
-			Page  int   `json:"page"`
-			Pages int   `json:"pages"`
-		}{Rows: []row{}, Total: page.Total, Exact: page.Exact, Page: tq.Page, Pages: page.Pages}
+			Rows   []row          `json:"rows"`
+			Total  int            `json:"total"`
+			Counts map[string]int `json:"counts"`
+			Page   int            `json:"page"`
+			Pages  int            `json:"pages"`
+		}{Rows: []row{}, Total: page.Total, Counts: map[string]int{}, Page: tq.Page, Pages: page.Pages}
+		for _, n := range statusNames {
+			out.Counts[n.name] = page.Counts[n.st]
+		}
 		for _, t := range page.Rows {
-			out.Rows = append(out.Rows, row{t.ID, t.Status.String(), t.Pool, t.Key, t.Priority, t.When.String(), t.Attempts, t.Runs, t.Cause, t.Err})
+			out.Rows = append(out.Rows, row{t.ID, t.Status.String(), t.Pool, t.Key, t.Priority, t.When.String(), t.Attempts, t.Runs, t.Reruns, t.Parent, t.Cause, t.Err, t.Seen, t.Since})
 		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	data := tasksData{Q: tq, Page: page, Sizes: []int{25, 50, 100, 200, 500}, Took: roundDuration(d.cfg.clk.Now().Sub(start))}
+	data := tasksData{Q: tq, Page: page, Sizes: []int{25, 50, 100, 200, 500}, ReadOnly: d.cfg.readOnly}
 	for name := range sizes {
 		data.Pools = append(data.Pools, name)
 	}
 	slices.Sort(data.Pools)
 	for _, n := range statusNames {
-		data.Statuses = append(data.Statuses, n.name)
+		data.Statuses = append(data.Statuses, statusLink{Name: n.name, Count: page.Counts[n.st], Checked: slices.Contains(tq.Statuses, n.st)})
 	}
 	if tq.Page > 1 {
 		data.Prev = template.URL(tq.values(tq.Page - 1).Encode())
+		data.First = template.URL(tq.values(1).Encode())
 	}
 	if tq.Page < page.Pages {
 		data.Next = template.URL(tq.values(tq.Page + 1).Encode())
+		data.Last = template.URL(tq.values(page.Pages).Encode())
 	}
+	q := tq
+	q.Page = 1
+	data.Query = q.values(1).Encode()
 	for _, k := range sortKeys {
 		q := tq
-		q.Sort, q.Desc = k, tq.Sort == k && !tq.Desc
+		q.Sort, q.Desc = k, !(tq.Sort == k && tq.Desc)
+		if tq.Sort != k && k != "submitted" {
+			q.Desc = false
+		}
 		c := column{Name: k, Link: template.URL(q.values(1).Encode())}
 		if tq.Sort == k {
-			c.Sort = "ascending"
+			c.Sort, c.Arrow = "ascending", "▲"
 			if tq.Desc {
-				c.Sort = "descending"
+				c.Sort, c.Arrow = "descending", "▼"
 			}
 		}
 		data.Columns = append(data.Columns, c)
 	}
-	data.Columns = append(data.Columns, column{Name: "error or cause"})
-	d.render(w, http.StatusOK, "tasks", pageData{Title: "Tasks", Data: data})
+	d.render(w, http.StatusOK, "tasks", pageData{Title: "Tasks", Stream: "events", Flash: actionFlash(r.URL.Query()), Data: data})
 }
 
 func (d *Dashboard) serveTask(w http.ResponseWriter, r *http.Request) {
@@ -457,6 +486,10 @@ func (d *Dashboard) serveTask(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Query().Get("done") {
 	case "cancel":
 		flash = "Cancel asked: a task that was running ends Cancelled once its function returns."
+	case "rerun":
+		if n, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && n >= 0 {
+			flash = fmt.Sprintf("Re-run: %d tasks re-opened.", n)
+		}
 	}
 	d.render(w, http.StatusOK, "task", pageData{Title: "Task " + cut(v.ID, 80), Nav: "tasks",
 		Stream: "events?" + url.Values{"task": {v.ID}}.Encode(), Flash: flash, Data: v})
@@ -467,21 +500,10 @@ func (d *Dashboard) serveTask(w http.ResponseWriter, r *http.Request) {
 // an id, 404 for an unknown task and 409 for one already final or being
 // cancelled, each changing nothing.
 func (d *Dashboard) serveCancel(w http.ResponseWriter, r *http.Request) {
-	if d.cfg.readOnly {
-		d.fail(w, r, http.StatusForbidden, ErrReadOnly.Error())
+	id, ok := d.taskForm(w, r)
+	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: bad form: "+err.Error())
-		return
-	}
-	ids := r.PostForm["id"]
-	if len(ids) != 1 || ids[0] == "" {
-		d.fail(w, r, http.StatusBadRequest, "dashboard: which task? the form needs one id")
-		return
-	}
-	id := ids[0]
 	info, ok := d.s.Info(id)
 	if !ok {
 		d.fail(w, r, http.StatusNotFound, fmt.Sprintf("dashboard: unknown task %q", cut(id, 200)))
@@ -526,10 +548,17 @@ func (d graphData) Summary() string {
 	if g.Root != "" {
 		s = fmt.Sprintf("The tasks at most %d dependencies away from %s, both ways: ", g.Depth, g.Root) + s
 	} else {
-		s = "The first tasks, in the order they were submitted, of the filter: " + s
+		what := "running or failed (the newest)"
+		if len(d.Q.Statuses) > 0 {
+			what = "of the filter (the newest)"
+		}
+		s = fmt.Sprintf("The tasks at most %d dependencies away from the %d tasks %s, both ways, and their spawned families: ", g.Depth, g.Roots, what) + s
+		if g.Roots == 0 {
+			s = "No task is running or failed: choose a task, or a status. " + s
+		}
 	}
 	if g.Truncated {
-		s += fmt.Sprintf("; cut at %d tasks: choose a task, a smaller depth or a status to see the rest", g.Limit)
+		s += fmt.Sprintf("; cut at the %d nearest tasks: choose a task, a smaller depth or a status to see the rest", g.Limit)
 	}
 	return s + "."
 }

@@ -3,48 +3,114 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"time"
 )
+
+// stream is one live stream open: its connection's controller, to cut a
+// write short, and a channel closed to end it.
+type stream struct {
+	rc   *http.ResponseController
+	end  chan struct{}
+	once bool // end was closed (guarded by the dashboard's streamMu)
+}
+
+// openStream registers a stream; on the first stream of an http.Server,
+// it registers with the server's Shutdown, which then ends the
+// dashboard's streams at once rather than wait for them. It returns nil
+// once the dashboard is closed.
+func (d *Dashboard) openStream(w http.ResponseWriter, r *http.Request) *stream {
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	st := &stream{rc: http.NewResponseController(w), end: make(chan struct{})}
+	if d.isClosed {
+		return nil
+	}
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
+		if _, done := d.hooked[srv]; !done {
+			d.hooked[srv] = struct{}{}
+			srv.RegisterOnShutdown(func() { d.endStreams(false) })
+		}
+	}
+	d.streams[st] = struct{}{}
+	return st
+}
+
+func (d *Dashboard) closeStream(st *stream) {
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	delete(d.streams, st)
+}
+
+// endStreams ends every live stream open: a stream waiting for its next
+// update returns, and one blocked in a write has its write deadline moved
+// to the past, so that the write fails at once. With closing, no stream
+// opens after (Close).
+func (d *Dashboard) endStreams(closing bool) {
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	if closing && !d.isClosed {
+		d.isClosed = true
+		close(d.closed)
+	}
+	for st := range d.streams {
+		if !st.once {
+			st.once = true
+			close(st.end)
+		}
+		_ = st.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
 
 // serveEvents is the live stream: server-sent events, each a whole state,
 // so that a page that missed some (asleep, reconnected) is right at the
-// next one. It sends one at once, then one per change of the scheduler,
-// at most one per interval however many events come (they coalesce), and
-// one per refresh at least, events or not. An "overview" event carries the
-// overview; with ?task=ID a "task" event carries that task as well.
+// next one. It sends one at once, then one per change of the dashboard's
+// copy of the tasks (at most one per interval however many tasks change:
+// they coalesce), and one per refresh at least. An "overview" event
+// carries the overview; with ?task=ID a "task" event carries that task as
+// well, or one "gone" event (without the ID) if it is unknown, after
+// which the stream sends only overviews. Every write has a deadline
+// (WithWriteTimeout): a client that stops reading is dropped then.
 func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		d.fail(w, r, http.StatusNotImplemented, "dashboard: this server cannot stream")
-		return
-	}
 	taskID := r.URL.Query().Get("task")
+	st := d.openStream(w, r)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy must not hold updates back
 	w.WriteHeader(http.StatusOK)
-	defer d.watch()()
+	if st != nil {
+		defer d.closeStream(st)
+	}
 	ctx := r.Context()
 	var buf bytes.Buffer
-	var seen uint64 // the scheduler's totals, summed, at the last update
 	for {
-		changed := d.rec.watch() // before reading: a change while we read wakes the next round
-		d.grew(&seen)
+		changed, _ := d.mir.watch() // before reading: a change while we read wakes the next round
 		buf.Reset()
 		writeEvent(&buf, "overview", d.overview())
 		if taskID != "" {
 			if v, found, _ := d.task(ctx, taskID, false); found {
 				writeEvent(&buf, "task", v)
 			} else {
-				writeEvent(&buf, "gone", map[string]string{"id": taskID})
+				writeEvent(&buf, "gone", map[string]bool{"gone": true})
+				taskID = "" // an unknown ID is not looked up, nor sent, again
 			}
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(d.wall.Now().Add(d.cfg.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return
 		}
-		fl.Flush()
-		// At most one update per interval: events that come meanwhile
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if st == nil {
+			return // the dashboard is closed: one update, then the end
+		}
+		// At most one update per interval: changes that come meanwhile
 		// wait, and are sent together.
 		pace := d.cfg.clk.Timer(d.cfg.interval)
 		select {
@@ -52,37 +118,24 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			pace.Stop()
 			return
-		case <-d.closed:
+		case <-st.end:
 			pace.Stop()
 			return
 		}
-		// Then the next update comes with the next event, the next
-		// interval in which the scheduler's totals grew (starts and
-		// successes send no event the dashboard listens to), or the
-		// refresh.
+		// Then the next update comes with the next change, or the refresh
+		// (a pool paused elsewhere, the running times).
 		refresh := d.cfg.clk.Timer(d.cfg.refresh - d.cfg.interval)
-	wait:
-		for !d.grew(&seen) {
-			poll := d.cfg.clk.Timer(d.cfg.interval)
-			select {
-			case <-poll.C:
-				continue
-			case <-changed:
-			case <-refresh.C:
-			case <-ctx.Done():
-			case <-d.closed:
-			}
-			poll.Stop()
-			break wait
+		select {
+		case <-changed:
+		case <-refresh.C:
+		case <-ctx.Done():
+			refresh.Stop()
+			return
+		case <-st.end:
+			refresh.Stop()
+			return
 		}
 		refresh.Stop()
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.closed:
-			return
-		default:
-		}
 	}
 }
 
@@ -98,14 +151,4 @@ func writeEvent(buf *bytes.Buffer, name string, v any) {
 	buf.WriteString("\ndata: ")
 	buf.Write(b)
 	buf.WriteString("\n\n")
-}
-
-// grew reports whether the scheduler's totals, summed (totalsSum), are
-// no longer *seen, and sets *seen to them: a round trip to the
-// coordinator, whatever the number of tasks.
-func (d *Dashboard) grew(seen *uint64) bool {
-	n := totalsSum(d.s.Totals())
-	grew := n != *seen
-	*seen = n
-	return grew
 }

@@ -1,9 +1,6 @@
 package dashboard
 
 import (
-	"cmp"
-	"container/heap"
-	"context"
 	"fmt"
 	"net/url"
 	"slices"
@@ -37,7 +34,7 @@ func parseStatus(s string) (coordinator.Status, bool) {
 const anyPool = "*"
 
 // sortKeys are the columns the tasks table sorts by.
-var sortKeys = []string{"id", "status", "pool", "key", "priority", "attempts", "runs"}
+var sortKeys = []string{"id", "submitted", "status", "pool", "key", "priority", "attempts", "runs"}
 
 const (
 	defaultPageSize = 50
@@ -53,9 +50,10 @@ type taskQuery struct {
 	Prefix   string               // of the ID
 	Key      string               // the flow-control key (Task.Key), exactly; "" for any
 	ErrText  string               // in the error's text, case-insensitive
-	Sort     string               // a sortKeys column, or "" for the scheduler's order
-	Desc     bool
-	Page     int // 1-based
+	Parent   string               // the task whose attempts spawned them, exactly; "" for any
+	Sort     string               // a sortKeys column; "submitted" by default
+	Desc     bool                 // descending: by default (newest first)
+	Page     int                  // 1-based
 	Size     int
 }
 
@@ -71,7 +69,7 @@ func (e *badQuery) Error() string {
 // parseTaskQuery reads a taskQuery from q; pools are the pools that
 // exist.
 func parseTaskQuery(q url.Values, pools map[string]int) (taskQuery, error) {
-	tq := taskQuery{Pool: anyPool, Page: 1, Size: defaultPageSize}
+	tq := taskQuery{Pool: anyPool, Page: 1, Size: defaultPageSize, Sort: "submitted", Desc: true}
 	for _, v := range q["status"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" || s == "any" {
@@ -96,6 +94,7 @@ func parseTaskQuery(q url.Values, pools map[string]int) (taskQuery, error) {
 	tq.Prefix = q.Get("id")
 	tq.Key = q.Get("key")
 	tq.ErrText = q.Get("error")
+	tq.Parent = q.Get("parent")
 	if s := q.Get("sort"); s != "" {
 		key := strings.TrimPrefix(s, "-")
 		if !slices.Contains(sortKeys, key) {
@@ -138,7 +137,10 @@ func (tq taskQuery) values(page int) url.Values {
 	if tq.ErrText != "" {
 		v.Set("error", tq.ErrText)
 	}
-	if tq.Sort != "" {
+	if tq.Parent != "" {
+		v.Set("parent", tq.Parent)
+	}
+	if tq.Sort != "" && (tq.Sort != "submitted" || !tq.Desc) {
 		s := tq.Sort
 		if tq.Desc {
 			s = "-" + s
@@ -157,171 +159,4 @@ func (tq taskQuery) values(page int) url.Values {
 // hasStatus reports whether the query takes status st.
 func (tq taskQuery) hasStatus(st coordinator.Status) bool {
 	return len(tq.Statuses) == 0 || slices.Contains(tq.Statuses, st)
-}
-
-// taskRow is one row of the tasks table.
-type taskRow struct {
-	coordinator.SnapshotTask
-	Err string // the last attempt's error, for the rows shown
-}
-
-// taskPage is one page of the tasks table.
-type taskPage struct {
-	Rows    []taskRow
-	Total   int  // rows matching, over every page
-	Exact   bool // Total is exact (false: an error-text search stopped at maxErrorScan)
-	Scanned int  // tasks whose error was read, for an error-text filter
-	Pages   int
-}
-
-// mayHaveError reports whether a task in this state can have an error
-// for an error-text filter to find: it failed, was cancelled, or failed
-// an attempt of its current run.
-func mayHaveError(t *coordinator.SnapshotTask) bool {
-	switch t.Status {
-	case coordinator.Failed, coordinator.Cancelled:
-		return true
-	case coordinator.Pending, coordinator.Ready, coordinator.Running:
-		return t.Attempts > 0
-	}
-	return false
-}
-
-// queryTasks runs tq against s. Without a pool, ID, key, error or sort, it
-// asks the scheduler for the page alone (Snapshot with a Limit, Counts
-// for the total); otherwise it takes every task of the chosen statuses
-// and filters, sorts and pages them here, so that the coordinator's
-// share stays one Snapshot.
-func queryTasks(ctx context.Context, s *coordinator.Scheduler, tq taskQuery) (*taskPage, error) {
-	offset := (tq.Page - 1) * tq.Size
-	cheap := tq.Pool == anyPool && tq.Prefix == "" && tq.Key == "" && tq.ErrText == "" && tq.Sort == ""
-	f := coordinator.SnapshotFilter{Statuses: tq.Statuses}
-	if cheap {
-		f.Limit = offset + tq.Size
-	}
-	snap, err := s.Snapshot(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	page := &taskPage{Exact: true}
-	rows := snap.Tasks
-	if cheap {
-		counts := s.Counts()
-		for _, n := range statusNames {
-			if tq.hasStatus(n.st) {
-				page.Total += counts.Of(n.st)
-			}
-		}
-		page.Total = max(page.Total, len(rows)) // counts come a moment later
-	} else {
-		rows = slices.DeleteFunc(rows, func(t coordinator.SnapshotTask) bool {
-			return (tq.Pool != anyPool && t.Pool != tq.Pool) || (tq.Key != "" && t.Key != tq.Key) || !strings.HasPrefix(t.ID, tq.Prefix)
-		})
-		if tq.ErrText != "" {
-			needle := strings.ToLower(tq.ErrText)
-			kept := rows[:0]
-			for _, t := range rows {
-				if !mayHaveError(&t) {
-					continue
-				}
-				if page.Scanned == maxErrorScan {
-					page.Exact = false
-					break
-				}
-				page.Scanned++
-				if info, ok := s.Info(t.ID); ok && info.Err != nil && strings.Contains(strings.ToLower(info.Err.Error()), needle) {
-					kept = append(kept, t)
-				}
-			}
-			rows = kept
-		}
-		page.Total = len(rows)
-		if tq.Sort != "" {
-			rows = topK(rows, offset+tq.Size, compareBy(tq.Sort, tq.Desc))
-		}
-	}
-	page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
-	if offset >= len(rows) {
-		return page, nil
-	}
-	rows = rows[offset:min(len(rows), offset+tq.Size)]
-	page.Rows = make([]taskRow, len(rows))
-	for i, t := range rows {
-		page.Rows[i].SnapshotTask = t
-		if mayHaveError(&t) {
-			if info, ok := s.Info(t.ID); ok && info.Err != nil {
-				page.Rows[i].Err = cut(info.Err.Error(), 300)
-			}
-		}
-	}
-	return page, nil
-}
-
-// compareBy orders tasks by a sortKeys column, ties by ID.
-func compareBy(key string, desc bool) func(a, b coordinator.SnapshotTask) int {
-	by := func(a, b coordinator.SnapshotTask) int {
-		switch key {
-		case "status":
-			return cmp.Compare(a.Status, b.Status)
-		case "pool":
-			return cmp.Compare(a.Pool, b.Pool)
-		case "key":
-			return cmp.Compare(a.Key, b.Key)
-		case "priority":
-			return cmp.Compare(a.Priority, b.Priority)
-		case "attempts":
-			return cmp.Compare(a.Attempts, b.Attempts)
-		case "runs":
-			return cmp.Compare(a.Runs, b.Runs)
-		}
-		return 0
-	}
-	return func(a, b coordinator.SnapshotTask) int {
-		c := by(a, b)
-		if c == 0 {
-			c = cmp.Compare(a.ID, b.ID)
-		}
-		if desc {
-			c = -c
-		}
-		return c
-	}
-}
-
-// topK returns the first k of rows in the order of less, sorted: a full
-// sort when k is most of rows, else a bounded heap, O(n log k), so that
-// the first pages of a million rows cost far less than sorting them.
-func topK(rows []coordinator.SnapshotTask, k int, less func(a, b coordinator.SnapshotTask) int) []coordinator.SnapshotTask {
-	if k >= len(rows)/4 {
-		slices.SortFunc(rows, less)
-		return rows
-	}
-	h := &worstFirst{less: less}
-	for _, t := range rows {
-		if len(h.rows) < k {
-			heap.Push(h, t)
-		} else if less(t, h.rows[0]) < 0 {
-			h.rows[0] = t
-			heap.Fix(h, 0)
-		}
-	}
-	out := h.rows
-	slices.SortFunc(out, less)
-	return out
-}
-
-// worstFirst is a heap whose top is the row that sorts last.
-type worstFirst struct {
-	rows []coordinator.SnapshotTask
-	less func(a, b coordinator.SnapshotTask) int
-}
-
-func (h *worstFirst) Len() int           { return len(h.rows) }
-func (h *worstFirst) Less(i, j int) bool { return h.less(h.rows[i], h.rows[j]) > 0 }
-func (h *worstFirst) Swap(i, j int)      { h.rows[i], h.rows[j] = h.rows[j], h.rows[i] }
-func (h *worstFirst) Push(x any)         { h.rows = append(h.rows, x.(coordinator.SnapshotTask)) }
-func (h *worstFirst) Pop() any {
-	x := h.rows[len(h.rows)-1]
-	h.rows = h.rows[:len(h.rows)-1]
-	return x
 }

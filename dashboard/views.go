@@ -31,10 +31,6 @@ type countsView struct {
 	Total     int `json:"total"`
 }
 
-func countsOf(c coordinator.Counts) countsView {
-	return countsView{c.Pending, c.Ready, c.Running, c.Succeeded, c.Failed, c.Cancelled, c.Skipped, c.Total()}
-}
-
 func (c *countsView) add(o countsView) {
 	c.Pending += o.Pending
 	c.Ready += o.Ready
@@ -84,16 +80,15 @@ type poolView struct {
 	StartedPerMin  float64      `json:"startedPerMin"`  // attempts started per minute, over the last minute
 	FinishedPerMin float64      `json:"finishedPerMin"` // attempts ended per minute (success or failure)
 	FailedPerMin   float64      `json:"failedPerMin"`   // attempts failed per minute (retried or not)
+	OldestWait     string       `json:"oldestWait"`     // how long the oldest ready task has waited (queue latency); "" if none waits
 	TasksQuery     template.URL `json:"tasksQuery"`     // the tasks page's query for this pool (encoded: not to escape again)
 }
 
 type runningView struct {
-	ID      string    `json:"id"`
-	Pool    string    `json:"pool"`
-	Attempt int       `json:"attempt"`
-	Run     int       `json:"run"`
-	Start   time.Time `json:"start"`
-	For     float64   `json:"for"` // seconds it has run, at the view's At
+	ID    string    `json:"id"`
+	Pool  string    `json:"pool"`
+	Start time.Time `json:"start"` // zero: unknown (it ran before the dashboard, which has not looked it up yet)
+	For   string    `json:"for"`   // how long it has run, in words ("" if unknown)
 }
 
 type failureView struct {
@@ -112,29 +107,36 @@ type rateView struct {
 	Failed   uint64    `json:"failed"`   // of which failed
 	// The bars of the chart (a 600×120 box): x, and y and height of the
 	// bar of attempts ended and of the bar of failures.
-	X, Y, H, FY, FH int `json:"-"`
+	X, Y, H, FY, FH int    `json:"-"`
+	Title           string `json:"-"` // the values, shown on hover
+}
+
+// axisTick is a label of the chart's axes.
+type axisTick struct {
+	X, Y  int
+	Label string
 }
 
 // overviewView is the overview page, and what the live stream sends.
 type overviewView struct {
-	At            time.Time     `json:"at"`
-	Counts        countsView    `json:"counts"`
-	Pools         []poolView    `json:"pools"`
-	Running       []runningView `json:"running"`       // the longest running first
-	RunningSeen   int           `json:"runningSeen"`   // attempts running that the dashboard saw start
-	RunningUnseen int           `json:"runningUnseen"` // running, started before the dashboard (or not reported yet)
-	Rate          []rateView    `json:"rate"`          // the last 10 minutes, a bar per bucketWidth
-	RateMax       uint64        `json:"rateMax"`
-	RateText      string        `json:"rateText"`    // what the chart shows, in words
-	RunningText   string        `json:"runningText"` // how many run, how many are shown
-	Failures      []failureView `json:"failures"`    // the newest first
-	Paused        []string      `json:"paused"`      // the paused pools' labels, in name order
-	Events        uint64        `json:"events"`      // events seen since the dashboard was made
+	At          time.Time     `json:"at"`
+	Counts      countsView    `json:"counts"`
+	Pools       []poolView    `json:"pools"`
+	Running     []runningView `json:"running"` // the longest running first
+	Rate        []rateView    `json:"rate"`    // the last 10 minutes, a bar per bucketWidth
+	RateMax     uint64        `json:"rateMax"`
+	RateText    string        `json:"rateText"`    // what the chart shows, in words
+	XTicks      []axisTick    `json:"-"`           // the chart's time axis
+	YTicks      []axisTick    `json:"-"`           // its count axis
+	RunningText string        `json:"runningText"` // how many run, how many are shown
+	Failures    []failureView `json:"failures"`    // the newest first
+	Paused      []string      `json:"paused"`      // the paused pools' labels, in name order
+	Loading     string        `json:"loading"`     // while the dashboard's first read of the tasks goes on: how far it is
+	Version     uint64        `json:"version"`     // the copy's version it was built from
 }
 
 const (
 	runningShown  = 25
-	runningLooked = 1 << 14 // running tasks a look (sample) takes in: more are counted, not listed
 	failuresShown = 10
 	rateBuckets   = 60 // 10 minutes
 )
@@ -146,86 +148,135 @@ func poolLabel(name string) string {
 	return name
 }
 
-// overview builds the overview, or returns the one built less than half
-// an interval ago (or, with no event since and the scheduler's totals
-// as they were, less than a refresh ago), so that many open pages cost
-// the scheduler what one does.
+// overview builds the overview, or returns the one built less than an
+// interval ago from the same version of the copy (or, with no change,
+// less than a refresh ago), so that many open pages cost what one does.
 func (d *Dashboard) overview() *overviewView {
 	d.ovMu.Lock()
 	defer d.ovMu.Unlock()
 	now := d.cfg.clk.Now()
-	events, _ := d.rec.seen()
-	totals := d.s.Totals()
-	sum := totalsSum(totals)
+	_, version := d.mir.watch()
 	if d.ov != nil {
 		age := now.Sub(d.ovAt)
-		if age >= 0 && (age < d.cfg.interval/2 || (events == d.ovEvents && sum == d.ovTotals && age < d.cfg.refresh/2)) {
+		if age >= 0 && (age < d.cfg.interval/2 || (version == d.ovV && age < d.cfg.refresh/2)) {
 			return d.ov
 		}
 	}
-	d.ov, d.ovAt, d.ovEvents, d.ovTotals = d.buildOverview(now, totals), now, events, sum
+	d.ov, d.ovAt, d.ovV = d.buildOverview(now), now, version
 	return d.ov
 }
 
-// totalsSum sums the scheduler's totals over its pools and statuses: it
-// grows with every attempt that ends.
-func totalsSum(totals map[string]coordinator.Totals) uint64 {
-	var n uint64
-	for _, t := range totals {
-		n += t.Succeeded + t.Failed + t.Cancelled + t.Skipped + t.Retries
-	}
-	return n
-}
-
 // forgetOverview drops the overview built last, so that the next page
-// shows what an action just changed, even with no live page open (then
-// the dashboard hears no event of it).
+// shows what an action just changed.
 func (d *Dashboard) forgetOverview() {
 	d.ovMu.Lock()
 	d.ov = nil
 	d.ovMu.Unlock()
 }
 
-func (d *Dashboard) buildOverview(now time.Time, totals map[string]coordinator.Totals) *overviewView {
-	byPool := d.s.CountsByPool()
+// buildOverview reads the copy, and asks the scheduler for its totals
+// (a round trip that costs the same at any number of tasks), each pool's
+// pause and rate limit (no round trip), and the start of each attempt
+// running that the copy has no start for (one History each, only for
+// tasks that ran before the dashboard started).
+func (d *Dashboard) buildOverview(now time.Time) *overviewView {
 	sizes := d.s.PoolSizes()
-	if d.subscribed() {
-		d.sample(now, totals)
-	}
+	totals := d.s.Totals()
+	m := d.mir
 	v := &overviewView{At: now, Pools: []poolView{}, Running: []runningView{}, Rate: []rateView{}, Failures: []failureView{}, Paused: []string{}}
-	v.Events, _ = d.rec.seen()
+	m.mu.RLock()
+	v.Version = m.version
+	if !m.synced {
+		v.Loading = fmt.Sprintf("Reading the scheduler's tasks: %d so far.", m.loaded)
+	}
 	for name := range sizes {
-		c := countsOf(byPool[name])
+		var c countsView
+		if sc := m.counts[name]; sc != nil {
+			c = countsOfStatus(sc)
+		}
 		t := totals[name]
 		p := poolView{
-			Name: name, Label: poolLabel(name), Size: sizes[name], Paused: byPool[name].Paused, Counts: c, Waiting: c.Ready,
+			Name: name, Label: poolLabel(name), Size: sizes[name], Paused: d.s.Paused(name), Counts: c, Waiting: c.Ready,
 			Totals:     totalsView{t.Succeeded, t.Failed, t.Cancelled, t.Skipped, t.Retries},
-			TasksQuery: template.URL(taskQuery{Pool: name}.values(1).Encode()),
+			TasksQuery: template.URL(taskQuery{Pool: name, Sort: "submitted", Desc: true}.values(1).Encode()),
+		}
+		if q := m.ready[name]; q != nil && q.Len() > 0 {
+			if w, ok := q.Min(); ok && !w.r.since.IsZero() {
+				r := w.r
+				p.OldestWait = roundDuration(now.Sub(r.since)).String()
+			} else if ok {
+				p.OldestWait = "since before the dashboard"
+			}
 		}
 		if p.Size > 0 {
 			p.Busy = min(100, 100*c.Running/p.Size)
 		}
 		p.RateLimit, p.RateBurst = d.s.RateLimit(name)
 		p.LimitText = limitText(p.RateLimit, p.RateBurst)
-		p.StartedPerMin, p.FinishedPerMin, p.FailedPerMin = d.perMinute(name, now)
+		p.StartedPerMin, p.FinishedPerMin, p.FailedPerMin = perMinute(m.rates(name, false, now, int(time.Minute/bucketWidth)+1), now)
 		v.Counts.add(c)
 		v.Pools = append(v.Pools, p)
 	}
+	running := make([]*row, 0, len(m.running))
+	for r := range m.running {
+		running = append(running, r)
+	}
+	slices.SortFunc(running, func(a, b *row) int {
+		if c := cmp.Compare(b2i(a.since.IsZero()), b2i(b.since.IsZero())); c != 0 {
+			return -c // unknown starts (before the dashboard) first: the longest
+		}
+		if c := a.since.Compare(b.since); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	for _, r := range running[:min(len(running), runningShown)] {
+		v.Running = append(v.Running, runningView{ID: r.ID, Pool: r.Pool, Start: r.since})
+	}
+	buckets := m.rates("", true, now, rateBuckets)
+	for _, f := range m.recentFailures(failuresShown) {
+		v.Failures = append(v.Failures, failureView{ID: f.ID, Pool: f.Pool, Attempt: f.Attempt, Run: f.Run, Outcome: f.Outcome, Err: cut(f.Err, 300), At: f.At})
+	}
+	m.mu.RUnlock()
+	// Attempts running since before the dashboard: their start from the
+	// history, once (at most runningShown round trips, and only for tasks
+	// the copy found running when it started), kept in the copy.
+	for i := range v.Running {
+		rv := &v.Running[i]
+		if !rv.Start.IsZero() {
+			continue
+		}
+		if h, ok := d.s.History(rv.ID); ok && len(h.Attempts) > 0 {
+			if a := h.Attempts[len(h.Attempts)-1]; a.Ended.IsZero() && !a.Started.IsZero() {
+				rv.Start = a.Started
+				m.mu.Lock()
+				if r := m.byID[rv.ID]; r != nil && r.Status == coordinator.Running && r.since.IsZero() {
+					r.since = a.Started
+				}
+				m.mu.Unlock()
+			}
+		}
+	}
+	for i := range v.Running {
+		if rv := &v.Running[i]; !rv.Start.IsZero() {
+			rv.For = roundDuration(max(0, now.Sub(rv.Start))).String()
+		}
+	}
+	// The longest running first; starts still unknown last.
+	slices.SortStableFunc(v.Running, func(a, b runningView) int {
+		if c := cmp.Compare(b2i(a.Start.IsZero()), b2i(b.Start.IsZero())); c != 0 {
+			return c
+		}
+		return a.Start.Compare(b.Start)
+	})
 	slices.SortFunc(v.Pools, func(a, b poolView) int { return cmp.Compare(a.Name, b.Name) })
 	for _, p := range v.Pools {
 		if p.Paused {
 			v.Paused = append(v.Paused, p.Label)
 		}
 	}
-	running, seen := d.rec.runningNow(runningShown)
-	v.RunningSeen = seen
-	v.RunningUnseen = max(0, v.Counts.Running-seen)
-	for _, a := range running {
-		v.Running = append(v.Running, runningView{ID: a.Task, Pool: a.Pool, Attempt: a.Attempt, Run: a.Run,
-			Start: a.Start, For: a.Duration(now).Seconds()})
-	}
-	for _, b := range d.rec.rates("", true, now, rateBuckets) {
-		r := rateView{T: time.Unix(0, b.stamp*int64(bucketWidth)), Finished: b.OK + b.Retried + b.Failed, Failed: b.Retried + b.Failed}
+	for _, b := range buckets {
+		r := rateView{T: time.Unix(0, b.stamp*int64(bucketWidth)), Finished: b.ended, Failed: b.failures}
 		v.RateMax = max(v.RateMax, r.Finished)
 		v.Rate = append(v.Rate, r)
 	}
@@ -240,19 +291,34 @@ func (d *Dashboard) buildOverview(now time.Time, totals map[string]coordinator.T
 			r.FH = int(120 * r.Failed / v.RateMax)
 		}
 		r.Y, r.FY = 120-r.H, 120-r.FH
+		r.Title = fmt.Sprintf("%s–%s: %d ended, %d failed", r.T.UTC().Format("15:04:05"), r.T.Add(bucketWidth).UTC().Format("15:04:05"), r.Finished, r.Failed)
 	}
+	for i := 0; i <= rateBuckets; i += 12 {
+		t := now.Add(-time.Duration(rateBuckets-i) * bucketWidth)
+		v.XTicks = append(v.XTicks, axisTick{X: 10 * i, Y: 134, Label: t.UTC().Format("15:04")})
+	}
+	v.YTicks = []axisTick{{X: 0, Y: 4, Label: strconv.FormatUint(v.RateMax, 10)}, {X: 0, Y: 64, Label: strconv.FormatUint(v.RateMax/2, 10)}, {X: 0, Y: 124, Label: "0"}}
 	v.RateText = fmt.Sprintf("%d attempts ended in the last 10 minutes, %d of them failed; at most %d in 10 seconds", ended, failed, v.RateMax)
 	v.RunningText = fmt.Sprintf("%d running", v.Counts.Running)
-	if seen > len(running) {
-		v.RunningText += fmt.Sprintf("; the %d longest running shown", len(running))
-	}
-	if v.RunningUnseen > 0 {
-		v.RunningText += fmt.Sprintf("; %d started before the dashboard did, or have not reported their start yet", v.RunningUnseen)
+	if v.Counts.Running > len(v.Running) {
+		v.RunningText += fmt.Sprintf("; the %d longest running shown", len(v.Running))
 	}
 	v.RunningText += "."
-	for _, a := range d.rec.recentFailures(failuresShown) {
-		v.Failures = append(v.Failures, failureView{ID: a.Task, Pool: a.Pool, Attempt: a.Attempt, Run: a.Run,
-			Outcome: a.Outcome.String(), Err: cut(a.Err, 300), At: a.End})
+	return v
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func countsOfStatus(c *statusCounts) countsView {
+	v := countsView{c[coordinator.Pending], c[coordinator.Ready], c[coordinator.Running], c[coordinator.Succeeded],
+		c[coordinator.Failed], c[coordinator.Cancelled], c[coordinator.Skipped], 0}
+	for _, n := range c {
+		v.Total += n
 	}
 	return v
 }
@@ -269,23 +335,20 @@ func limitText(perSecond float64, burst int) string {
 	return r
 }
 
-// perMinute returns a pool's attempts started, ended and failed per
-// minute over the last minute (the buckets that cover it, the current
-// one partly).
-func (d *Dashboard) perMinute(pool string, now time.Time) (started, finished, failed float64) {
-	const n = int(time.Minute/bucketWidth) + 1
-	bs := d.rec.rates(pool, false, now, n)
-	var s, f, x uint64
+// perMinute returns attempts started, ended and failed per minute over
+// the buckets that cover the last minute (the current one partly).
+func perMinute(bs []endBucket, now time.Time) (started, finished, failed float64) {
+	var st, f, x uint64
 	for _, b := range bs {
-		s += b.Started
-		f += b.OK + b.Retried + b.Failed
-		x += b.Retried + b.Failed
+		st += b.started
+		f += b.ended
+		x += b.failures
 	}
 	window := now.Sub(time.Unix(0, bs[0].stamp*int64(bucketWidth))).Minutes()
 	if window <= 0 {
 		return 0, 0, 0
 	}
-	return float64(s) / window, float64(f) / window, float64(x) / window
+	return float64(st) / window, float64(f) / window, float64(x) / window
 }
 
 // depView is a task next to another: one of its dependencies or dependents.
@@ -293,45 +356,76 @@ type depView struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Cause  string `json:"cause,omitempty"`
+	Err    string `json:"err,omitempty"`
+}
+
+type logView struct {
+	Time  time.Time `json:"time"`
+	Level string    `json:"level"`
+	Msg   string    `json:"msg"`
+	Attrs string    `json:"attrs,omitempty"`
 }
 
 type attemptView struct {
-	Run      int       `json:"run"`
-	Attempt  int       `json:"attempt"`
-	Outcome  string    `json:"outcome"`
-	Start    time.Time `json:"start"` // zero: before the dashboard
-	Duration string    `json:"duration"`
-	Err      string    `json:"err,omitempty"`
+	Run       int       `json:"run"`
+	Attempt   int       `json:"attempt"`
+	Rerun     int       `json:"rerun"`
+	Outcome   string    `json:"outcome"`
+	Worker    string    `json:"worker,omitempty"`
+	HandedOut time.Time `json:"handedOut"`
+	Start     time.Time `json:"start"` // zero: unknown
+	End       time.Time `json:"end"`   // zero: it runs
+	Duration  string    `json:"duration"`
+	Err       string    `json:"err,omitempty"`
+	Logs      []logView `json:"logs"`
+	Dropped   int       `json:"logsDropped"`
+}
+
+// childCount is the count of a spawner's children of one status.
+type childCount struct {
+	Status string       `json:"status"`
+	Count  int          `json:"count"`
+	Query  template.URL `json:"query"` // the tasks table's query of them
 }
 
 // taskView is the task page, and what its live stream sends.
 type taskView struct {
-	ID         string        `json:"id"`
-	Status     string        `json:"status"`
-	Final      bool          `json:"final"`
-	Pool       string        `json:"pool"`
-	Key        string        `json:"key,omitempty"` // its flow-control key
-	Slots      int           `json:"slots"`         // the workers of its pool an attempt takes
-	Priority   int           `json:"priority"`
-	When       string        `json:"when"`
-	Attempts   int           `json:"attempts"`
-	Runs       int           `json:"runs"`
-	Err        string        `json:"err,omitempty"`
-	Cause      string        `json:"cause,omitempty"`
-	HasResult  bool          `json:"hasResult"`
-	Result     string        `json:"result,omitempty"` // a preview: cut, and %v for anything but text
-	Upstream   []depView     `json:"upstream"`
-	UpMore     bool          `json:"upMore"`
-	Dependents []depView     `json:"dependents"`
-	DownMore   bool          `json:"downMore"`
-	Parent     string        `json:"parent,omitempty"` // the task whose attempt spawned it
-	ChildCount int           `json:"childCount"`       // the tasks its attempts spawned (TaskInfo.Children), live
-	Joining    bool          `json:"joining"`          // its attempt returned; it waits for its children (TaskInfo.Joining)
-	Children   []depView     `json:"children"`         // the first of them held, in the scheduler's order (Snapshot's); full only
-	ChildMore  bool          `json:"childMore"`
-	History    []attemptView `json:"history"`
-	Unseen     int           `json:"unseen"` // attempts of the current run the dashboard has no record of
-	CanCancel  bool          `json:"canCancel"`
+	ID          string        `json:"id"`
+	Status      string        `json:"status"`
+	Final       bool          `json:"final"`
+	Pool        string        `json:"pool"`
+	Key         string        `json:"key,omitempty"` // its flow-control key
+	Slots       int           `json:"slots"`         // the workers of its pool an attempt takes
+	Priority    int           `json:"priority"`
+	When        string        `json:"when"`
+	Attempts    int           `json:"attempts"`
+	Runs        int           `json:"runs"`
+	Reruns      int           `json:"reruns"`
+	Err         string        `json:"err,omitempty"`
+	Cause       string        `json:"cause,omitempty"`
+	HasResult   bool          `json:"hasResult"`
+	Result      string        `json:"result,omitempty"` // a preview: cut, and %v for anything but text
+	Submitted   string        `json:"submitted"`        // when the dashboard first saw it, in words
+	Retry       string        `json:"retry"`            // its retry policy, in words
+	Timeout     string        `json:"timeout,omitempty"`
+	Delay       string        `json:"delay,omitempty"`    // not before …
+	Schedule    string        `json:"schedule,omitempty"` // its series, in words
+	Next        string        `json:"next,omitempty"`     // when it is due to start next (a delay, a backoff, a series), in words
+	Upstream    []depView     `json:"upstream"`
+	UpMore      bool          `json:"upMore"`
+	Dependents  []depView     `json:"dependents"`
+	DownMore    bool          `json:"downMore"`
+	Parent      string        `json:"parent,omitempty"` // the task whose attempt spawned it
+	ChildCount  int           `json:"childCount"`       // the tasks its attempts spawned (TaskInfo.Children), live
+	Joining     bool          `json:"joining"`          // its attempt returned; it waits for its children (TaskInfo.Joining)
+	Children    []depView     `json:"children"`         // the first of them, newest first; full only
+	ChildMore   bool          `json:"childMore"`
+	ChildCounts []childCount  `json:"childCounts"`           // by status, each a link to the table of them
+	ChildFailed *depView      `json:"childFailed,omitempty"` // a failed child, with its error
+	History     []attemptView `json:"history"`               // the newest first
+	Dropped     int           `json:"dropped"`               // older attempts the scheduler no longer keeps (WithHistory)
+	CanCancel   bool          `json:"canCancel"`
+	CanRerun    bool          `json:"canRerun"`
 }
 
 const neighboursShown = 200
@@ -343,8 +437,9 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 	}
 	now := d.cfg.clk.Now()
 	v := &taskView{ID: info.ID, Status: info.Status.String(), Final: info.Status.Final(), Pool: info.Pool,
-		Priority: info.Priority, When: info.When.String(), Attempts: info.Attempts, Runs: info.Runs,
-		Cause: info.Cause, HasResult: info.Result != nil, Parent: info.Parent, ChildCount: info.Children, Joining: info.Joining, Key: info.Key, Slots: info.Slots}
+		Priority: info.Priority, When: info.When.String(), Attempts: info.Attempts, Runs: info.Runs, Reruns: info.Reruns,
+		Cause: info.Cause, HasResult: info.Result != nil, Parent: info.Parent, ChildCount: info.Children, Joining: info.Joining, Key: info.Key, Slots: info.Slots,
+		History: []attemptView{}, ChildCounts: []childCount{}}
 	if info.Err != nil {
 		v.Err = cut(info.Err.Error(), errTextLimit)
 	}
@@ -352,29 +447,62 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 		v.Result = preview(info.Result)
 	}
 	v.CanCancel = !d.cfg.readOnly && !v.Final
-	hist := d.rec.history(id)
-	lastRun, inRun := 0, 0
-	for _, a := range hist {
-		av := attemptView{Run: a.Run, Attempt: a.Attempt, Outcome: a.Outcome.String(), Start: a.Start, Err: a.Err}
-		if a.Start.IsZero() {
-			av.Duration = "?"
-		} else {
-			av.Duration = roundDuration(a.Duration(now)).String()
+	v.CanRerun = !d.cfg.readOnly && (info.Status == coordinator.Failed || info.Status == coordinator.Cancelled || info.Status == coordinator.Skipped)
+	if det, ok := d.s.Detail(id); ok {
+		v.Retry = retryText(det.Retry)
+		if det.Timeout > 0 {
+			v.Timeout = det.Timeout.String() + " per attempt"
 		}
-		v.History = append(v.History, av)
-		if a.Run > lastRun {
-			lastRun, inRun = a.Run, 0
+		if !det.NotBefore.IsZero() {
+			v.Delay = "not before " + stamp(det.NotBefore)
 		}
-		if a.Run == lastRun {
-			inRun++
+		switch {
+		case det.Every > 0:
+			v.Schedule = "every " + det.Every.String()
+		case det.Schedule != nil:
+			v.Schedule = "on a schedule"
+			if st, ok := det.Schedule.(fmt.Stringer); ok {
+				v.Schedule = "on " + cut(st.String(), 200)
+			}
+		}
+		if v.Schedule != "" && det.Times > 0 {
+			v.Schedule += fmt.Sprintf(", %d runs in all", det.Times)
+		}
+		if !det.Next.IsZero() {
+			v.Next = stamp(det.Next) + " (in " + roundDuration(max(0, det.Next.Sub(now))).String() + ")"
 		}
 	}
-	// The attempts of the current (or last) run the dashboard did not see:
-	// made before it subscribed, or forgotten (WithHistory).
-	if lastRun == info.Runs || lastRun == info.Runs+1 {
-		v.Unseen = max(0, info.Attempts-inRun)
+	d.mir.mu.RLock()
+	if r := d.mir.byID[id]; r != nil && !r.seen.IsZero() {
+		v.Submitted = stamp(r.seen) + " (as the dashboard saw it)"
 	} else {
-		v.Unseen = info.Attempts
+		v.Submitted = "before the dashboard started"
+	}
+	d.mir.mu.RUnlock()
+	if h, ok := d.s.History(id); ok {
+		v.Dropped = h.Dropped
+		for i := len(h.Attempts) - 1; i >= 0; i-- {
+			a := h.Attempts[i]
+			av := attemptView{Run: a.Run, Attempt: a.Attempt, Rerun: a.Rerun, Outcome: a.Outcome.String(), Worker: a.Worker,
+				HandedOut: a.HandedOut, Start: a.Started, End: a.Ended, Dropped: a.LogsDropped, Logs: []logView{}}
+			switch {
+			case a.Started.IsZero():
+				av.Duration = "?"
+			default:
+				av.Duration = roundDuration(a.Duration(now)).String()
+			}
+			if a.Err != nil {
+				av.Err = cut(a.Err.Error(), errTextLimit)
+			}
+			for _, l := range a.Logs {
+				lv := logView{Time: l.Time, Level: l.Level.String(), Msg: cut(l.Message, 2000)}
+				if len(l.Attrs) > 0 {
+					lv.Attrs = cut(fmt.Sprint(l.Attrs), 500)
+				}
+				av.Logs = append(av.Logs, lv)
+			}
+			v.History = append(v.History, av)
+		}
 	}
 	if !full {
 		return v, true, nil
@@ -383,17 +511,73 @@ func (d *Dashboard) task(ctx context.Context, id string, full bool) (*taskView, 
 	if v.Upstream, v.UpMore, err = d.neighbours(ctx, id, true); err == nil {
 		v.Dependents, v.DownMore, err = d.neighbours(ctx, id, false)
 	}
-	if err == nil && v.ChildCount > 0 {
-		v.Children, v.ChildMore, err = d.children(ctx, id)
-	}
 	if errors.Is(err, coordinator.ErrUnknownTask) {
 		return nil, false, nil // forgotten by retention since Info
 	}
 	if err != nil {
 		return nil, true, err
 	}
+	if v.ChildCount > 0 {
+		d.children(v)
+	}
 	return v, true, nil
 }
+
+// children fills in a spawner's children from the copy: their counts by
+// status, each a link to the tasks table of them, the newest
+// neighboursShown, and a failed one's error.
+func (d *Dashboard) children(v *taskView) {
+	m := d.mir
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	kids := make([]*row, 0, len(m.kids[v.ID]))
+	var counts statusCounts
+	for r := range m.kids[v.ID] {
+		kids = append(kids, r)
+		counts[r.Status]++
+	}
+	slices.SortFunc(kids, func(a, b *row) int { return cmp.Compare(b.seq, a.seq) })
+	for _, n := range statusNames {
+		if counts[n.st] > 0 {
+			q := taskQuery{Pool: anyPool, Parent: v.ID, Statuses: []coordinator.Status{n.st}, Sort: "submitted", Desc: true}
+			v.ChildCounts = append(v.ChildCounts, childCount{Status: n.name, Count: counts[n.st], Query: template.URL(q.values(1).Encode())})
+		}
+	}
+	v.Children = []depView{}
+	for _, r := range kids {
+		if r.Status == coordinator.Failed && v.ChildFailed == nil {
+			v.ChildFailed = &depView{ID: r.ID, Status: r.Status.String(), Err: cut(r.errText, 1000)}
+		}
+		if len(v.Children) < neighboursShown {
+			v.Children = append(v.Children, depView{ID: r.ID, Status: r.Status.String(), Cause: r.Cause})
+		}
+	}
+	v.ChildMore = len(kids) > neighboursShown
+}
+
+// retryText is a retry policy in words.
+func retryText(p coordinator.RetryPolicy) string {
+	if p.MaxAttempts <= 1 {
+		return "no retry: one attempt per run"
+	}
+	s := fmt.Sprintf("up to %d attempts per run", p.MaxAttempts)
+	if p.BaseDelay > 0 {
+		s += fmt.Sprintf(", waiting %v after the first failure, doubling", p.BaseDelay)
+		if p.MaxDelay > 0 {
+			s += fmt.Sprintf(" up to %v", p.MaxDelay)
+		}
+		if p.Jitter > 0 {
+			s += fmt.Sprintf(", jitter %.0f%%", 100*p.Jitter)
+		}
+	}
+	if p.RetryIf != nil {
+		s += "; only the errors its RetryIf accepts"
+	}
+	return s
+}
+
+// stamp is a time as the pages show it.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") }
 
 // neighbours returns a task's direct dependencies (up) or dependents, in
 // the order the edges give them, at most neighboursShown.
@@ -423,27 +607,6 @@ func (d *Dashboard) neighbours(ctx context.Context, id string, up bool) ([]depVi
 		}
 		t := byID[other]
 		out = append(out, depView{ID: t.ID, Status: t.Status.String(), Cause: t.Cause})
-	}
-	more := snap.Truncated
-	if len(out) > neighboursShown {
-		out, more = out[:neighboursShown], true
-	}
-	return out, more, nil
-}
-
-// children returns the tasks a task's attempts spawned, in the order the
-// scheduler holds them, at most neighboursShown.
-func (d *Dashboard) children(ctx context.Context, id string) ([]depView, bool, error) {
-	// One more than shown, and the task itself, to know whether there are more.
-	snap, err := d.s.Snapshot(ctx, coordinator.SnapshotFilter{Roots: []string{id}, Children: true, Depth: 1, Limit: neighboursShown + 2})
-	if err != nil {
-		return nil, false, err
-	}
-	out := []depView{}
-	for _, t := range snap.Tasks {
-		if t.Parent == id {
-			out = append(out, depView{ID: t.ID, Status: t.Status.String(), Cause: t.Cause})
-		}
 	}
 	more := snap.Truncated
 	if len(out) > neighboursShown {
@@ -499,6 +662,7 @@ type graphNode struct {
 	Pool     string `json:"pool"`
 	Attempts int    `json:"attempts"`
 	Root     bool   `json:"root,omitempty"`
+	Parent   string `json:"parent,omitempty"` // the task that spawned it: the page draws a family as a group
 }
 
 type graphView struct {
@@ -508,6 +672,7 @@ type graphView struct {
 	Root      string      `json:"root,omitempty"`
 	Depth     int         `json:"depth,omitempty"`
 	Limit     int         `json:"limit"`
+	Roots     int         `json:"roots"` // the tasks it centres on
 }
 
 // graphQuery is the graph page's query: a task's neighbourhood, or the
@@ -524,31 +689,38 @@ const (
 	maxDepth     = 10
 )
 
+// graph reads a neighbourhood: around q.Root, or, without one, around
+// the tasks an operator looks at first (those running and the latest
+// failed, of the status and pool filter if any, from the copy), at most
+// the graph limit, nearest first (SnapshotFilter.Limit cuts by distance):
+// the coordinator visits what it returns.
 func (d *Dashboard) graph(ctx context.Context, q graphQuery) (*graphView, error) {
 	limit := d.cfg.graphLimit
-	f := coordinator.SnapshotFilter{Statuses: q.Statuses, Limit: limit}
-	if q.Root != "" {
-		f.Roots, f.Ancestors, f.Descendants, f.Depth = []string{q.Root}, true, true, q.Depth
+	roots := []string{q.Root}
+	if q.Root == "" {
+		roots = d.focus(q, graphRoots)
 	}
-	if q.Pool != anyPool {
-		f.Limit = 0 // cut after the pool is filtered
+	v := &graphView{Root: q.Root, Depth: q.Depth, Limit: limit, Edges: [][2]int{}, Nodes: []graphNode{}, Roots: len(roots)}
+	if len(roots) == 0 {
+		return v, nil
 	}
+	f := coordinator.SnapshotFilter{Roots: roots, Ancestors: true, Descendants: true, Children: true, Depth: q.Depth, Limit: limit}
 	snap, err := d.s.Snapshot(ctx, f)
+	if errors.Is(err, coordinator.ErrUnknownTask) && q.Root == "" {
+		return v, nil // a root forgotten since the copy listed it: the next update
+	}
 	if err != nil {
 		return nil, err
 	}
-	tasks := snap.Tasks
-	v := &graphView{Root: q.Root, Depth: q.Depth, Limit: limit, Truncated: snap.Truncated, Edges: [][2]int{}, Nodes: []graphNode{}}
-	if q.Pool != anyPool {
-		tasks = slices.DeleteFunc(tasks, func(t coordinator.SnapshotTask) bool { return t.Pool != q.Pool })
-		if len(tasks) > limit {
-			tasks, v.Truncated = tasks[:limit], true
-		}
+	v.Truncated = snap.Truncated
+	isRoot := map[string]bool{}
+	for _, r := range roots {
+		isRoot[r] = true
 	}
-	index := make(map[string]int, len(tasks))
-	for i, t := range tasks {
+	index := make(map[string]int, len(snap.Tasks))
+	for i, t := range snap.Tasks {
 		index[t.ID] = i
-		v.Nodes = append(v.Nodes, graphNode{ID: t.ID, Status: t.Status.String(), Pool: t.Pool, Attempts: t.Attempts, Root: t.ID == q.Root})
+		v.Nodes = append(v.Nodes, graphNode{ID: t.ID, Status: t.Status.String(), Pool: t.Pool, Attempts: t.Attempts, Root: isRoot[t.ID], Parent: t.Parent})
 	}
 	for _, e := range snap.Edges {
 		from, ok1 := index[e.From]
@@ -558,4 +730,35 @@ func (d *Dashboard) graph(ctx context.Context, q graphQuery) (*graphView, error)
 		}
 	}
 	return v, nil
+}
+
+const graphRoots = 40 // tasks a graph without a root centres on, at most
+
+// focus returns the tasks a graph without a root centres on: those
+// running and the latest failed (or, with a status filter, the newest of
+// those statuses), of the pool filter if any, at most n.
+func (d *Dashboard) focus(q graphQuery, n int) []string {
+	m := d.mir
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	statuses := q.Statuses
+	if len(statuses) == 0 {
+		statuses = []coordinator.Status{coordinator.Running, coordinator.Failed}
+	}
+	var out []string
+	for _, st := range statuses {
+		per := max(1, n/len(statuses))
+		m.byStatus[st].Reverse(func(e ent) bool {
+			r := e.r
+			if len(out) == n || per == 0 {
+				return false
+			}
+			if q.Pool == anyPool || r.Pool == q.Pool {
+				out = append(out, r.ID)
+				per--
+			}
+			return true
+		})
+	}
+	return out
 }

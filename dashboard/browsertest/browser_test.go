@@ -140,12 +140,14 @@ func newDemo(t *testing.T) *demo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := dashboard.New(s, dashboard.WithPrefix("/admin/baton"), dashboard.WithUpdateInterval(100*time.Millisecond), dashboard.WithAlwaysRecord())
-	srv := httptest.NewServer(d)
+	var d *dashboard.Dashboard
+	var srv *httptest.Server
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		d.Close()
-		srv.Close()
+		if srv != nil {
+			srv.CloseClientConnections()
+			d.Close()
+			srv.Close()
+		}
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Error(err)
 		}
@@ -189,6 +191,9 @@ func newDemo(t *testing.T) *demo {
 		{ID: "train-model", Pool: "gpu", Run: holdCounted},
 		{ID: "index-shard-1", Run: holdCounted},
 		{ID: "nightly-report", Delay: time.Hour, Run: ok},
+		{ID: "import/" + strings.Repeat("customer-records-2026-12-05-", 8) + "part-0001", Run: func(context.Context) error {
+			return errors.New("import failed: " + strings.Repeat("row 17: column \"amount\": value out of range; ", 400))
+		}},
 	}
 	for i := range 40 {
 		tasks = append(tasks, coordinator.Task{ID: fmt.Sprintf("batch-%03d", i), Priority: i % 3, Run: ok})
@@ -214,6 +219,10 @@ func newDemo(t *testing.T) *demo {
 	if ctx.Err() != nil {
 		t.Fatal("the demo did not settle")
 	}
+	// The dashboard starts after the work: it shows what happened before
+	// it from the scheduler's history.
+	d = dashboard.New(s, dashboard.WithPrefix("/admin/baton"), dashboard.WithUpdateInterval(100*time.Millisecond))
+	srv = httptest.NewServer(d)
 	return &demo{s: s, d: d, base: srv.URL + "/admin/baton/"}
 }
 
@@ -254,8 +263,8 @@ func TestBrowser(t *testing.T) {
 		if err := until(ctx, `document.getElementById("live").textContent === "live" && window.batonUpdateCount > 0`); err != nil {
 			t.Fatalf("the live stream did not start: %v", err)
 		}
-		if got := text(t, ctx, `[data-count="failed"]`); got != "1" {
-			t.Errorf("failed tile = %q; want 1", got)
+		if err := until(ctx, `document.querySelector('[data-count="failed"]').textContent === "2"`); err != nil {
+			t.Errorf("failed tile = %q; want 2", text(t, ctx, `[data-count="failed"]`))
 		}
 		// The events reach the dashboard on the subscription's goroutine,
 		// after the tasks are final: the page shows them at once or live.
@@ -270,8 +279,8 @@ func TestBrowser(t *testing.T) {
 		if err := dm.s.Submit(coordinator.Task{ID: "late", Run: func(context.Context) error { return nil }}); err != nil {
 			t.Fatal(err)
 		}
-		if err := until(ctx, `document.querySelector('[data-count="total"]').textContent === "57"`); err != nil {
-			t.Errorf("the total did not reach 57 live: %v", err)
+		if err := until(ctx, `document.querySelector('[data-count="total"]').textContent === "58"`); err != nil {
+			t.Errorf("the total did not reach 58 live: %v", err)
 		}
 	})
 
@@ -326,7 +335,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("task page", func(t *testing.T) {
 		err := chromedp.Do(ctx,
-			chromedp.Navigate(dm.base+"tasks?id=test"),
+			chromedp.Navigate(dm.base+"tasks?id=test&sort=id"),
 			chromedp.Click(chromedp.CSS(`#tasks tbody a[href$="id=test"]`)),
 		)
 		if err != nil {

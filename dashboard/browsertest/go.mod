@@ -13,5 +13,6 @@ require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/tidwall/btree v1.8.1 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 )

@@ -3,6 +3,7 @@ package browsertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -23,6 +24,7 @@ var (
 	loadRounds = flag.Int("browsertest.rounds", 3, "rounds of TestLoad; each runs every setup once, in turn")
 	loadEvery  = flag.Duration("browsertest.interval", 0, "the dashboard's update interval in TestLoad (0: its default)")
 	loadModes  = flag.String("browsertest.modes", "none,noop-sub,noop-lag,noop-kinds,subscribed,browser", "the setups TestLoad compares, none first")
+	loadFail   = flag.Bool("browsertest.fail", false, "TestLoad's tasks fail (each returns an error, no retry)")
 )
 
 // spin keeps a core busy for d (an empty task when d is 0).
@@ -55,6 +57,11 @@ func TestLoad(t *testing.T) {
 	ctx, dir := browserDir(t)
 	n := *loadN
 	fn := spin(*loadWork)
+	if *loadFail {
+		work := fn
+		fail := errors.New("planned failure")
+		fn = func(ctx context.Context) error { _ = work(ctx); return fail }
+	}
 	type result struct {
 		elapsed []time.Duration
 		updates []float64 // ms, every update of every browser round
@@ -90,9 +97,6 @@ func TestLoad(t *testing.T) {
 				if *loadEvery > 0 {
 					opts = append(opts, dashboard.WithUpdateInterval(*loadEvery))
 				}
-				if mode == "subscribed" {
-					opts = append(opts, dashboard.WithAlwaysRecord()) // no page open: subscribed all the same
-				}
 				d = dashboard.New(s, opts...)
 				srv = httptest.NewServer(d)
 			}
@@ -127,34 +131,17 @@ func TestLoad(t *testing.T) {
 			r.cpu = append(r.cpu, chromiumCPU(dir)-cpu0)
 			if d != nil {
 				// How far behind the dashboard was when the last task ended:
-				// until its rate history counts every task (it learns
-				// successes from the scheduler's Totals on each update).
-				for {
-					var ov struct{ Rate []struct{ Finished uint64 } }
-					res, err := http.Get(srv.URL + "/overview.json")
-					if err != nil {
-						t.Fatal(err)
-					}
-					err = json.NewDecoder(res.Body).Decode(&ov)
-					res.Body.Close()
-					if err != nil {
-						t.Fatal(err)
-					}
-					var finished uint64
-					for _, b := range ov.Rate {
-						finished += b.Finished
-					}
-					if finished >= uint64(n) {
-						break
-					}
+				// until its copy counts every task final.
+				caughtUp(t, srv.URL, func(ov overviewCounts) bool {
 					if time.Since(start) > elapsed+guard {
-						t.Fatalf("the dashboard counted %d tasks of %d", finished, n)
+						t.Fatalf("the dashboard counted %d tasks of %d", ov.Counts.Succeeded+ov.Counts.Failed, n)
 					}
-				}
+					return ov.Counts.Succeeded+ov.Counts.Failed >= n
+				})
 				r.lag = append(r.lag, time.Since(start)-elapsed)
 			}
 			if mode == "browser" {
-				want := fmt.Sprintf(`document.querySelector('[data-count="succeeded"]').textContent === "%d"`, n)
+				want := fmt.Sprintf(`+document.querySelector('[data-count="succeeded"]').textContent + +document.querySelector('[data-count="failed"]').textContent === %d`, n)
 				if err := until(ctx, want); err != nil {
 					t.Errorf("the page never showed %d succeeded: %v", n, err)
 				}
@@ -178,11 +165,6 @@ func TestLoad(t *testing.T) {
 			t.Logf("round %d %-10s %v (%.0f tasks/s)", round+1, mode, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 		}
 	}
-	median := func(ds []time.Duration) time.Duration {
-		ds = slices.Clone(ds)
-		slices.Sort(ds)
-		return ds[len(ds)/2]
-	}
 	base := median(results["none"].elapsed)
 	t.Logf("%d tasks, %v of work each, %d rounds, medians:", n, *loadWork, *loadRounds)
 	for _, mode := range order {
@@ -201,4 +183,39 @@ func TestLoad(t *testing.T) {
 		t.Logf("browser updates: %d, applied in median %.2f ms, p99 %.2f ms, max %.2f ms",
 			len(ups), ups[len(ups)/2], ups[len(ups)*99/100], ups[len(ups)-1])
 	}
+}
+
+// overviewCounts is what the load tests read of /overview.json.
+type overviewCounts struct {
+	Loading string
+	Counts  struct{ Succeeded, Failed, Total int }
+}
+
+// caughtUp polls the dashboard at url until done says its overview is
+// as wanted. A measurement's poll, not a test's synchronisation.
+func caughtUp(t *testing.T, url string, done func(overviewCounts) bool) {
+	t.Helper()
+	for {
+		var ov overviewCounts
+		res, err := http.Get(url + "/overview.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(res.Body).Decode(&ov)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(ov) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// median is the middle of ds.
+func median(ds []time.Duration) time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }

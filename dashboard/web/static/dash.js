@@ -18,7 +18,7 @@
     return e;
   }
   function cell(tr, text, cls) { var td = el("td", cls ? { class: cls } : null, text); tr.appendChild(td); return td; }
-  function taskLink(id) { return el("a", { href: base + "task?id=" + encodeURIComponent(id) }, id); }
+  function taskLink(id) { return el("a", { href: base + "task?id=" + encodeURIComponent(id), title: id }, id.length > 64 ? id.substring(0, 64) + "…" : id); }
   function poolLabel(p) { return p === "" ? "default" : p; }
   function clock(t) {
     if (!t || t.indexOf("0001-") === 0) return "before the dashboard";
@@ -75,7 +75,7 @@
         cell(tr, String(p.size));
         cell(tr, "").appendChild(p.paused ? el("span", { class: "badge paused-badge" }, "paused") : el("span", { class: "badge" }, "running"));
         cell(tr, p.limitText);
-        [p.busy + "%", p.counts.running, p.waiting, p.counts.pending, rate(p.startedPerMin), rate(p.finishedPerMin),
+        [p.busy + "%", p.counts.running, p.waiting, p.oldestWait || "", p.counts.pending, rate(p.startedPerMin), rate(p.finishedPerMin),
           rate(p.failedPerMin), p.totals.succeeded, p.totals.failed, p.totals.retries].forEach(function (x) { cell(tr, String(x)); });
         if (actions) cell(tr, "").appendChild(poolForm(p, from));
         return tr;
@@ -96,11 +96,10 @@
     if (running && changed("running", v.running)) {
       replaceRows(running, (v.running || []).map(function (a) {
         var tr = el("tr");
-        cell(tr, "").appendChild(taskLink(a.id));
+        cell(tr, "", "id").appendChild(taskLink(a.id));
         cell(tr, poolLabel(a.pool));
-        cell(tr, a.attempt + (a.run > 1 ? " (run " + a.run + ")" : ""));
-        cell(tr, clock(a.start));
-        var td = cell(tr, dur(a.for)); td.dataset.for = a.for;
+        cell(tr, a.for ? clock(a.start) : "unknown");
+        cell(tr, a.for || "unknown");
         return tr;
       }));
       document.getElementById("running-cap").textContent = v.runningText;
@@ -109,19 +108,21 @@
     if (failures && changed("failures", v.failures)) {
       replaceRows(failures, (v.failures || []).map(function (a) {
         var tr = el("tr");
-        cell(tr, "").appendChild(taskLink(a.id));
+        cell(tr, "", "id").appendChild(taskLink(a.id));
         cell(tr, poolLabel(a.pool)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, a.err, "err"); cell(tr, clock(a.at));
         return tr;
       }), "None yet.", 6);
     }
     var svg = document.getElementById("rate");
     if (svg && changed("rate", v.rate)) {
-      var rects = svg.querySelectorAll("rect");
+      var rects = svg.querySelectorAll("#bars rect.ok, #bars rect.bad");
+      var titles = svg.querySelectorAll("#bars title");
       (v.rate || []).forEach(function (r, i) {
         var h = v.rateMax ? Math.floor(120 * r.finished / v.rateMax) : 0;
         var fh = v.rateMax ? Math.floor(120 * r.failed / v.rateMax) : 0;
         var a = rects[2 * i], b = rects[2 * i + 1];
         if (!a || !b) return;
+        if (titles[i]) titles[i].textContent = clock(r.t) + ": " + r.finished + " ended, " + r.failed + " failed";
         a.setAttribute("y", 120 - h); a.setAttribute("height", h);
         b.setAttribute("y", 120 - fh); b.setAttribute("height", fh);
       });
@@ -178,13 +179,42 @@
     document.getElementById("t-error").textContent = t.err || "";
     var form = document.getElementById("cancel-form");
     if (form && !t.canCancel) form.remove();
-    document.getElementById("t-unseen").textContent = t.unseen ?
-      t.unseen + " attempt(s) of this run made before the dashboard started, or forgotten, are not listed." : "The newest first.";
-    replaceRows(document.getElementById("t-history"), (t.history || []).map(function (a) {
-      var tr = el("tr");
-      cell(tr, String(a.run)); cell(tr, String(a.attempt)); cell(tr, a.outcome); cell(tr, clock(a.start)); cell(tr, a.duration); cell(tr, a.err || "", "err");
-      return tr;
-    }), "No attempt seen.", 6);
+    var reruns = document.getElementById("t-reruns");
+    if (reruns) reruns.textContent = t.reruns;
+    var next = document.getElementById("t-next");
+    if (next) next.textContent = t.next || "none planned";
+    var hist = document.getElementById("t-history");
+    if (hist && changed("history", t.history)) {
+      var open = {};
+      hist.querySelectorAll("details[open]").forEach(function (d) { open[d.dataset.key] = true; });
+      while (hist.firstChild) hist.removeChild(hist.firstChild);
+      (t.history || []).forEach(function (a) {
+        var key = a.run + "/" + a.attempt + "/" + a.rerun;
+        var d = el("details", { class: "attempt", "data-key": key });
+        if (open[key] || (a.err && !Object.keys(open).length)) d.open = true;
+        var s = el("summary");
+        s.appendChild(el("span", { class: "status st-" + a.outcome }, a.outcome));
+        s.appendChild(document.createTextNode(" run " + a.run + ", attempt " + a.attempt + (a.rerun ? ", re-run " + a.rerun : "") +
+          " · started " + (a.start && a.start.indexOf("0001-") !== 0 ? clock(a.start) : "unknown") + " · " +
+          (a.end && a.end.indexOf("0001-") !== 0 ? "took " : "running for ") + a.duration + (a.worker ? " · " + a.worker : "")));
+        d.appendChild(s);
+        if (a.err) d.appendChild(el("pre", { class: "err" }, a.err));
+        if (a.logs && a.logs.length) {
+          var ol = el("ol", { class: "logs" });
+          a.logs.forEach(function (l) {
+            var li = el("li");
+            li.appendChild(el("time", {}, clock(l.time))); li.appendChild(document.createTextNode(" "));
+            li.appendChild(el("span", { class: "lvl" }, l.level)); li.appendChild(document.createTextNode(" "));
+            li.appendChild(el("span", { class: "msg" }, l.msg));
+            if (l.attrs) { li.appendChild(document.createTextNode(" ")); li.appendChild(el("span", { class: "attrs" }, l.attrs)); }
+            ol.appendChild(li);
+          });
+          d.appendChild(ol);
+        }
+        hist.appendChild(d);
+      });
+      if (!(t.history || []).length) hist.appendChild(el("p", {}, "No attempt yet."));
+    }
     if (t.childCount > 0 || childrenShown) refreshChildren(t.id);
   }
 
