@@ -126,7 +126,7 @@ type mirror struct {
 	fails    [failuresKept]failure // a ring: the newest at failHead-1
 	failHead int                   // where the next failure goes
 	failN    int                   // failures in the ring
-	dropped  uint64    // ends the history forgot before the mirror read them
+	dropped  uint64                // ends the history forgot before the mirror read them
 	changed  chan struct{}
 	caught   uint64        // reads that found nothing more waiting
 	caughtCh chan struct{} // closed at the next such read
