@@ -486,10 +486,15 @@ func (s *Store) commitBatch(term int64, c *coordinator.Changes, d *defRows, st *
 
 // expect registers an inbox batch the leader is about to Submit: the
 // commit that stores all its tasks marks it accepted. Tasks that come in
-// a commit with another's do not count.
+// a commit with another's do not count. Once the store is closed (the lead
+// lost while the inbox was read) it registers nothing: that Submit fails,
+// and the next leader takes the batch from the inbox.
 func (s *Store) expect(row int64, ids []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.expected == nil {
+		return
+	}
 	w := &inboxWant{row: row, left: len(ids)}
 	for _, id := range ids {
 		s.expected[id] = w
