@@ -314,11 +314,12 @@ type wireInfo struct {
 	Parent    string       `json:"parent,omitempty"`
 	Children  int          `json:"children,omitempty"`
 	Joining   bool         `json:"joining,omitempty"`
+	Reruns    int          `json:"reruns,omitempty"`
 }
 
 func infoToWire(ti coordinator.TaskInfo) wireInfo {
 	w := wireInfo{ID: ti.ID, Status: uint8(ti.Status), Pool: ti.Pool, Priority: ti.Priority, Key: ti.Key, Slots: ti.Slots, When: int(ti.When), Attempts: ti.Attempts,
-		Runs: ti.Runs, Err: taskErrToWire(ti.Err), Cause: ti.Cause, Parent: ti.Parent, Children: ti.Children, Joining: ti.Joining}
+		Runs: ti.Runs, Err: taskErrToWire(ti.Err), Cause: ti.Cause, Parent: ti.Parent, Children: ti.Children, Joining: ti.Joining, Reruns: ti.Reruns}
 	if b, ok := ti.Result.([]byte); ok {
 		w.Result, w.HasResult = b, true
 	}
@@ -327,7 +328,7 @@ func infoToWire(ti coordinator.TaskInfo) wireInfo {
 
 func (w wireInfo) info() coordinator.TaskInfo {
 	ti := coordinator.TaskInfo{ID: w.ID, Status: coordinator.Status(w.Status), Pool: w.Pool, Priority: w.Priority,
-		Key: w.Key, Slots: w.Slots, When: coordinator.Trigger(w.When), Parent: w.Parent, Children: w.Children, Joining: w.Joining, Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause}
+		Key: w.Key, Slots: w.Slots, When: coordinator.Trigger(w.When), Parent: w.Parent, Children: w.Children, Joining: w.Joining, Attempts: w.Attempts, Runs: w.Runs, Err: w.Err.err(), Cause: w.Cause, Reruns: w.Reruns}
 	if w.HasResult {
 		ti.Result = w.Result
 		if w.Result == nil {
