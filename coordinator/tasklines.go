@@ -136,17 +136,23 @@ func attemptLogOf(c *lane.Context, s *Scheduler) *attemptLog {
 // a durable scheduler stores them) and passed to the scheduler's logger
 // (WithLogger, or slog.Default()) with the attributes LogKeyTask,
 // LogKeyPool (if not the default pool), LogKeyAttempt and LogKeyRun. For a
-// context that is no running attempt's, it returns slog.Default(). A line
+// context that is no running attempt's, it returns the logger
+// ContextWithLogger put in ctx, or slog.Default(). A line
 // logged after the attempt's function returned reaches the scheduler's
 // logger only. It does not block; the logger is safe for concurrent use.
 func Logger(ctx context.Context) *slog.Logger {
 	c, ok := lane.Of(ctx)
-	if !ok {
-		return slog.Default()
+	var s *Scheduler
+	var id string
+	if ok {
+		var owner any
+		id, owner, ok = c.TaskID()
+		s, _ = owner.(*Scheduler)
 	}
-	id, owner, ok := c.TaskID()
-	s, _ := owner.(*Scheduler)
 	if !ok || s == nil {
+		if l, _ := ctx.Value(loggerKey{}).(*slog.Logger); l != nil {
+			return l
+		}
 		return slog.Default()
 	}
 	attempt, run := c.Meta()
@@ -155,7 +161,7 @@ func Logger(ctx context.Context) *slog.Logger {
 		attrs = append(attrs, slog.String(LogKeyPool, pool))
 	}
 	attrs = append(attrs, slog.Int(LogKeyAttempt, attempt), slog.Int(LogKeyRun, run))
-	return slog.New(&taskHandler{c: c, s: s, next: s.log.Handler().WithAttrs(attrs)})
+	return slog.New(&taskHandler{log: func() *attemptLog { return attemptLogOf(c, s) }, next: s.log.Handler().WithAttrs(attrs)})
 }
 
 // poolOfTask is the pool of the attempt c runs in.
@@ -192,12 +198,86 @@ func AppendLog(ctx context.Context, lines ...LogLine) error {
 	return nil
 }
 
+// AddLogsDropped counts n lines that the running attempt whose context is
+// ctx logged and that its worker did not keep (History's
+// Attempt.LogsDropped): a remote worker bounds what it sends back
+// (LogCollector) and says how many it left out. It returns ErrNoAttempt if
+// ctx is not a running attempt's context. It does not block and is safe
+// for concurrent use.
+func AddLogsDropped(ctx context.Context, n int) error {
+	c, ok := lane.Of(ctx)
+	if !ok {
+		return ErrNoAttempt
+	}
+	_, owner, ok := c.Attempt()
+	s, _ := owner.(*Scheduler)
+	if !ok || s == nil {
+		return ErrNoAttempt
+	}
+	l := attemptLogOf(c, s)
+	if l == nil {
+		return ErrNoAttempt
+	}
+	if n > 0 {
+		l.mu.Lock()
+		l.dropped += n
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+type loggerKey struct{}
+
+// ContextWithLogger returns a copy of ctx for which Logger returns l, where
+// ctx is no running attempt's context: a worker that runs a task's
+// function outside the scheduler (a remote worker) gives the function the
+// logger of a LogCollector, so that the function logs through Logger as it
+// would in a local pool. It does not block.
+func ContextWithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+// LogCollector keeps the log lines of one attempt that runs outside the
+// scheduler (on a remote worker), bounded as WithTaskLogs bounds an
+// attempt's lines, for its worker to send back to the scheduler's pool
+// (AppendLog, AddLogsDropped). Its zero value is not usable: see
+// NewLogCollector. Safe for concurrent use.
+type LogCollector struct {
+	log  attemptLog   // its own lock guards it
+	next slog.Handler // immutable: where records go on too (the worker's log); nil for none
+}
+
+// NewLogCollector returns a collector that keeps the newest lines, at
+// most lines of them and bytes of message and attributes in all (both 0:
+// none), and passes every record on to next (nil: to no one). It panics
+// if lines or bytes is negative, or only one of them is 0.
+func NewLogCollector(lines, bytes int, next slog.Handler) *LogCollector {
+	if lines < 0 || bytes < 0 || (lines == 0) != (bytes == 0) {
+		panic(fmt.Sprintf("coordinator: NewLogCollector(%d, %d): want both 0, or both positive", lines, bytes))
+	}
+	return &LogCollector{log: attemptLog{maxLines: lines, maxBytes: bytes}, next: next}
+}
+
+// Logger returns a logger whose records the collector keeps (and passes on
+// to its next handler). It does not block; the logger is safe for
+// concurrent use.
+func (c *LogCollector) Logger() *slog.Logger {
+	next := c.next
+	if next == nil {
+		next = slog.DiscardHandler
+	}
+	return slog.New(&taskHandler{log: func() *attemptLog { return &c.log }, next: next})
+}
+
+// Lines returns the lines kept, oldest first, and how many lines were
+// logged and not kept. It does not block.
+func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.snapshot() }
+
 // taskHandler is Logger's handler: it keeps each record with the attempt
 // and passes it on to next.
 type taskHandler struct {
-	c      *lane.Context
-	s      *Scheduler
-	next   slog.Handler // the scheduler's, with the task's attributes and WithAttrs's
+	log    func() *attemptLog // the attempt's log; nil once the attempt is over
+	next   slog.Handler       // the scheduler's, with the task's attributes and WithAttrs's
 	prefix string       // WithGroup's, as "a.b."
 	attrs  string       // WithAttrs's, as text
 }
@@ -211,7 +291,7 @@ func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
 		appendAttr(&b, h.prefix, a)
 		return true
 	})
-	if l := attemptLogOf(h.c, h.s); l != nil {
+	if l := h.log(); l != nil {
 		l.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: b.String()})
 	}
 	if h.next.Enabled(ctx, r.Level) {
@@ -226,14 +306,14 @@ func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	for _, a := range attrs {
 		appendAttr(&b, h.prefix, a)
 	}
-	return &taskHandler{c: h.c, s: h.s, next: h.next.WithAttrs(attrs), prefix: h.prefix, attrs: b.String()}
+	return &taskHandler{log: h.log, next: h.next.WithAttrs(attrs), prefix: h.prefix, attrs: b.String()}
 }
 
 func (h *taskHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &taskHandler{c: h.c, s: h.s, next: h.next.WithGroup(name), prefix: h.prefix + name + ".", attrs: h.attrs}
+	return &taskHandler{log: h.log, next: h.next.WithGroup(name), prefix: h.prefix + name + ".", attrs: h.attrs}
 }
 
 // appendAttr writes a as key=value (groups flattened with dots, values

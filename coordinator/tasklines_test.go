@@ -128,3 +128,57 @@ func TestTaskLogIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A worker that runs a task's function elsewhere gives it a LogCollector's
+// logger (ContextWithLogger): the function logs through Logger as in a
+// local pool, the collector keeps the newest lines within its bounds and
+// passes every record on, and the worker sends back the lines, the count
+// of those it left out and its name (AppendLog, AddLogsDropped,
+// SetWorker): History shows them as a local attempt's.
+func TestLogCollectorCarriesARemoteFunctionsLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var passed syncBuffer
+		remoteFn := func(ctx context.Context) {
+			for i := range 5 {
+				coordinator.Logger(ctx).Info(fmt.Sprint("step ", i), "n", i)
+			}
+		}
+		remote := workerFunc(func(ctx context.Context, j worker.Job) error {
+			col := coordinator.NewLogCollector(2, 1<<10, slog.NewTextHandler(&passed, nil))
+			remoteFn(coordinator.ContextWithLogger(context.Background(), col.Logger()))
+			lines, dropped := col.Lines()
+			if err := coordinator.AppendLog(ctx, lines...); err != nil {
+				return err
+			}
+			if err := coordinator.AddLogsDropped(ctx, dropped); err != nil {
+				return err
+			}
+			return coordinator.SetWorker(ctx, "host-7:41")
+		})
+		s := newScheduler(t, coordinator.WithPool("remote", 1, remote), coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+		if err := s.Submit(coordinator.Task{ID: "far", Pool: "remote", Payload: []byte("p")}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		h, _ := s.History("far")
+		a := h.Attempts[0]
+		if len(a.Logs) != 2 || a.Logs[0].Message != "step 3" || a.Logs[1].Attrs != "n=4" || a.LogsDropped != 3 || a.Worker != "host-7:41" {
+			t.Errorf("attempt %+v; want steps 3 and 4, 3 dropped, worker host-7:41", a)
+		}
+		if got := len(passed.lines()); got != 5 {
+			t.Errorf("%d lines passed on to the worker's handler; want all 5", got)
+		}
+		if err := coordinator.AddLogsDropped(context.Background(), 1); !errors.Is(err, coordinator.ErrNoAttempt) {
+			t.Errorf("AddLogsDropped(no attempt) = %v; want ErrNoAttempt", err)
+		}
+		if l := coordinator.Logger(context.Background()); l != slog.Default() {
+			t.Error("Logger(a context without one) is not slog.Default()")
+		}
+		defer func() {
+			if recover() == nil {
+				t.Error("NewLogCollector(1, 0) did not panic")
+			}
+		}()
+		coordinator.NewLogCollector(1, 0, nil)
+	})
+}
