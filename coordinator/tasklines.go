@@ -278,8 +278,8 @@ func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.sna
 type taskHandler struct {
 	log    func() *attemptLog // the attempt's log; nil once the attempt is over
 	next   slog.Handler       // the scheduler's, with the task's attributes and WithAttrs's
-	prefix string       // WithGroup's, as "a.b."
-	attrs  string       // WithAttrs's, as text
+	prefix string             // WithGroup's, as "a.b."
+	attrs  string             // WithAttrs's, as text
 }
 
 func (h *taskHandler) Enabled(context.Context, slog.Level) bool { return true } // kept whatever the scheduler's logger enables
