@@ -30,6 +30,12 @@
 //     loses its lease (see Decisions).
 //  4. Close the Pool after the Scheduler's Shutdown.
 //
+// A handler logs through coordinator.Logger(ctx), as a local task does:
+// Serve sends the attempt's newest lines back with its outcome
+// (WithHandlerLogs), and the attempt's history on the coordinator
+// (Scheduler.History) keeps them with the worker's name (WithWorkerName);
+// every line also goes to the worker's own logger (WithWorkerLogger).
+//
 // The command in examples/distributed starts an embedded server, a
 // coordinator and three worker processes in one go.
 //

@@ -969,6 +969,12 @@ func (p *Pool) apply(ctx context.Context, c *call, d delivery) error {
 	}
 	p.retire(ctx, seq)
 	_ = d.msg.Ack()
+	// The attempt's history names the worker and keeps the handler's
+	// lines. Outside a coordinator (a direct Do) there is no attempt:
+	// ErrNoAttempt is expected then.
+	_ = coordinator.SetWorker(ctx, o.Worker)
+	_ = coordinator.AppendLog(ctx, o.Logs...)
+	_ = coordinator.AddLogsDropped(ctx, o.LogsDropped)
 	if o.Status == statusOK {
 		// Outside a coordinator (a direct Do) there is no attempt to set
 		// a result on: ErrNoAttempt is expected then.

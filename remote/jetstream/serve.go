@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/worker"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -59,6 +60,27 @@ type serveConfig struct {
 	name        string
 	concurrency int
 	logger      *slog.Logger
+	logLines    int // WithHandlerLogs
+	logBytes    int
+}
+
+// WithHandlerLogs bounds the log lines of an attempt that Serve sends back
+// with its outcome: a handler logs through coordinator.Logger(ctx) as a
+// local task does, Serve keeps the newest lines, at most lines of them and
+// bytes of message and attributes in all, and the Pool adds them to the
+// attempt's history (coordinator.History), counting the others as
+// dropped; every record also goes to WithWorkerLogger's logger with the
+// attributes pool, task, attempt and worker. Default
+// coordinator.DefaultTaskLogLines and DefaultTaskLogBytes; 0, 0 sends
+// none. The coordinator's WithTaskLogs bounds them again.
+func WithHandlerLogs(lines, bytes int) ServeOption {
+	return func(c *serveConfig) error {
+		if lines < 0 || bytes < 0 || (lines == 0) != (bytes == 0) {
+			return fmt.Errorf("%w: WithHandlerLogs(%d, %d): want both 0, or both positive", ErrInvalidOption, lines, bytes)
+		}
+		c.logLines, c.logBytes = lines, bytes
+		return nil
+	}
 }
 
 // WithWorkerName names this worker in outcomes, Result.Worker and
@@ -167,7 +189,8 @@ func Serve(ctx context.Context, nc *nats.Conn, pool string, handlers map[string]
 		hs[k] = h
 	}
 	host, _ := os.Hostname()
-	cfg := serveConfig{name: host + ":" + strconv.Itoa(os.Getpid()), concurrency: runtime.GOMAXPROCS(0)}
+	cfg := serveConfig{name: host + ":" + strconv.Itoa(os.Getpid()), concurrency: runtime.GOMAXPROCS(0),
+		logLines: coordinator.DefaultTaskLogLines, logBytes: coordinator.DefaultTaskLogBytes}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return err
@@ -613,7 +636,9 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		return
 	}
 
-	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKeyT{}, a))
+	logs := coordinator.NewLogCollector(s.cfg.logLines, s.cfg.logBytes, s.cfg.logger.Handler().WithAttrs([]slog.Attr{
+		slog.String("pool", s.pool), slog.String(coordinator.LogKeyTask, id.task), slog.Int(coordinator.LogKeyAttempt, id.attempt), slog.String("worker", s.cfg.name)}))
+	hctx, cancel := context.WithCancelCause(coordinator.ContextWithLogger(context.WithValue(ctx, attemptKeyT{}, a), logs.Logger()))
 	defer cancel(nil)
 	if ns, err := strconv.ParseInt(h.Get(hdrDeadline), 10, 64); err == nil {
 		var done context.CancelFunc
@@ -649,6 +674,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	exited := true
 	defer func() {
 		if exited {
+			o.Logs, o.LogsDropped = logs.Lines()
 			// The handler called runtime.Goexit (this goroutine ends
 			// after): the attempt failed like a panic, unless this worker
 			// is stopping, as with an error.
@@ -668,6 +694,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		s.call(hctx, handler, m.Data(), &o)
 	}
 	exited = false
+	o.Logs, o.LogsDropped = logs.Lines()
 	free()
 	if o.Status != statusOK && stopping(ctx, hctx) {
 		s.handBack(m)
@@ -708,7 +735,13 @@ func (s *server) settle(ctx context.Context, m njs.Msg, instance string, o outco
 // would run again until WithMaxDeliver.
 func fit(o *outcome, max int) {
 	n := len(o.Result) + len(o.Error) + len(o.Stack) + len(o.Key) + len(o.Worker)
-	if n <= max {
+	logs := logSize(o.Logs)
+	for len(o.Logs) > 0 && n+logs > max {
+		// The log gives way first, the oldest lines first, counted.
+		logs -= logSize(o.Logs[:1])
+		o.Logs, o.LogsDropped = o.Logs[1:], o.LogsDropped+1
+	}
+	if n+logs <= max {
 		return
 	}
 	what := "result"

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/coordinator"
 	"github.com/nats-io/nats.go"
 )
 
@@ -210,11 +213,14 @@ const (
 )
 
 // outcome is the body of a results message. On the wire (encode): a
-// version byte (3), the status, the code, then the delivery and the
+// version byte (4), the status, the code, then the delivery and the
 // attempt message's stream sequence as uvarints, the key, worker, error
-// text, stack and token each as a uvarint length and its bytes, and the
-// result as the rest (version 1, from an older Serve, has no sequence;
-// version 2 no token).
+// text, stack and token each as a uvarint length and its bytes, the
+// handler's log (the count of lines left out and of lines as uvarints,
+// then each line's time in unix nanoseconds and level as varints, its
+// message and attributes as a uvarint length and bytes), and the result
+// as the rest (version 1, from an older Serve, has no sequence; version
+// 2 no token; version 3 no log).
 // Hand-written because the outcome is on every attempt's path and JSON
 // cost a tenth of an attempt's CPU.
 type outcome struct {
@@ -228,16 +234,20 @@ type outcome struct {
 	Error    string
 	Stack    string
 	Token    string // the attempt's Baton-Token, returned (WithSecret)
+	// The handler's log lines (coordinator.Logger in the handler), the
+	// newest WithHandlerLogs keeps, and how many it left out.
+	Logs        []coordinator.LogLine
+	LogsDropped int
 }
 
 const (
-	outcomeVersion  = 3
+	outcomeVersion  = 4
 	codeUnknownKind = 1
 	codeTimeout     = 2 // the handler failed after its deadline passed
 )
 
 func (o *outcome) encode() []byte {
-	b := make([]byte, 0, 3+5*binary.MaxVarintLen32+len(o.Key)+len(o.Worker)+len(o.Error)+len(o.Stack)+len(o.Token)+len(o.Result))
+	b := make([]byte, 0, 3+7*binary.MaxVarintLen32+len(o.Key)+len(o.Worker)+len(o.Error)+len(o.Stack)+len(o.Token)+logSize(o.Logs)+len(o.Result))
 	b = append(b, outcomeVersion, o.Status, o.Code)
 	b = binary.AppendUvarint(b, uint64(o.Delivery))
 	b = binary.AppendUvarint(b, o.Seq)
@@ -245,7 +255,26 @@ func (o *outcome) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
+	b = binary.AppendUvarint(b, uint64(o.LogsDropped))
+	b = binary.AppendUvarint(b, uint64(len(o.Logs)))
+	for _, l := range o.Logs {
+		b = binary.AppendVarint(b, l.Time.UnixNano())
+		b = binary.AppendVarint(b, int64(l.Level))
+		for _, s := range []string{l.Message, l.Attrs} {
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
+	}
 	return append(b, o.Result...)
+}
+
+// logSize bounds the bytes lines take in an outcome.
+func logSize(lines []coordinator.LogLine) int {
+	n := 0
+	for _, l := range lines {
+		n += 4*binary.MaxVarintLen64 + len(l.Message) + len(l.Attrs)
+	}
+	return n
 }
 
 var errBadOutcome = errors.New("jetstream: undecodable outcome")
@@ -275,12 +304,50 @@ func decodeOutcome(b []byte) (outcome, error) {
 	if version >= 3 {
 		fields = append(fields, &o.Token)
 	}
-	for _, f := range fields {
+	str := func(f *string) bool {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
-			return o, errBadOutcome
+			return false
 		}
 		*f, b = string(b[n:n+int(l)]), b[n+int(l):]
+		return true
+	}
+	for _, f := range fields {
+		if !str(f) {
+			return o, errBadOutcome
+		}
+	}
+	if version >= 4 {
+		dropped, n := binary.Uvarint(b)
+		if n <= 0 || dropped > 1<<31 {
+			return o, errBadOutcome
+		}
+		o.LogsDropped, b = int(dropped), b[n:]
+		count, n := binary.Uvarint(b)
+		if n <= 0 || count > uint64(len(b)-n)/4 { // a line takes at least 4 bytes
+			return o, errBadOutcome
+		}
+		b = b[n:]
+		if count > 0 {
+			o.Logs = make([]coordinator.LogLine, count)
+		}
+		for i := range o.Logs {
+			l := &o.Logs[i]
+			ns, n := binary.Varint(b)
+			if n <= 0 {
+				return o, errBadOutcome
+			}
+			b = b[n:]
+			level, n := binary.Varint(b)
+			if n <= 0 || level < math.MinInt32 || level > math.MaxInt32 {
+				return o, errBadOutcome
+			}
+			b = b[n:]
+			l.Time, l.Level = time.Unix(0, ns), slog.Level(level)
+			if !str(&l.Message) || !str(&l.Attrs) {
+				return o, errBadOutcome
+			}
+		}
 	}
 	if o.Key == "" {
 		return o, fmt.Errorf("%w: no key", errBadOutcome)

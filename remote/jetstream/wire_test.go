@@ -2,8 +2,20 @@ package jetstream
 
 import (
 	"bytes"
+	"log/slog"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
 )
+
+// sameLogs compares log lines by value (times with Equal).
+func sameLogs(a, b []coordinator.LogLine) bool {
+	return slices.EqualFunc(a, b, func(x, y coordinator.LogLine) bool {
+		return x.Time.Equal(y.Time) && x.Level == y.Level && x.Message == y.Message && x.Attrs == y.Attrs
+	})
+}
 
 func TestOutcomeRoundTrip(t *testing.T) {
 	for _, o := range []outcome{
@@ -11,16 +23,29 @@ func TestOutcomeRoundTrip(t *testing.T) {
 		{Key: "i/3/4/t", Status: statusPanic, Worker: "host:1", Delivery: 300, Error: "boom", Stack: "goroutine 1\n"},
 		{Key: "k", Status: statusError, Code: codeUnknownKind, Error: "no handler"},
 		{Key: "i/1/1/t", Seq: 1 << 40, Status: statusCancelled, Delivery: 2},
+		{Key: "i/1/1/l", Status: statusError, Error: "e", LogsDropped: 3, Result: []byte("r"), Logs: []coordinator.LogLine{
+			{Time: time.Unix(1700000000, 123), Level: slog.LevelWarn, Message: "a line", Attrs: "n=1"},
+			{Time: time.Unix(-5, 0), Level: slog.Level(-8), Message: "", Attrs: ""}}},
 	} {
 		got, err := decodeOutcome(o.encode())
 		if err != nil || got.Key != o.Key || got.Status != o.Status || got.Code != o.Code || got.Worker != o.Worker ||
-			got.Delivery != o.Delivery || got.Seq != o.Seq || got.Error != o.Error || got.Stack != o.Stack || !bytes.Equal(got.Result, o.Result) {
+			got.Delivery != o.Delivery || got.Seq != o.Seq || got.Error != o.Error || got.Stack != o.Stack || !bytes.Equal(got.Result, o.Result) ||
+			!sameLogs(got.Logs, o.Logs) || got.LogsDropped != o.LogsDropped {
 			t.Errorf("decodeOutcome(encode(%+v)) = %+v, %v", o, got, err)
 		}
 	}
 	// Version 1 (an older Serve's) has no sequence.
 	if o, err := decodeOutcome([]byte{1, statusOK, 0, 1, 1, 'k', 0, 0, 0, 'r'}); err != nil || o.Key != "k" || o.Seq != 0 || string(o.Result) != "r" {
 		t.Errorf("decodeOutcome(version 1) = %+v, %v", o, err)
+	}
+	// Version 3 (before the log) has a token and no log.
+	if o, err := decodeOutcome([]byte{3, statusOK, 0, 1, 0, 1, 'k', 0, 0, 0, 1, 'x', 'r'}); err != nil || o.Token != "x" || o.Logs != nil || string(o.Result) != "r" {
+		t.Errorf("decodeOutcome(version 3) = %+v, %v", o, err)
+	}
+	// A count of lines the bytes cannot hold is refused before any
+	// allocation for them.
+	if _, err := decodeOutcome([]byte{4, statusOK, 0, 1, 0, 1, 'k', 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}); err == nil {
+		t.Error("decodeOutcome(a huge line count) = nil error")
 	}
 	for _, b := range [][]byte{nil, {1}, {3, 1, 0, 1, 0}, {2, 1, 0, 1}, {1, 9, 0, 1, 0}, {1, 1, 0, 1, 5, 'a'}, {1, 1, 0, 1, 0, 0, 0, 0}} {
 		if _, err := decodeOutcome(b); err == nil {
@@ -80,7 +105,8 @@ func FuzzDecodeOutcome(f *testing.F) {
 			return
 		}
 		again, err := decodeOutcome(o.encode())
-		if err != nil || again.Key != o.Key || again.Error != o.Error || !bytes.Equal(again.Result, o.Result) {
+		if err != nil || again.Key != o.Key || again.Error != o.Error || !bytes.Equal(again.Result, o.Result) ||
+			!sameLogs(again.Logs, o.Logs) || again.LogsDropped != o.LogsDropped {
 			t.Fatalf("re-encoded %+v decodes to %+v, %v", o, again, err)
 		}
 	})
