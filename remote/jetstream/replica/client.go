@@ -430,6 +430,45 @@ func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	return r.OK, nil
 }
 
+// Rerun re-opens tasks through the leader, as Scheduler.Rerun does: the
+// result lists every task re-opened once the leader committed the re-run
+// (like a Submit); its errors keep the coordinator's (a
+// *coordinator.TaskError wrapping ErrUnknownTask or ErrNotRerunnable,
+// errors.Is works). An error that says it could not be asked
+// (ErrNoLeader) re-opened nothing; ErrLeaderLost or ctx.Err() once a
+// leader had it: it may or may not have been applied (Info tells:
+// TaskInfo.Reruns). A result larger than the server's max payload fails
+// with ErrAnswerTooLarge although the re-run was done.
+func (c *Client) Rerun(ctx context.Context, req coordinator.RerunRequest) (coordinator.RerunResult, error) {
+	r, err := c.call(ctx, &request{Op: opRerun, IDs: req.IDs, Downstream: req.Downstream, By: req.By}, false)
+	if err != nil {
+		return coordinator.RerunResult{}, err
+	}
+	if r.Err != nil {
+		return coordinator.RerunResult{}, r.Err.err()
+	}
+	return coordinator.RerunResult{Reopened: r.Reopened}, nil
+}
+
+// History reports a task's attempts as the leader's Scheduler.History
+// does (false: unknown to it), their log lines included; Attempt.Err
+// keeps the coordinator's sentinels and timeouts as Info's TaskInfo.Err
+// does, other errors arrive as their text. A history larger than the
+// server's max payload fails with ErrAnswerTooLarge.
+func (c *Client) History(ctx context.Context, id string) (coordinator.History, bool, error) {
+	r, err := c.call(ctx, &request{Op: opHistory, IDs: []string{id}}, true)
+	if err != nil {
+		return coordinator.History{}, false, err
+	}
+	if r.Err != nil {
+		return coordinator.History{}, false, r.Err.err()
+	}
+	if !r.Known || r.History == nil {
+		return coordinator.History{}, false, nil
+	}
+	return r.History.history(), true, nil
+}
+
 // Info reports a task as the leader's Scheduler.Info does (false: unknown
 // to it). TaskInfo.Err keeps the coordinator's sentinels
 // (coordinator.ErrCancelled, ErrClosed, ErrInterrupted) and timeouts

@@ -373,12 +373,12 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		// registered before its caller's word that it gave up is read.
 		var req request
 		derr := json.Unmarshal(m.Data, &req)
-		if derr == nil && req.Age >= answerKeep && (req.Op == opSubmit || req.Op == opCancel) {
+		if derr == nil && req.Age >= answerKeep && onceOnly(req.Op) {
 			// A late copy whose first may have been done, its answer
 			// forgotten since: it must not be done (again).
 			b, _ := json.Marshal(&reply{Err: &wireErr{Code: codeLost,
 				Msg: fmt.Sprintf("replica: a copy of a %s sent %v after the first: done or not, its answer is not kept", req.Op, req.Age.Round(time.Second))}})
-			answers.answered(m.Reply, b, time.Now())
+			answers.answered(m.Reply, b, time.Now(), true)
 			_ = r.nc.Publish(m.Reply, b)
 			return
 		}
@@ -541,6 +541,25 @@ func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st
 		if !rep.OK && gone() {
 			rep.Err = notLeader // refused by a fenced store, or not asked
 		}
+	case req.Op == opRerun:
+		res, err := s.Rerun(ctx, coordinator.RerunRequest{IDs: req.IDs, Downstream: req.Downstream, By: req.By})
+		switch {
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			rep.Err = notLeader // not taken: nothing stored
+		case err != nil:
+			rep.Err = errToWire(err)
+		default:
+			rep.Reopened = res.Reopened
+		}
+	case req.Op == opHistory && len(req.IDs) == 1:
+		h, ok := s.History(req.IDs[0])
+		if gone() {
+			rep.Err = notLeader // a stopped scheduler's memory is stale
+			break
+		}
+		if rep.Known = ok; ok {
+			rep.History = historyToWire(h)
+		}
 	case req.Op == opInfo && len(req.IDs) == 1:
 		ti, ok := s.Info(req.IDs[0])
 		if gone() {
@@ -584,11 +603,17 @@ func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st
 		b, _ = json.Marshal(&reply{Err: &wireErr{Code: codeTooLarge,
 			Msg: fmt.Sprintf("%s of %d bytes, the server's max payload is %d", req.Op, len(b), limit)}})
 	}
-	ans.answered(m.Reply, b, time.Now())
+	ans.answered(m.Reply, b, time.Now(), onceOnly(req.Op))
 	if err := r.nc.Publish(m.Reply, b); err != nil {
 		r.cfg.logger.Warn("replica: answering a request", "store", r.name, "op", req.Op, "error", err)
 	}
 }
+
+// onceOnly reports whether a request of kind op changes the state and
+// must not be done twice: its answer is kept whatever its size (a
+// Rerun's lists every task it re-opened), and a copy too late for it is
+// refused.
+func onceOnly(op string) bool { return op == opSubmit || op == opCancel || op == opRerun }
 
 // answers are the requests a leader has taken, by reply subject (each
 // call of a Client has its own), with their answers once given, so that a
@@ -609,10 +634,11 @@ type givenAnswer struct {
 // answerKeep is how long a leader answers a copy of a request it has
 // answered: longer than a Client's longest wait between two copies
 // (resendMax), and than a lease, past which a leader cut off from its
-// Clients has lost the lead. answerKept is the largest answer kept: the
-// answers of Submit, Cancel, Pause and Resume, which must not be done
-// twice, are far smaller; a larger one (an Info's result) is not kept,
-// and a copy of its request is done again, harmlessly.
+// Clients has lost the lead. answerKept is the largest answer kept of a
+// request that may be done again, harmlessly (an Info's result, a
+// History): a copy of it is done again. The answers of a request that
+// must be done once (onceOnly: Submit, Cancel, Rerun) are kept whatever
+// their size; those of Pause and Resume are far smaller.
 const (
 	answerKeep = time.Minute
 	answerKept = 1 << 10
@@ -632,13 +658,13 @@ func (a *answers) first(reply string) (seen bool, answer []byte) {
 
 // answered keeps the answer b to reply, given at now, and forgets those
 // given answerKeep ago.
-func (a *answers) answered(reply string, b []byte, now time.Time) {
+func (a *answers) answered(reply string, b []byte, now time.Time, once bool) {
 	if reply == "" {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(b) > answerKept {
+	if len(b) > answerKept && !once {
 		delete(a.m, reply) // a copy to come is done again
 	} else {
 		a.m[reply] = b
@@ -737,6 +763,16 @@ func (r *Replica) Submit(ctx context.Context, tasks ...coordinator.Task) error {
 // Cancel is Client.Cancel.
 func (r *Replica) Cancel(ctx context.Context, id string) (bool, error) {
 	return r.client.Cancel(ctx, id)
+}
+
+// Rerun is Client.Rerun.
+func (r *Replica) Rerun(ctx context.Context, req coordinator.RerunRequest) (coordinator.RerunResult, error) {
+	return r.client.Rerun(ctx, req)
+}
+
+// History is Client.History.
+func (r *Replica) History(ctx context.Context, id string) (coordinator.History, bool, error) {
+	return r.client.History(ctx, id)
 }
 
 // Info is Client.Info.

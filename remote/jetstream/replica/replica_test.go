@@ -114,9 +114,30 @@ func TestReplicaCallsReachTheLeader(t *testing.T) {
 		t.Errorf("Info(unknown) = %v, %v; want false, nil", ok, err)
 	}
 	var te *coordinator.TasksError
+	var tErr0 *coordinator.TaskError
 	if err := b.WaitTasks(ctx, "f"); !errors.As(err, &te) || len(te.Tasks) != 1 || te.Tasks[0].Status != coordinator.Failed ||
 		te.Tasks[0].Err == nil || te.Tasks[0].Err.Error() != "boom: f" {
 		t.Errorf("WaitTasks(f) = %v; want a TasksError with f failed, boom: f", err)
+	}
+	// History and Rerun, with their errors as a local scheduler's.
+	if h, ok, err := b.History(ctx, "f"); err != nil || !ok || len(h.Attempts) != 1 || h.Attempts[0].Outcome != coordinator.OutcomeFailed ||
+		h.Attempts[0].Err == nil || h.Attempts[0].Err.Error() != "boom: f" || h.Attempts[0].Ended.IsZero() {
+		t.Errorf("History(f) = %+v, %v, %v; want its one failed attempt, boom: f", h, ok, err)
+	}
+	if _, ok, err := b.History(ctx, "nope"); ok || err != nil {
+		t.Errorf("History(unknown) = %v, %v; want false, nil", ok, err)
+	}
+	if res, err := b.Rerun(ctx, coordinator.RerunRequest{IDs: []string{"f"}, By: "ops"}); err != nil || len(res.Reopened) != 1 || res.Reopened[0] != "f" {
+		t.Errorf("Rerun(f) = %+v, %v; want f re-opened", res, err)
+	}
+	if err := b.WaitTasks(ctx, "f"); !errors.As(err, &te) {
+		t.Errorf("WaitTasks(f) after its re-run = %v; want it failed again", err)
+	}
+	if _, err := b.Rerun(ctx, coordinator.RerunRequest{IDs: []string{"x"}}); !errors.Is(err, coordinator.ErrNotRerunnable) || !errors.As(err, &tErr0) || tErr0.ID != "x" {
+		t.Errorf("Rerun(a success) = %v; want a TaskError for x wrapping ErrNotRerunnable", err)
+	}
+	if _, err := b.Rerun(ctx, coordinator.RerunRequest{IDs: []string{"nope"}}); !errors.Is(err, coordinator.ErrUnknownTask) {
+		t.Errorf("Rerun(unknown) = %v; want ErrUnknownTask", err)
 	}
 	if err := b.WaitTasks(ctx, "nope"); !errors.Is(err, coordinator.ErrUnknownTask) {
 		t.Errorf("WaitTasks(unknown) = %v; want ErrUnknownTask", err)
@@ -170,6 +191,14 @@ func TestReplicaCallsReachTheLeader(t *testing.T) {
 	}
 	if ti, _, err := b.Info(ctx, "g"); err != nil || ti.Status != coordinator.Succeeded {
 		t.Errorf("Info(g) = %v, %v; want succeeded", ti.Status, err)
+	}
+	// The re-run was committed like a Submit: the next leader has it, and
+	// both attempts of f.
+	if ti, _, err := b.Info(ctx, "f"); err != nil || ti.Reruns != 1 {
+		t.Errorf("Info(f) on the next leader = %+v, %v; want 1 re-run", ti, err)
+	}
+	if h, _, err := b.History(ctx, "f"); err != nil || len(h.Attempts) != 2 || h.Attempts[1].Rerun != 1 {
+		t.Errorf("History(f) on the next leader = %+v, %v; want 2 attempts, the second of re-run 1", h, err)
 	}
 	recv(t, seen, "an event")
 	mu.Lock()

@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -21,6 +22,8 @@ const (
 	opWait      = "wait"
 	opPause     = "pause"
 	opResume    = "resume"
+	opRerun     = "rerun"
+	opHistory   = "history"
 	opAbandon   = "abandon" // the caller of a WaitTasks or Wait gave up: no answer
 )
 
@@ -29,6 +32,10 @@ type request struct {
 	Tasks []wireTask `json:"tasks,omitempty"`
 	IDs   []string   `json:"ids,omitempty"`
 	Pool  string     `json:"pool,omitempty"` // opPause, opResume
+
+	// opRerun: coordinator.RerunRequest's Downstream and By (IDs above).
+	Downstream bool   `json:"downstream,omitempty"`
+	By         string `json:"by,omitempty"`
 
 	// opWaitTasks, opWait: how long the caller had left when it asked
 	// (0: no deadline). A duration, not a time: the clocks of the two
@@ -42,10 +49,68 @@ type request struct {
 }
 
 type reply struct {
-	Err   *wireErr  `json:"err,omitempty"`
-	OK    bool      `json:"ok,omitempty"`
-	Known bool      `json:"known,omitempty"`
-	Info  *wireInfo `json:"info,omitempty"`
+	Err      *wireErr     `json:"err,omitempty"`
+	OK       bool         `json:"ok,omitempty"`
+	Known    bool         `json:"known,omitempty"`
+	Info     *wireInfo    `json:"info,omitempty"`
+	Reopened []string     `json:"reopened,omitempty"` // opRerun
+	History  *wireHistory `json:"history,omitempty"`  // opHistory
+}
+
+// wireHistory is a coordinator.History.
+type wireHistory struct {
+	Attempts []wireAttempt `json:"attempts,omitempty"`
+	Dropped  int           `json:"dropped,omitempty"`
+}
+
+type wireAttempt struct {
+	Attempt     int          `json:"attempt"`
+	Run         int          `json:"run"`
+	Rerun       int          `json:"rerun,omitempty"`
+	Pool        string       `json:"pool,omitempty"`
+	Worker      string       `json:"worker,omitempty"`
+	HandedOut   time.Time    `json:"handed_out"`
+	Started     time.Time    `json:"started"`
+	Ended       time.Time    `json:"ended"`
+	Outcome     uint8        `json:"outcome"`
+	Err         *wireTaskErr `json:"err,omitempty"`
+	Logs        []wireLine   `json:"logs,omitempty"`
+	LogsDropped int          `json:"logs_dropped,omitempty"`
+}
+
+type wireLine struct {
+	Time    time.Time `json:"t"`
+	Level   int       `json:"l"`
+	Message string    `json:"m"`
+	Attrs   string    `json:"a,omitempty"`
+}
+
+func historyToWire(h coordinator.History) *wireHistory {
+	w := &wireHistory{Dropped: h.Dropped}
+	for _, a := range h.Attempts {
+		wa := wireAttempt{Attempt: a.Attempt, Run: a.Run, Rerun: a.Rerun, Pool: a.Pool, Worker: a.Worker,
+			HandedOut: a.HandedOut, Started: a.Started, Ended: a.Ended, Outcome: uint8(a.Outcome),
+			Err: taskErrToWire(a.Err), LogsDropped: a.LogsDropped}
+		for _, l := range a.Logs {
+			wa.Logs = append(wa.Logs, wireLine{Time: l.Time, Level: int(l.Level), Message: l.Message, Attrs: l.Attrs})
+		}
+		w.Attempts = append(w.Attempts, wa)
+	}
+	return w
+}
+
+func (w *wireHistory) history() coordinator.History {
+	h := coordinator.History{Dropped: w.Dropped}
+	for _, wa := range w.Attempts {
+		a := coordinator.Attempt{Attempt: wa.Attempt, Run: wa.Run, Rerun: wa.Rerun, Pool: wa.Pool, Worker: wa.Worker,
+			HandedOut: wa.HandedOut, Started: wa.Started, Ended: wa.Ended, Outcome: coordinator.Outcome(wa.Outcome),
+			Err: wa.Err.err(), LogsDropped: wa.LogsDropped}
+		for _, l := range wa.Logs {
+			a.Logs = append(a.Logs, coordinator.LogLine{Time: l.Time, Level: slog.Level(l.Level), Message: l.Message, Attrs: l.Attrs})
+		}
+		h.Attempts = append(h.Attempts, a)
+	}
+	return h
 }
 
 // wireTask is a coordinator.Task described by data alone: what a durable
@@ -138,6 +203,7 @@ var taskSentinels = map[string]error{
 	"invalid_task": coordinator.ErrInvalidTask, "duplicate_id": coordinator.ErrDuplicateID,
 	"unknown_dependency": coordinator.ErrUnknownDependency, "unknown_pool": coordinator.ErrUnknownPool,
 	"not_durable": coordinator.ErrNotDurable, "unknown_task": coordinator.ErrUnknownTask,
+	"not_rerunnable": coordinator.ErrNotRerunnable,
 }
 
 type wireErr struct {

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"encoding/json"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
@@ -69,5 +71,29 @@ func TestWireCarriesEveryField(t *testing.T) {
 	ev.Err, ev.At = coordinator.ErrClosed, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	if got := eventToWire(ev, 1).event(); !reflect.DeepEqual(got, ev) {
 		t.Errorf("Event through the wire:\n got %+v\nwant %+v", got, ev)
+	}
+}
+
+// A History crosses the wire whole: every field of every attempt, log
+// lines with their times and levels, the coordinator's sentinels.
+func TestWireCarriesAHistory(t *testing.T) {
+	at := time.Unix(1700000000, 5).UTC()
+	h := coordinator.History{Dropped: 4, Attempts: []coordinator.Attempt{
+		{Attempt: 1, Run: 2, Rerun: 3, Pool: "io", Worker: "host:1", HandedOut: at, Started: at.Add(time.Second), Ended: at.Add(2 * time.Second),
+			Outcome: coordinator.OutcomeCancelled, Err: coordinator.ErrCancelled, LogsDropped: 7,
+			Logs: []coordinator.LogLine{{Time: at, Level: slog.LevelWarn, Message: "m", Attrs: "k=v"}}},
+		{Attempt: 2, Run: 2, Outcome: coordinator.OutcomeRunning, HandedOut: at},
+	}}
+	b, err := json.Marshal(historyToWire(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w wireHistory
+	if err := json.Unmarshal(b, &w); err != nil {
+		t.Fatal(err)
+	}
+	got := w.history()
+	if !reflect.DeepEqual(got, h) {
+		t.Errorf("History through the wire:\n got %+v\nwant %+v", got, h)
 	}
 }
