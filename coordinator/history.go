@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -410,6 +411,23 @@ func (s *state) runningAttempt(t int32, pool string) (Attempt, bool) {
 	return a, true
 }
 
+// lineNano is a log line's time as stored: UnixNano, 0 for the zero
+// time (a line appended without one), and the nearest representable time
+// for one before 1678 or after 2262.
+func lineNano(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.Before(minNanoTime):
+		return math.MinInt64
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var minNanoTime, maxNanoTime = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
 // unixTime is the time of UnixNano n; zero for 0.
 func unixTime(n int64) time.Time {
 	if n == 0 {
@@ -521,9 +539,9 @@ func (s *state) attemptOf(sr uint64, r *attemptRec) record.Attempt {
 			if d.worker != "" {
 				a.Worker = d.worker
 			}
-			a.LinesDropped = int32(d.logsDropped)
+			a.LinesDropped = int32(min(d.logsDropped, math.MaxInt32))
 			for _, l := range d.logs {
-				a.Lines = append(a.Lines, record.Line{Time: l.Time.UnixNano(), Level: int32(l.Level), Msg: l.Message, Attrs: l.Attrs})
+				a.Lines = append(a.Lines, record.Line{Time: lineNano(l.Time), Level: int32(l.Level), Msg: l.Message, Attrs: l.Attrs})
 			}
 		}
 	}
@@ -563,7 +581,9 @@ func (s *state) historyRecord(t int32) (record.History, bool) {
 	slices.Reverse(h.Attempts)
 	h.Dropped = s.histCount[t] - int32(len(h.Attempts))
 	if h.Dropped == 0 && len(h.Attempts) == 1 {
-		if a := &h.Attempts[0]; a.Outcome == uint8(OutcomeSucceeded) && a.ErrKind == record.ErrKindNone && !s.rec(s.histHead[t]).detail {
+		// The state's Last holds such an attempt whole, its worker's
+		// name included (a remote pool names every worker): no record.
+		if a := &h.Attempts[0]; a.Outcome == uint8(OutcomeSucceeded) && a.ErrKind == record.ErrKindNone && len(a.Lines) == 0 && a.LinesDropped == 0 {
 			return h, false
 		}
 	}
@@ -595,7 +615,7 @@ func (s *state) restoreHistory(stored []storedTask) {
 		a := &e.a
 		d := attemptDetail{err: kindErr(a.ErrKind, a.ErrMsg, a.Timeout), worker: a.Worker, logsDropped: int(a.LinesDropped)}
 		for _, l := range a.Lines {
-			d.logs = append(d.logs, LogLine{Time: time.Unix(0, l.Time), Level: slog.Level(l.Level), Message: l.Msg, Attrs: l.Attrs})
+			d.logs = append(d.logs, LogLine{Time: unixTime(l.Time), Level: slog.Level(l.Level), Message: l.Msg, Attrs: l.Attrs})
 		}
 		s.remember(e.t, -1, a.Attempt, a.Run, a.Rerun, Outcome(a.Outcome), d, a.Handed, a.Started, a.Ended)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,7 +80,7 @@ func (a *attemptLog) add(l LogLine) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.maxLines == 0 {
-		a.dropped++
+		a.dropped = min(a.dropped+1, math.MaxInt32)
 		return
 	}
 	if lineSize(&l) > a.maxBytes { // cut to fit, saying so
@@ -97,7 +98,7 @@ func (a *attemptLog) add(l LogLine) {
 		a.bytes -= lineSize(&a.lines[a.start])
 		a.lines[a.start] = LogLine{}
 		a.start++
-		a.dropped++
+		a.dropped = min(a.dropped+1, math.MaxInt32)
 	}
 	if a.start > len(a.lines)/2 && a.start > 16 { // compact now and then
 		a.lines = append(a.lines[:0], a.lines[a.start:]...)
@@ -176,7 +177,8 @@ func (s *Scheduler) poolOfTask(c *lane.Context) string {
 // AppendLog adds lines to the log of the running attempt whose context is
 // ctx, as Logger's records are (bounded by WithTaskLogs): a custom or
 // remote worker passes on what its handler logged elsewhere. Their times
-// are kept as given. It returns ErrNoAttempt if ctx is not a running
+// are kept as given (a zero time stays zero; a durable scheduler stores a
+// time before 1678 or after 2262 as the nearest it can). It returns ErrNoAttempt if ctx is not a running
 // attempt's context. It does not block and is safe for concurrent use.
 func AppendLog(ctx context.Context, lines ...LogLine) error {
 	c, ok := lane.Of(ctx)
@@ -200,8 +202,9 @@ func AppendLog(ctx context.Context, lines ...LogLine) error {
 
 // AddLogsDropped counts n lines that the running attempt whose context is
 // ctx logged and that its worker did not keep (History's
-// Attempt.LogsDropped): a remote worker bounds what it sends back
-// (LogCollector) and says how many it left out. It returns ErrNoAttempt if
+// Attempt.LogsDropped, which stops at math.MaxInt32): a remote worker
+// bounds what it sends back (LogCollector) and says how many it left
+// out. It returns ErrNoAttempt if
 // ctx is not a running attempt's context. It does not block and is safe
 // for concurrent use.
 func AddLogsDropped(ctx context.Context, n int) error {
@@ -220,7 +223,7 @@ func AddLogsDropped(ctx context.Context, n int) error {
 	}
 	if n > 0 {
 		l.mu.Lock()
-		l.dropped += n
+		l.dropped = min(l.dropped+min(n, math.MaxInt32), math.MaxInt32)
 		l.mu.Unlock()
 	}
 	return nil
@@ -270,7 +273,8 @@ func (c *LogCollector) Logger() *slog.Logger {
 }
 
 // Lines returns the lines kept, oldest first, and how many lines were
-// logged and not kept. It does not block.
+// logged and not kept, so far: a line logged after the call (by a
+// goroutine the function left running) is in neither. It does not block.
 func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.snapshot() }
 
 // taskHandler is Logger's handler: it keeps each record with the attempt

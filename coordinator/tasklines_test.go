@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
@@ -181,4 +183,90 @@ func TestLogCollectorCarriesARemoteFunctionsLines(t *testing.T) {
 		}()
 		coordinator.NewLogCollector(1, 0, nil)
 	})
+}
+
+// A count of dropped lines too large for the store stops at
+// math.MaxInt32 instead of making the store unreadable, and a line
+// appended without a time keeps the zero time across a restart (a
+// worker's AddLogsDropped of 1<<31 made New fail with ErrStoreCorrupt;
+// the zero time came back as 1754).
+func TestTaskLogExtremesSurviveARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		f := coordinator.WithFunc("f", func(ctx context.Context, _ []byte) error {
+			if err := coordinator.AppendLog(ctx, coordinator.LogLine{Message: "no time"},
+				coordinator.LogLine{Time: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), Message: "far"}); err != nil {
+				return err
+			}
+			if err := coordinator.AddLogsDropped(ctx, 1<<31); err != nil {
+				return err
+			}
+			return coordinator.AddLogsDropped(ctx, 1<<40)
+		})
+		s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(coordinator.Task{ID: "t", Func: "f"}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(1), f)
+		if err != nil {
+			t.Fatalf("New after the restart = %v", err)
+		}
+		defer s2.Shutdown(context.Background())
+		h, _ := s2.History("t")
+		a := h.Attempts[0]
+		if a.LogsDropped != math.MaxInt32 || len(a.Logs) != 2 || !a.Logs[0].Time.IsZero() || a.Logs[1].Time.Year() < 2262 {
+			t.Errorf("after a restart: %d dropped, lines %+v; want MaxInt32, the zero time kept, the far one the latest storable", a.LogsDropped, a.Logs)
+		}
+	})
+}
+
+// A remote pool names the worker of every attempt (SetWorker): an attempt
+// that succeeded with nothing more to say still costs a durable store no
+// history record (its state's last attempt holds the name), and the name
+// comes back after a restart.
+func TestWorkerNameWritesNoHistoryRecord(t *testing.T) {
+	records := map[bool]int{}
+	for _, named := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			mem := storetest.NewMemory()
+			pool := workerFunc(func(ctx context.Context, j worker.Job) error {
+				if named {
+					return coordinator.SetWorker(ctx, "host:1")
+				}
+				return nil
+			})
+			s, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithPool("remote", 1, pool))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 50 {
+				if err := s.Submit(coordinator.Task{ID: fmt.Sprint(i), Pool: "remote", Payload: []byte("p")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			settle(t, s)
+			if err := s.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			records[named] = mem.Len()
+			s2, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithPool("remote", 1, pool))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Shutdown(context.Background())
+			if h, _ := s2.History("7"); named && h.Attempts[0].Worker != "host:1" {
+				t.Errorf("History(7) after a restart: worker %q; want host:1", h.Attempts[0].Worker)
+			}
+		})
+	}
+	if records[true] != records[false] {
+		t.Errorf("%d records with worker names, %d without; want as many", records[true], records[false])
+	}
 }
