@@ -732,24 +732,26 @@ func (s *server) settle(ctx context.Context, m njs.Msg, instance string, o outco
 // fit makes an outcome that a message cannot hold (a handler's result, or
 // an error text or stack, past the server's max_payload) a failure that
 // says so: published as it is, it would fail every time, and the attempt
-// would run again until WithMaxDeliver.
+// would run again until WithMaxDeliver. Then it drops the oldest log
+// lines, counted, until the outcome fits.
 func fit(o *outcome, max int) {
 	n := len(o.Result) + len(o.Error) + len(o.Stack) + len(o.Key) + len(o.Worker)
+	if n > max {
+		what := "result"
+		if o.Status != statusOK {
+			what = "error text and stack"
+		}
+		o.Status, o.Result, o.Stack = statusError, nil, ""
+		o.Error = fmt.Sprintf("jetstream: the handler's %s came to %d bytes, more than a message holds (%d)", what, n, max)
+		n = len(o.Error) + len(o.Key) + len(o.Worker)
+	}
+	// The log gives way to the rest, the oldest lines first, counted: the
+	// newest explain the end best.
 	logs := logSize(o.Logs)
 	for len(o.Logs) > 0 && n+logs > max {
-		// The log gives way first, the oldest lines first, counted.
 		logs -= logSize(o.Logs[:1])
 		o.Logs, o.LogsDropped = o.Logs[1:], o.LogsDropped+1
 	}
-	if n+logs <= max {
-		return
-	}
-	what := "result"
-	if o.Status != statusOK {
-		what = "error text and stack"
-	}
-	o.Status, o.Result, o.Stack = statusError, nil, ""
-	o.Error = fmt.Sprintf("jetstream: the handler's %s came to %d bytes, more than a message holds (%d)", what, n, max)
 }
 
 // call runs the handler, recovering a panic into the outcome.

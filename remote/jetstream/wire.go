@@ -240,6 +240,9 @@ type outcome struct {
 	LogsDropped int
 }
 
+// maxOutcomeLines is the most log lines an outcome's decoding keeps.
+const maxOutcomeLines = 1000
+
 const (
 	outcomeVersion  = 4
 	codeUnknownKind = 1
@@ -258,7 +261,11 @@ func (o *outcome) encode() []byte {
 	b = binary.AppendUvarint(b, uint64(o.LogsDropped))
 	b = binary.AppendUvarint(b, uint64(len(o.Logs)))
 	for _, l := range o.Logs {
-		b = binary.AppendVarint(b, l.Time.UnixNano())
+		var ns int64 // 0: no time
+		if !l.Time.IsZero() {
+			ns = l.Time.UnixNano()
+		}
+		b = binary.AppendVarint(b, ns)
 		b = binary.AppendVarint(b, int64(l.Level))
 		for _, s := range []string{l.Message, l.Attrs} {
 			b = binary.AppendUvarint(b, uint64(len(s)))
@@ -319,20 +326,25 @@ func decodeOutcome(b []byte) (outcome, error) {
 	}
 	if version >= 4 {
 		dropped, n := binary.Uvarint(b)
-		if n <= 0 || dropped > 1<<31 {
+		if n <= 0 {
 			return o, errBadOutcome
 		}
-		o.LogsDropped, b = int(dropped), b[n:]
+		o.LogsDropped, b = int(min(dropped, math.MaxInt32)), b[n:] // the history counts no further
 		count, n := binary.Uvarint(b)
 		if n <= 0 || count > uint64(len(b)-n)/4 { // a line takes at least 4 bytes
 			return o, errBadOutcome
 		}
 		b = b[n:]
+		// Only the newest maxOutcomeLines are kept (the coordinator keeps
+		// fewer still: WithTaskLogs): a message of tiny lines must not
+		// cost 16 times its size in memory. The others are counted.
+		skip := int(count) - min(int(count), maxOutcomeLines)
+		o.LogsDropped = min(o.LogsDropped+skip, math.MaxInt32)
 		if count > 0 {
-			o.Logs = make([]coordinator.LogLine, count)
+			o.Logs = make([]coordinator.LogLine, int(count)-skip)
 		}
-		for i := range o.Logs {
-			l := &o.Logs[i]
+		for i := range int(count) {
+			var l coordinator.LogLine
 			ns, n := binary.Varint(b)
 			if n <= 0 {
 				return o, errBadOutcome
@@ -344,8 +356,14 @@ func decodeOutcome(b []byte) (outcome, error) {
 			}
 			b = b[n:]
 			l.Time, l.Level = time.Unix(0, ns), slog.Level(level)
+			if ns == 0 {
+				l.Time = time.Time{}
+			}
 			if !str(&l.Message) || !str(&l.Attrs) {
 				return o, errBadOutcome
+			}
+			if i >= skip {
+				o.Logs[i-skip] = l
 			}
 		}
 	}

@@ -2,7 +2,9 @@ package jetstream
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -131,5 +133,47 @@ func TestHeldRoundTrip(t *testing.T) {
 		if _, err := decodeHeld(b); err == nil {
 			t.Errorf("decodeHeld(%v) = nil error; want one", b)
 		}
+	}
+}
+
+// fit makes a result too large for a message a failure that says so, and
+// keeps the log lines that still fit beside it (it dropped them all
+// first); only lines that do not fit go, the oldest first, counted.
+func TestFitKeepsTheLogBesideAFailure(t *testing.T) {
+	lines := []coordinator.LogLine{{Message: "first"}, {Message: "why it failed"}}
+	o := outcome{Key: "i/1/1/t", Status: statusOK, Result: make([]byte, 2000), Logs: lines}
+	fit(&o, 1000)
+	if o.Status != statusError || len(o.Logs) != 2 || o.LogsDropped != 0 {
+		t.Errorf("a result too large: status %d, %d lines, %d dropped; want a failure with both lines", o.Status, len(o.Logs), o.LogsDropped)
+	}
+	o = outcome{Key: "k", Status: statusOK, Logs: []coordinator.LogLine{{Message: string(make([]byte, 600))}, {Message: "newest"}}}
+	fit(&o, 500)
+	if o.Status != statusOK || len(o.Logs) != 1 || o.Logs[0].Message != "newest" || o.LogsDropped != 1 {
+		t.Errorf("a log too large: status %d, lines %d, %d dropped; want the newest line kept, one dropped", o.Status, len(o.Logs), o.LogsDropped)
+	}
+}
+
+// An outcome's decoding keeps at most maxOutcomeLines lines, the newest,
+// and counts the rest; a dropped count past what the history holds stops
+// at math.MaxInt32; a line without a time keeps the zero time.
+func TestDecodeOutcomeBoundsTheLog(t *testing.T) {
+	many := make([]coordinator.LogLine, maxOutcomeLines+10)
+	for i := range many {
+		many[i].Message = fmt.Sprint(i)
+	}
+	many[len(many)-1].Time = time.Unix(5, 0)
+	got, err := decodeOutcome((&outcome{Key: "k", Status: statusOK, Logs: many, LogsDropped: 1 << 40}).encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Logs) != maxOutcomeLines || got.Logs[0].Message != "10" || got.LogsDropped != math.MaxInt32 {
+		t.Errorf("%d lines from %q, %d dropped; want %d from 10, MaxInt32", len(got.Logs), got.Logs[0].Message, got.LogsDropped, maxOutcomeLines)
+	}
+	if !got.Logs[0].Time.IsZero() || !got.Logs[len(got.Logs)-1].Time.Equal(time.Unix(5, 0)) {
+		t.Errorf("times %v, %v; want zero, then 5 s after the epoch", got.Logs[0].Time, got.Logs[len(got.Logs)-1].Time)
+	}
+	got, err = decodeOutcome((&outcome{Key: "k", Status: statusOK, Logs: many[:3], LogsDropped: 7}).encode())
+	if err != nil || len(got.Logs) != 3 || got.LogsDropped != 7 {
+		t.Errorf("3 lines, 7 dropped: decoded %d lines, %d dropped, %v", len(got.Logs), got.LogsDropped, err)
 	}
 }
