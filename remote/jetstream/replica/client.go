@@ -23,12 +23,12 @@ import (
 // none leads, until its context ends: then it returns ErrNoLeader, or
 // ctx.Err() if a leader was found and had not answered. ctx.Err() says
 // the answer did not come in time, not that nothing was done: a Submit,
-// Cancel, Pause or Resume the leader had may have been applied (look
-// with Info). A request the leader never got is sent again to the next
+// Cancel, Rerun, Pause or Resume the leader had may have been applied
+// (look with Info). A request the leader never got is sent again to the next
 // leader; one it had when it stopped leading is sent again if asking
-// twice is harmless (Info, WaitTasks, Wait, Pause, Resume), and
-// otherwise (Submit, Cancel) fails with ErrLeaderLost: it may or may not
-// have been applied. A WaitTasks or Wait whose context ends tells the
+// twice is harmless (Info, History, WaitTasks, Wait, Pause, Resume), and
+// otherwise (Submit, Cancel, Rerun) fails with ErrLeaderLost: it may or
+// may not have been applied. A WaitTasks or Wait whose context ends tells the
 // leader, which stops waiting for it (its deadline travels with the
 // request too). While no answer comes, a call sends its request again
 // (after 1 s, then at doubling intervals up to 16 s): a message in
@@ -36,11 +36,12 @@ import (
 // go only while the Client is connected. The leader does a request it
 // gets twice once: a copy that comes while it works is answered by that
 // one answer, and a copy that comes later, within a minute, gets the
-// same answer again (an answer over 1 KiB, of Info, WaitTasks or Wait,
-// which are harmless to do twice, is not kept: the copy is done again).
-// A copy of a Submit or Cancel sent a minute or more after the first (a
-// Client cut off that long) that the leader has no answer for fails with
-// ErrLeaderLost: it may or may not have been done.
+// same answer again (an answer over 1 KiB, of Info, History, WaitTasks or
+// Wait, which are harmless to do twice, is not kept: the copy is done
+// again; a Rerun's is kept whatever its size). A copy of a Submit, Cancel
+// or Rerun sent a minute or more after the first (a Client cut off that
+// long) that the leader has no answer for fails with ErrLeaderLost: it
+// may or may not have been done.
 //
 // Requests and answers are core NATS messages, each within the server's
 // max payload (1 MiB by default; JSON, a []byte as base64, a third
@@ -453,8 +454,10 @@ func (c *Client) Rerun(ctx context.Context, req coordinator.RerunRequest) (coord
 // History reports a task's attempts as the leader's Scheduler.History
 // does (false: unknown to it), their log lines included; Attempt.Err
 // keeps the coordinator's sentinels and timeouts as Info's TaskInfo.Err
-// does, other errors arrive as their text. A history larger than the
-// server's max payload fails with ErrAnswerTooLarge.
+// does, other errors arrive as their text, and text that is not UTF-8
+// arrives with its bad bytes replaced. A history larger than the server's
+// max payload comes without its oldest attempts, or the oldest lines of
+// its newest, counted in Dropped and LogsDropped.
 func (c *Client) History(ctx context.Context, id string) (coordinator.History, bool, error) {
 	r, err := c.call(ctx, &request{Op: opHistory, IDs: []string{id}}, true)
 	if err != nil {

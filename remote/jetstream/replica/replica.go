@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -593,9 +594,12 @@ func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st
 	if m.Reply == "" {
 		return
 	}
-	b, err := json.Marshal(&rep)
+	b, err := marshalAnswer(&rep)
 	if err != nil {
 		b, _ = json.Marshal(&reply{Err: &wireErr{Code: codeOther, Msg: "replica: encoding the answer: " + err.Error()}})
+	}
+	if rep.History != nil {
+		b = fitHistory(&rep, b, int(r.nc.MaxPayload()-answerHeadroom))
 	}
 	if limit := r.nc.MaxPayload(); int64(len(b)) > limit-answerHeadroom {
 		// Too large to send: say so, rather than leave the caller
@@ -607,6 +611,41 @@ func (r *Replica) handle(ctx, wctx context.Context, s *coordinator.Scheduler, st
 	if err := r.nc.Publish(m.Reply, b); err != nil {
 		r.cfg.logger.Warn("replica: answering a request", "store", r.name, "op", req.Op, "error", err)
 	}
+}
+
+// marshalAnswer encodes an answer as JSON without escaping <, > and &
+// (a log line of HTML would take six times its size).
+func marshalAnswer(rep *reply) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rep); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// fitHistory makes a History's answer b fit in max bytes, as the
+// scheduler's own bounds do: the oldest attempts go first (counted in
+// Dropped), then the oldest log lines of the newest attempt (counted in
+// its LogsDropped). It returns b as it is if it fits.
+func fitHistory(rep *reply, b []byte, max int) []byte {
+	h := rep.History
+	for len(b) > max && (len(h.Attempts) > 1 || len(h.Attempts) == 1 && len(h.Attempts[0].Logs) > 0) {
+		if len(h.Attempts) > 1 {
+			h.Attempts, h.Dropped = h.Attempts[1:], h.Dropped+1
+		} else {
+			a := &h.Attempts[0]
+			cut := (len(a.Logs) + 1) / 2
+			a.Logs, a.LogsDropped = a.Logs[cut:], a.LogsDropped+cut
+		}
+		nb, err := marshalAnswer(rep)
+		if err != nil {
+			return b
+		}
+		b = nb
+	}
+	return b
 }
 
 // onceOnly reports whether a request of kind op changes the state and

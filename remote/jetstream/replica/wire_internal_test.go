@@ -1,9 +1,11 @@
 package replica
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +97,37 @@ func TestWireCarriesAHistory(t *testing.T) {
 	got := w.history()
 	if !reflect.DeepEqual(got, h) {
 		t.Errorf("History through the wire:\n got %+v\nwant %+v", got, h)
+	}
+}
+
+// A History larger than a message holds is answered without its oldest
+// attempts, then without the oldest lines of its newest, counted; HTML in
+// a line costs its own size, not six times it.
+func TestHistoryAnswerFits(t *testing.T) {
+	line := coordinator.LogLine{Message: strings.Repeat("<b>&</b>", 100)}
+	var h coordinator.History
+	for i := range 10 {
+		a := coordinator.Attempt{Attempt: i + 1, Run: 1, Outcome: coordinator.OutcomeFailed}
+		for range 100 {
+			a.Logs = append(a.Logs, line)
+		}
+		h.Attempts = append(h.Attempts, a)
+	}
+	rep := &reply{Known: true, History: historyToWire(h)}
+	b, err := marshalAnswer(rep)
+	if err != nil || bytes.Contains(b, []byte(`\u003c`)) {
+		t.Fatalf("marshalAnswer: %v, escaped %v", err, bytes.Contains(b, []byte(`\u003c`)))
+	}
+	const max = 100_000
+	b = fitHistory(rep, b, max)
+	var back reply
+	if err := json.Unmarshal(b, &back); err != nil || len(b) > max {
+		t.Fatalf("fitted answer: %d bytes, %v", len(b), err)
+	}
+	got := back.History.history()
+	if len(got.Attempts) != 1 || got.Dropped != 9 || got.Attempts[0].Attempt != 10 ||
+		len(got.Attempts[0].Logs)+got.Attempts[0].LogsDropped != 100 || len(got.Attempts[0].Logs) == 0 {
+		t.Errorf("fitted: %d attempts (%d dropped), the last %d with %d lines and %d dropped; want the newest, its newest lines",
+			len(got.Attempts), got.Dropped, got.Attempts[0].Attempt, len(got.Attempts[0].Logs), got.Attempts[0].LogsDropped)
 	}
 }
