@@ -281,7 +281,7 @@ func (s *state) changes(cs *changeSet, max int, now time.Time) FeedPage {
 	}
 	out.More = slices.ContainsFunc(cs.marks, func(w uint64) bool { return w != 0 })
 	if s.historyOn() {
-		oldest := s.nextSerial - uint64(len(s.recs))
+		oldest := s.nextSerial - uint64(s.recN)
 		if cs.serial == 0 {
 			cs.serial = oldest // a new feed reads what the history keeps
 		}

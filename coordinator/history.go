@@ -152,11 +152,13 @@ func (d *attemptDetail) empty() bool {
 // coordinator goroutine.
 type historyTable struct {
 	histPerTask int32
-	histCap     int          // WithHistory's total: the ring's size
-	recs        []attemptRec // the ring; it grows up to histCap
-	nextSerial  uint64       // the serial of the next record
-	histHead    []uint64     // per task: the serial of its newest record (0: none)
-	histCount   []int32      // per task: attempts recorded since it was submitted (History's Dropped)
+	histCap     int            // WithHistory's total: the ring's size
+	recs        [][]attemptRec // the ring, in blocks of recBlock; it grows up to histCap, a block at a time (never copied)
+	recN        int            // records in the ring
+	ringPos     int            // where the next record goes: (nextSerial-1) % histCap
+	nextSerial  uint64         // the serial of the next record
+	histHead    []uint64       // per task: the serial of its newest record (0: none)
+	histCount   []int32        // per task: attempts recorded since it was submitted (History's Dropped)
 	details     map[uint64]*attemptDetail
 }
 
@@ -166,9 +168,14 @@ func (s *state) historyOn() bool { return s.histPerTask > 0 }
 // startHistory turns the history on (New).
 func (s *state) startHistory(perTask, total int) {
 	s.histPerTask, s.histCap = int32(perTask), total
-	s.recs = make([]attemptRec, 0, min(total, 1024))
 	s.nextSerial = 1
 }
+
+// recBlock is how many records a block of the ring holds.
+const recBlock = 1024
+
+// slot is the ring's record at idx (< recN).
+func (s *state) slot(idx int) *attemptRec { return &s.recs[idx/recBlock][idx%recBlock] }
 
 // growHistory gives the records of a new batch their history entries.
 func (s *state) growHistory() {
@@ -200,14 +207,17 @@ func (s *state) forgetHistory(t int32) {
 
 // rec returns the record of serial sr, or nil if it is gone.
 func (s *state) rec(sr uint64) *attemptRec {
-	if sr == 0 || len(s.recs) == 0 {
+	if sr == 0 || s.recN == 0 {
 		return nil
 	}
-	r := &s.recs[(sr-1)%uint64(s.histCap)]
-	if int((sr-1)%uint64(s.histCap)) >= len(s.recs) || r.serial != sr {
+	idx := int((sr - 1) % uint64(s.histCap))
+	if idx >= s.recN {
 		return nil
 	}
-	return r
+	if r := s.slot(idx); r.serial == sr {
+		return r
+	}
+	return nil
 }
 
 // remember records the end of an attempt of t: its attempt and run
@@ -217,11 +227,17 @@ func (s *state) rec(sr uint64) *attemptRec {
 func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outcome, d attemptDetail, handed, started, ended int64) {
 	sr := s.nextSerial
 	s.nextSerial++
-	idx := int((sr - 1) % uint64(s.histCap))
-	if idx == len(s.recs) {
-		s.recs = append(s.recs, attemptRec{})
+	idx := s.ringPos // (sr-1) % histCap, without a division
+	if s.ringPos++; s.ringPos == s.histCap {
+		s.ringPos = 0
 	}
-	r := &s.recs[idx]
+	if idx == s.recN {
+		if idx%recBlock == 0 {
+			s.recs = append(s.recs, make([]attemptRec, min(recBlock, s.histCap-idx)))
+		}
+		s.recN++
+	}
+	r := s.slot(idx)
 	if r.serial != 0 && r.detail {
 		delete(s.details, r.serial)
 	}
