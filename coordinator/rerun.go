@@ -478,38 +478,13 @@ func (s *state) recountAfterRerun(reopened []int32, dependents map[int32][]int32
 			s.fam[t].open = n
 		case h.status == Skipped && h.unmet == 0: // settled: it keeps its end
 		case h.status == Skipped:
-			n := int32(0)
-			for _, d := range s.edges(r, r.deps) {
-				if !s.settledEnd(d) {
-					n++
-				}
-			}
-			h.unmet = n
+			h.unmet = s.countUnsettled(t)
 		case isReopened[t]: // settleReopened counts it as a task submitted now
 		case h.status == Pending && h.unmet > 0:
-			h.unmet = 0
-			for _, d := range s.edges(r, r.deps) {
-				var counted bool
-				switch h.rule() {
-				case AllSucceeded:
-					counted = s.hot[d].status == Succeeded
-				case AllDone:
-					counted = s.hot[d].status.Final()
-				default:
-					counted = s.decided(d)
-				}
-				if !counted {
-					h.unmet++
-				}
-			}
+			h.unmet = s.countUnmet(t)
 		}
 		if s.retain {
-			s.held[t].preds = 0
-			for _, d := range s.edges(r, r.deps) {
-				if !s.settledEnd(d) {
-					s.held[t].preds++
-				}
-			}
+			s.held[t].preds = s.countUnsettled(t)
 		}
 	}
 }

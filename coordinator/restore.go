@@ -440,34 +440,14 @@ func (s *state) restoreCounts(finals []retention) {
 	for t := range s.tasks {
 		t := int32(t)
 		h := &s.hot[t]
-		r := &s.tasks[t]
 		if !h.status.Final() {
-			h.unmet = 0
-			for _, dep := range s.edges(r, r.deps) {
-				var counted bool
-				switch h.rule() {
-				case AllSucceeded:
-					counted = s.hot[dep].status == Succeeded
-				case AllDone:
-					counted = s.hot[dep].status.Final()
-				default:
-					counted = s.decided(dep)
-				}
-				if !counted {
-					h.unmet++
-				}
-			}
+			h.unmet = s.countUnmet(t)
 		}
 		if s.retain {
 			// Whatever its own state: a task final already (cancelled, or
 			// started early by AnyFailed) still hears from a dependency
 			// that has not ended, and must not be forgotten before.
-			s.held[t].preds = 0
-			for _, dep := range s.edges(r, r.deps) {
-				if !s.settledEnd(dep) {
-					s.held[t].preds++
-				}
-			}
+			s.held[t].preds = s.countUnsettled(t)
 		}
 	}
 	if s.retain {
@@ -631,4 +611,40 @@ func (s *state) restoreJoins(stored []storedTask) {
 			s.joins = append(s.joins, t)
 		}
 	}
+}
+
+// countUnmet counts the dependencies of t that its rule still waits for:
+// under AllSucceeded those not succeeded, under AllDone those not final,
+// under the other rules those not decided (restore, re-run).
+func (s *state) countUnmet(t int32) int32 {
+	r, h := &s.tasks[t], &s.hot[t]
+	var n int32
+	for _, d := range s.edges(r, r.deps) {
+		var counted bool
+		switch h.rule() {
+		case AllSucceeded:
+			counted = s.hot[d].status == Succeeded
+		case AllDone:
+			counted = s.hot[d].status.Final()
+		default:
+			counted = s.decided(d)
+		}
+		if !counted {
+			n++
+		}
+	}
+	return n
+}
+
+// countUnsettled counts the dependencies of t whose ends are not settled
+// (retention's hold, cascade.go).
+func (s *state) countUnsettled(t int32) int32 {
+	r := &s.tasks[t]
+	var n int32
+	for _, d := range s.edges(r, r.deps) {
+		if !s.settledEnd(d) {
+			n++
+		}
+	}
+	return n
 }

@@ -181,23 +181,32 @@ func (s *Scheduler) poolOfTask(c *lane.Context) string {
 // time before 1678 or after 2262 as the nearest it can). It returns ErrNoAttempt if ctx is not a running
 // attempt's context. It does not block and is safe for concurrent use.
 func AppendLog(ctx context.Context, lines ...LogLine) error {
-	c, ok := lane.Of(ctx)
-	if !ok {
-		return ErrNoAttempt
-	}
-	_, owner, ok := c.Attempt()
-	s, _ := owner.(*Scheduler)
-	if !ok || s == nil {
-		return ErrNoAttempt
-	}
-	l := attemptLogOf(c, s)
-	if l == nil {
-		return ErrNoAttempt
+	l, err := runningLog(ctx)
+	if err != nil {
+		return err
 	}
 	for _, line := range lines {
 		l.add(line)
 	}
 	return nil
+}
+
+// runningLog is the log of the running attempt whose context is ctx, or
+// ErrNoAttempt.
+func runningLog(ctx context.Context) (*attemptLog, error) {
+	c, ok := lane.Of(ctx)
+	if !ok {
+		return nil, ErrNoAttempt
+	}
+	_, owner, ok := c.Attempt()
+	s, _ := owner.(*Scheduler)
+	if !ok || s == nil {
+		return nil, ErrNoAttempt
+	}
+	if l := attemptLogOf(c, s); l != nil {
+		return l, nil
+	}
+	return nil, ErrNoAttempt
 }
 
 // AddLogsDropped counts n lines that the running attempt whose context is
@@ -208,18 +217,9 @@ func AppendLog(ctx context.Context, lines ...LogLine) error {
 // ctx is not a running attempt's context. It does not block and is safe
 // for concurrent use.
 func AddLogsDropped(ctx context.Context, n int) error {
-	c, ok := lane.Of(ctx)
-	if !ok {
-		return ErrNoAttempt
-	}
-	_, owner, ok := c.Attempt()
-	s, _ := owner.(*Scheduler)
-	if !ok || s == nil {
-		return ErrNoAttempt
-	}
-	l := attemptLogOf(c, s)
-	if l == nil {
-		return ErrNoAttempt
+	l, err := runningLog(ctx)
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		l.mu.Lock()
