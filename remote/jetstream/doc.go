@@ -110,10 +110,14 @@
 // was decided and after the tasks waiting for that end began. A delivery
 // already on its way to a worker then is dropped by Serve, which looks up
 // every delivery again (not a first one) in the work stream before it runs
-// it; only if the stream cannot answer within a quarter of the lease (at
-// most two seconds: the lease is not extended meanwhile) does it run (at
-// least once). Through an outage Do waits for the stream to answer,
-// up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
+// it. While the stream cannot answer (an outage, its leader's election, a
+// worker without the permission ServePermissions gives for it), Serve asks
+// again, extending the delivery's lease, for up to a lease; then it hands
+// the delivery back unrun, so no attempt runs again once its end may have
+// been applied. The attempt is delivered again later, and after
+// WithMaxDeliver deliveries Do ends it with ErrMaxDeliveries (a failed
+// attempt that RetryPolicy may retry). Through an outage Do waits for the
+// stream to answer, up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
 // returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
 //
 // The last delivery's end, without a worker. JetStream may give up an

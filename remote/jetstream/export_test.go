@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -17,11 +18,14 @@ func EncodeOutcome(key, status, worker string, delivery int, errText string) []b
 }
 
 // Withdrawn is Serve's look at a delivery again: whether pool's work
-// stream no longer holds message seq. AttemptsStream and AttemptsSubject
-// name the work stream and its subject. Only for testing.
-func Withdrawn(nc *nats.Conn, pool string, seq uint64) bool {
+// stream no longer holds message seq ("gone"), still does ("held"), or
+// does not say ("unknown", after asking for about lease). AttemptsStream
+// and AttemptsSubject name the work stream and its subject. Only for
+// testing.
+func Withdrawn(nc *nats.Conn, pool string, seq uint64, lease time.Duration) string {
 	s := &server{nc: nc, pool: pool}
-	return s.withdrawn(context.Background(), seq)
+	s.lease.Store(int64(lease))
+	return [...]string{lookHeld: "held", lookGone: "gone", lookUnknown: "unknown"}[s.withdrawn(context.Background(), nil, seq)]
 }
 
 func AttemptsStream(pool string) string  { return attemptsStream(pool) }
@@ -35,3 +39,7 @@ func OutcomeSubject(pool, instance, key string) string { return outcomeSubject(p
 func AttemptKey(instance, task string, round, attempt int) string {
 	return attemptKey(instance, jobID{task: task, round: round, attempt: attempt})
 }
+
+// WorkConsumer is the name of a pool's work consumer, from which Serve
+// pulls.
+const WorkConsumer = workConsumer

@@ -625,15 +625,26 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 		a.Delivery, seq, stored = int(md.NumDelivered), md.Sequence.Stream, md.Timestamp
 	}
 	o := outcome{Key: key, Seq: seq, Worker: s.cfg.name, Delivery: a.Delivery, Token: h.Get(hdrToken)}
-	if a.Delivery > 1 && seq != 0 && s.withdrawn(ctx, seq) {
-		// A delivery again (a lease lapsed, or an acknowledgement was
-		// lost) of an attempt the Pool has taken out of the work stream
-		// since: its end was applied, and it must not run again.
-		s.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "jetstream: Serve: dropping a delivery of an attempt already ended",
-			slog.String("pool", s.pool), slog.String("attempt", key), slog.Int("delivery", a.Delivery))
-		free()
-		_ = m.Term()
-		return
+	if a.Delivery > 1 && seq != 0 {
+		switch s.withdrawn(ctx, m, seq) {
+		case lookGone:
+			// A delivery again (a lease lapsed, or an acknowledgement was
+			// lost) of an attempt the Pool has taken out of the work
+			// stream since: its end was applied, and it must not run again.
+			s.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "jetstream: Serve: dropping a delivery of an attempt already ended",
+				slog.String("pool", s.pool), slog.String("attempt", key), slog.Int("delivery", a.Delivery))
+			free()
+			_ = m.Term()
+			return
+		case lookUnknown:
+			// Its end may have been applied: handed back, not run.
+			s.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "jetstream: Serve: handing back a delivery again: the work stream did not say whether its attempt ended",
+				slog.String("pool", s.pool), slog.String("attempt", key), slog.Int("delivery", a.Delivery),
+				slog.String("why", "an outage, or a worker without the permission to look (ServePermissions)"))
+			free()
+			s.handBack(m)
+			return
+		}
 	}
 
 	logs := coordinator.NewLogCollector(s.cfg.logLines, s.cfg.logBytes, s.cfg.logger.Handler().WithAttrs([]slog.Attr{
@@ -799,17 +810,23 @@ func (s *server) report(ctx context.Context, instance string, o outcome, lease t
 	}
 }
 
-// withdrawnBudget bounds the look withdrawn takes, and so does a quarter
-// of the lease: the delivery's lease is not extended meanwhile.
+// withdrawnBudget bounds one look of lookUp, and so does a quarter of the
+// lease.
 const withdrawnBudget = 2 * time.Second
 
-// withdrawn reports whether the work stream no longer holds message seq:
+// look is what the work stream says of a delivery again (lookUp).
+type look uint8
+
+const (
+	lookHeld    look = iota // it holds the attempt: its end is not applied, it may run
+	lookGone                // it no longer does: the Pool took it out as it applied its end
+	lookUnknown             // no answer (an outage, a leader's election, a timeout, a refusal)
+)
+
+// lookUp asks the work stream, once, whether it still holds message seq:
 // the Pool takes an attempt out before it returns its outcome, so a
-// delivery that was on its way before that finds it gone. Asked only of
-// a delivery again (rare), so a first delivery costs nothing. Any other
-// answer (an outage, a timeout, an undecodable reply) says no: the
-// attempt runs, at least once.
-func (s *server) withdrawn(ctx context.Context, seq uint64) bool {
+// delivery that was on its way before that finds it gone.
+func (s *server) lookUp(ctx context.Context, seq uint64) look {
 	budget := withdrawnBudget
 	if lease := time.Duration(s.lease.Load()); lease > 0 {
 		budget = min(budget, lease/4)
@@ -821,15 +838,54 @@ func (s *server) withdrawn(ctx context.Context, seq uint64) bool {
 	}{seq})
 	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+attemptsStream(s.pool), req)
 	if err != nil {
-		return false
+		return lookUnknown
 	}
 	var resp struct {
 		Error *struct {
 			ErrCode int `json:"err_code"`
 		} `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
 	}
-	if json.Unmarshal(m.Data, &resp) != nil || resp.Error == nil {
-		return false
+	switch {
+	case json.Unmarshal(m.Data, &resp) != nil:
+		return lookUnknown
+	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessageFound:
+		return lookGone
+	case resp.Error == nil && resp.Message != nil && resp.Message.Seq == seq:
+		return lookHeld
 	}
-	return resp.Error.ErrCode == errCodeNoMessageFound
+	return lookUnknown
+}
+
+// withdrawn looks up a delivery again (m, message seq of the work stream)
+// until the stream answers: asked only of a delivery again (rare), so a
+// first delivery costs nothing. While the stream cannot answer (its
+// leader lost with a server, an election, a worker without the permission
+// ServePermissions gives) it asks again every quarter of the lease,
+// extending the delivery's lease meanwhile, for up to a lease; then it
+// gives up with lookUnknown: the caller hands the delivery back, and never
+// runs an attempt whose end may have been applied (it ran after that end,
+// and after the tasks waiting for it began, in a test that stopped the
+// stream's leader). The attempt is not lost: it is delivered again, and
+// after WithMaxDeliver deliveries Do ends it with ErrMaxDeliveries, which
+// RetryPolicy may retry.
+func (s *server) withdrawn(ctx context.Context, m njs.Msg, seq uint64) look {
+	lease := time.Duration(s.lease.Load())
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	wait := min(withdrawnBudget, lease/4)
+	for tries := int64(lease / wait); ; tries-- { // each try takes at least wait: about a lease in all
+		if l := s.lookUp(ctx, seq); l != lookUnknown || tries <= 1 {
+			return l
+		}
+		if m != nil {
+			_ = m.InProgress()
+		}
+		if !s.pause(ctx, wait) {
+			return lookUnknown
+		}
+	}
 }

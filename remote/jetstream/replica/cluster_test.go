@@ -2,8 +2,11 @@ package replica_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,23 +28,47 @@ type cluster struct {
 	tweak   func(i int, o *server.Options)
 }
 
-// freePorts returns n ports free on loopback now.
+// freePorts returns n ports free on loopback now, chosen below the
+// kernel's ephemeral range: a port the kernel hands out (listen on port 0)
+// may, once closed, be taken as the local port of any outgoing
+// connection, and a server stopped and started again on it (a test of a
+// server's loss) or started a moment later then fails to listen (seen:
+// "server 2 not ready after 30s" after 25 runs under load). No outgoing
+// connection takes a port below the range.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
+	lo, hi := 10000, ephemeralLow()-1
 	var ls []net.Listener
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("no %d free ports in [%d, %d)", n, lo, hi)
+		}
+		p := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			t.Fatal(err)
+			continue // in use
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	for _, l := range ls {
 		l.Close()
 	}
 	return ports
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range; 32768, Linux's default, where it cannot be read).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > 11000 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 // startCluster starts n servers forming one JetStream cluster, and shuts
