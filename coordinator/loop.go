@@ -71,7 +71,10 @@ func (s *Scheduler) run(l *loop) error {
 			l.held = nil
 		}
 
-		out := st.ready(now)
+		out := st.iterate(now)
+		if st.dur != nil {
+			st.pack(&out, s.clk.Now()) // written when decided: after every end iterate applied
+		}
 		if l.do(&out) != nil && s.failure() == nil {
 			s.storeFailed(out.Failed) // out.Failed: set by do
 		}

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/record"
 )
 
 // The boundary between the state and its loop (ready.go), driven by hand:
@@ -201,4 +204,52 @@ func TestWatchesOfTheSameTasks(t *testing.T) {
 	if len(r.s.byID) != 0 || slices.ContainsFunc(r.s.watchOf, func(x int32) bool { return x != 0 }) {
 		t.Errorf("answered watches left behind: byID %v, watchOf %v", r.s.byID, r.s.watchOf)
 	}
+}
+
+// A state is written at the time the loop packs the commit, read after
+// the iteration applied its ends (pack), not at the iteration's first
+// reading of the clock: an end applied in a long iteration (harvested as
+// it dispatched) came after that reading, and a replica's test saw a
+// task's success written a millisecond before its function began.
+func TestStateWrittenWhenCommitted(t *testing.T) {
+	d := newDurableRig(t, 1)
+	reply := make(chan error, 1)
+	d.submitted(t, reply, Task{ID: "a", Run: noop})
+	for i := range 10 {
+		o := d.s.iterate(d.now)
+		packed := d.now.Add(time.Duration(i+1) * time.Millisecond)
+		d.s.pack(&o, packed)
+		if o.Commit != nil {
+			for _, kv := range o.Commit.Puts {
+				if _, kind, ok := record.ParseTaskKey(kv.Key); !ok || kind != record.KindState {
+					continue
+				}
+				st, err := record.DecodeState(kv.Value, uint8(Skipped)+1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st.At.Equal(packed) {
+					t.Errorf("a's state %v written at %v; want %v, when the commit was packed", Status(st.Status), st.At, packed)
+				}
+				if Status(st.Status) == Succeeded {
+					return
+				}
+			}
+			if err := d.commit(o.Commit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, a := range o.Answers {
+			a.deliver(nil)
+		}
+		for _, g := range o.Go {
+			g.l.Go(g.seq)
+		}
+		for _, p := range o.Publish {
+			p.do()
+		}
+		d.s.advance(nil)
+		d.drain(0)
+	}
+	t.Fatal("a's success was never written")
 }

@@ -107,9 +107,31 @@ type stopReq struct {
 func (s *state) later(a answer) { s.answers = append(s.answers, a) }
 
 // ready makes what is due ready, settles retention, dispatches, reports
-// the starts it can see, and returns what the loop must do (outbox). The
-// loop must call advance before it touches the state again.
+// the starts it can see, and returns what the loop must do (outbox),
+// with a durable scheduler's commit written at now (iterate, then pack).
+// The loop must call advance before it touches the state again.
 func (s *state) ready(now time.Time) outbox {
+	o := s.iterate(now)
+	s.pack(&o, now)
+	return o
+}
+
+// pack adds to o a durable scheduler's commit of what the iteration
+// changed, its states written at now. The loop reads its clock again for
+// it, after iterate: iterate may apply an end that came after the
+// iteration's first reading (it harvests the lanes as it dispatches, and
+// an iteration may be long: a goroutine descheduled on a loaded machine),
+// and a state's At must not be earlier than what it records (a replica's
+// test saw a task's success written 1 ms before its function began).
+func (s *state) pack(o *outbox, now time.Time) {
+	if s.dur != nil {
+		o.Failed = s.dur.failed
+		o.Commit = s.takeCommit(now)
+	}
+}
+
+// iterate is ready without the commit (pack).
+func (s *state) iterate(now time.Time) outbox {
 	s.fireDue(now)
 	s.joinAll(now)
 	s.settle(now)
@@ -165,10 +187,6 @@ func (s *state) ready(now time.Time) outbox {
 	due, ok := s.nextDue()
 	o := outbox{Answers: s.answers, Go: s.goes, Publish: s.pubs, Stop: s.stops, Events: s.events,
 		Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
-	if s.dur != nil {
-		o.Failed = s.dur.failed
-		o.Commit = s.takeCommit(now)
-	}
 	return o
 }
 
