@@ -368,7 +368,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32, now tim
 	ls.l.Put(seq, t, parent, fused, r.attempts, r.runs+1, s.hasSuccessors(t), urgent)
 	s.handOutCarefully(ls, seq, t)
 	if s.historyOn() {
-		s.handedOut(ls, seq, t, now)
+		s.handedOut(ls, seq, now)
 	}
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,

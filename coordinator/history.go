@@ -31,7 +31,7 @@ import (
 // runs dry, and a lane of long attempts holds few, so those times are
 // exact to within a report for attempts long enough to matter, and cost
 // no clock read. Attempts with a Timeout, for which the worker reads the
-// clock anyway, are timed by the worker itself (lane.SetStamp).
+// clock anyway, are timed by the worker itself (lane.StampTimed).
 
 // Outcome is how an attempt ended (Attempt.Outcome).
 type Outcome uint8
@@ -169,6 +169,9 @@ func (s *state) historyOn() bool { return s.histPerTask > 0 }
 func (s *state) startHistory(perTask, total int) {
 	s.histPerTask, s.histCap = int32(perTask), total
 	s.nextSerial = 1
+	for i := range s.lanes {
+		s.lanes[i].l.StampTimed() // the workers time attempts with a Timeout themselves
+	}
 }
 
 // recBlock is how many records a block of the ring holds.
@@ -222,9 +225,10 @@ func (s *state) rec(sr uint64) *attemptRec {
 
 // remember records the end of an attempt of t: its attempt and run
 // numbers, the lane that ran it (-1: none), its outcome and error, and
-// its times (UnixNano, 0 if unknown). A durable scheduler's caller marks
+// its times (UnixNano, 0 if unknown), and what only some attempts have
+// (d: nil or empty for none; copied). A durable scheduler's caller marks
 // the history to be written (historyChanged).
-func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outcome, d attemptDetail, handed, started, ended int64) {
+func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outcome, d *attemptDetail, handed, started, ended int64) {
 	sr := s.nextSerial
 	s.nextSerial++
 	idx := s.ringPos // (sr-1) % histCap, without a division
@@ -243,12 +247,12 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 	}
 	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run, rerun: rerun,
 		outcome: o, handed: handed, started: started, ended: ended}
-	if !d.empty() {
+	if d != nil && !d.empty() {
 		if s.details == nil {
 			s.details = map[uint64]*attemptDetail{}
 		}
-		dd := new(attemptDetail) // here, not &d: d would move to the heap on every call
-		*dd = d
+		dd := new(attemptDetail) // a copy: the caller's d stays on its stack
+		*dd = *d
 		s.details[sr] = dd
 		r.detail = true
 	}
@@ -298,13 +302,18 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		ended = now.UnixNano()
 	}
 	ls.lastEnd = ended
-	d := attemptDetail{err: err}
-	if ls.l.Touched(seq) {
-		c := ls.l.Ctx(seq)
-		d.worker = c.Worker()
-		if l, _ := c.Extra(nil).(*attemptLog); l != nil {
-			d.logs, d.logsDropped = l.snapshot()
+	var d *attemptDetail // most attempts have none: no copy of an empty one
+	var dv attemptDetail
+	if err != nil || ls.l.Touched(seq) {
+		dv.err = err
+		if ls.l.Touched(seq) {
+			c := ls.l.Ctx(seq)
+			dv.worker = c.Worker()
+			if l, _ := c.Extra(nil).(*attemptLog); l != nil {
+				dv.logs, dv.logsDropped = l.snapshot()
+			}
 		}
+		d = &dv
 	}
 	s.remember(t, int32(ls.l.ID), r.attempts, r.runs+1, s.reruns(t), o, d, handed, started, ended)
 	if !(s.closing && err == ErrClosed) {
@@ -325,17 +334,14 @@ func (ls *laneState) attemptTimes(seq uint32) (handed, seen int64) {
 	return tm[0], tm[1]
 }
 
-// handedOut records, for the history, when the item at seq of ls, an
-// attempt of t, was put; the worker times an attempt with a timeout
+// handedOut records, for the history, when the item at seq of ls was
+// put; the worker times an attempt with a timeout
 // itself (it reads the clock for the deadline anyway).
-func (s *state) handedOut(ls *laneState, seq uint32, t int32, now time.Time) {
+func (s *state) handedOut(ls *laneState, seq uint32, now time.Time) {
 	if ls.times == nil {
 		ls.times = new([lane.Size][2]int64)
 	}
 	ls.times[seq&(lane.Size-1)] = [2]int64{now.UnixNano(), 0}
-	if x := s.spec(t).X; x != nil && x.Timeout > 0 {
-		ls.l.SetStamp(seq)
-	}
 }
 
 // sawStart records, for the history, when the coordinator saw the item at
@@ -633,6 +639,6 @@ func (s *state) restoreHistory(stored []storedTask) {
 		for _, l := range a.Lines {
 			d.logs = append(d.logs, LogLine{Time: unixTime(l.Time), Level: slog.Level(l.Level), Message: l.Msg, Attrs: l.Attrs})
 		}
-		s.remember(e.t, -1, a.Attempt, a.Run, a.Rerun, Outcome(a.Outcome), d, a.Handed, a.Started, a.Ended)
+		s.remember(e.t, -1, a.Attempt, a.Run, a.Rerun, Outcome(a.Outcome), &d, a.Handed, a.Started, a.Ended)
 	}
 }

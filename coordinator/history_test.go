@@ -78,6 +78,33 @@ func TestHistoryTellsEveryAttempt(t *testing.T) {
 	})
 }
 
+// An attempt with a Timeout is timed by its worker, which reads the clock
+// for the deadline anyway (lane.StampTimed, decided by the worker from the
+// spec it reads to run it): its Started and Ended are when its function
+// began and returned, behind another attempt of its worker's lane.
+func TestHistoryTimesAnAttemptWithATimeoutExactly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(1))
+		start := time.Now()
+		err := s.Submit(
+			coordinator.Task{ID: "first", Run: func(context.Context) error { time.Sleep(2 * time.Minute); return nil }},
+			coordinator.Task{ID: "timed", Timeout: time.Hour, Run: func(context.Context) error { time.Sleep(3 * time.Minute); return nil }},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		h, _ := s.History("timed")
+		if len(h.Attempts) != 1 {
+			t.Fatalf("History(timed) = %+v; want one attempt", h)
+		}
+		a := h.Attempts[0]
+		if !a.Started.Equal(start.Add(2*time.Minute)) || !a.Ended.Equal(start.Add(5*time.Minute)) || a.Duration(time.Now()) != 3*time.Minute {
+			t.Errorf("timed's attempt: started %v, ended %v, %v; want from %v for 3m0s", a.Started.Sub(start), a.Ended.Sub(start), a.Duration(time.Now()), 2*time.Minute)
+		}
+	})
+}
+
 // The history keeps the newest WithHistory perTask attempts of a task and
 // says how many it dropped; the total bound drops the oldest of all.
 func TestHistoryIsBounded(t *testing.T) {

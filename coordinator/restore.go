@@ -369,7 +369,7 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			s.markCareful(t)
 			if s.historyOn() {
 				r := &s.tasks[t]
-				s.remember(t, -1, r.attempts, r.runs+1, s.reruns(t), OutcomeInterrupted, attemptDetail{err: ErrInterrupted}, 0, st.At.UnixNano(), now.UnixNano())
+				s.remember(t, -1, r.attempts, r.runs+1, s.reruns(t), OutcomeInterrupted, &attemptDetail{err: ErrInterrupted}, 0, st.At.UnixNano(), now.UnixNano())
 				s.historyChanged(t)
 			}
 			s.failed(t, ErrInterrupted, true, now)

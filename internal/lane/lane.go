@@ -136,7 +136,6 @@ const (
 	itemStartBy                    // the worker must claim it by its slot's startBy time (SetStartBy)
 	itemCareful                    // claimed, the worker calls nothing until the coordinator lets it (SetCareful, Go)
 	itemGo                         // set by the coordinator: the careful item's start is committed
-	itemStamp                      // the worker reads the clock as the function starts and as it returns (SetStamp, Stamps)
 )
 
 // Outcome is what a worker says of an attempt that failed.
@@ -267,10 +266,10 @@ type Lane struct {
 	ctxs    [Size]*Context // one per slot, reused while no function looked at it
 	outs    [Size]Outcome  // written by the worker for a failure only
 	// stamps: when the function of the slot's item started and returned
-	// (UnixNano, on the workers' clock), written by the worker for an
-	// item with itemStamp (SetStamp), read by the coordinator once the
-	// item is done (Stamps).
-	stamps *[Size][2]int64 // allocated by the first SetStamp
+	// (UnixNano, on the workers' clock), zeroed by Put, written by the
+	// worker for an item with a Timeout (StampTimed), read by the
+	// coordinator (Stamps).
+	stamps *[Size][2]int64 // allocated by StampTimed, before the first item is published
 
 	// Owned by the worker goroutine.
 	next   uint32            // the next sequence to look at
@@ -296,6 +295,12 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 	i := seq & mask
 	it := &l.items[i]
 	it.state, it.task, it.parent, it.flags = Free, task, parent, 0
+	if l.stamps != nil {
+		// The slot's last item's, which the coordinator has applied; plain
+		// stores (an atomic one is a full fence: 20 ns an item): the
+		// publication orders them before the worker's.
+		l.stamps[i] = [2]int64{}
+	}
 	if fused {
 		it.flags |= itemFused
 	}
@@ -335,24 +340,28 @@ func (l *Lane) SetStartBy(seq uint32, unixNano int64) {
 // attempt's start before its function may run. Coordinator only.
 func (l *Lane) SetCareful(seq uint32) { l.items[seq&mask].flags |= itemCareful }
 
-// SetStamp asks the worker to read the clock as the function of the item
-// at seq, put and not published, starts and as it returns (Stamps): two
-// clock reads, worth it for attempts that are not tiny. Coordinator only.
-func (l *Lane) SetStamp(seq uint32) {
+// StampTimed asks the worker to read the clock as the function of an item
+// with a Timeout starts and as it returns (Stamps): it reads the clock for
+// the deadline anyway, and such attempts are not tiny. The worker decides
+// from the item's spec, which it reads to run it, so that the coordinator
+// need not read every spec as it hands items out (a cache miss each on a
+// large graph). Coordinator only, before the lane's first item is
+// published.
+func (l *Lane) StampTimed() {
 	if l.stamps == nil {
-		l.stamps = new([Size][2]int64) // published with the item: the worker sees it
+		l.stamps = new([Size][2]int64)
 	}
-	l.items[seq&mask].flags |= itemStamp
 }
 
 // Stamps returns when the function of the item at seq started and
-// returned (UnixNano; 0 for an item not stamped, or not yet started or
-// returned). The coordinator may call it while the item runs.
+// returned (UnixNano; 0 for an item without a Timeout, on a lane without
+// StampTimed, or not yet started or returned). The coordinator may call
+// it while the item runs.
 func (l *Lane) Stamps(seq uint32) (started, ended int64) {
-	i := seq & mask
-	if atomic.LoadUint32(&l.items[i].flags)&itemStamp == 0 {
+	if l.stamps == nil {
 		return 0, 0
 	}
+	i := seq & mask
 	return atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
 }
 
@@ -630,15 +639,11 @@ func (l *Lane) runOne() {
 		l.progress()
 	}
 	spec, ctx := l.env.Specs.At(it.task), l.ctxs[i]
-	if flags&itemStamp != 0 {
-		atomic.StoreInt64(&l.stamps[i][0], 0)
-		atomic.StoreInt64(&l.stamps[i][1], 0)
-	}
 	if flags&itemCareful != 0 && !l.waitGo(it, ctx) {
 		l.finish(context.Cause(ctx)) // cancelled or shut down before it could start
 		return
 	}
-	if flags&itemStamp != 0 {
+	if l.stamps != nil && spec.X != nil && spec.X.Timeout > 0 {
 		atomic.StoreInt64(&l.stamps[i][0], l.env.Clock.Now().UnixNano())
 	}
 	var err error
@@ -682,7 +687,7 @@ func (l *Lane) finish(err error) {
 	i := l.next & mask
 	it := &l.items[i]
 	flags := atomic.LoadUint32(&it.flags)
-	if flags&itemStamp != 0 && atomic.LoadInt64(&l.stamps[i][0]) != 0 {
+	if l.stamps != nil && atomic.LoadInt64(&l.stamps[i][0]) != 0 {
 		atomic.StoreInt64(&l.stamps[i][1], l.env.Clock.Now().UnixNano())
 	}
 	if flags&itemTouched != 0 {
