@@ -204,12 +204,18 @@ func (s *state) submitted(b *submission) {
 // committed (or with the commit's error if it failed).
 func (s *state) answer(reply chan<- error, err error) { s.later(answer{err: reply, val: err}) }
 
+// storePending reports whether takeCommit has something to write.
+func (s *state) storePending() bool {
+	d := s.dur
+	return d.failed == nil && (len(d.dirty) > 0 || len(d.deletes) > 0 || len(d.defs) > 0 || len(d.pools) > 0 || len(d.histDirty) > 0)
+}
+
 // takeCommit returns what this iteration changed as one commit (nil:
 // nothing to write), for the loop to commit (outbox); committed learns
 // how that went. After a failed commit nothing more is written.
 func (s *state) takeCommit(now time.Time) *Changes {
 	d := s.dur
-	if d.failed != nil || (len(d.dirty) == 0 && len(d.deletes) == 0 && len(d.defs) == 0 && len(d.pools) == 0 && len(d.histDirty) == 0) {
+	if !s.storePending() {
 		return nil
 	}
 	c := &d.ch

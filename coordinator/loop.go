@@ -73,7 +73,11 @@ func (s *Scheduler) run(l *loop) error {
 
 		out := st.iterate(now)
 		if st.dur != nil {
-			st.pack(&out, s.clk.Now()) // written when decided: after every end iterate applied
+			at := now
+			if st.storePending() {
+				at = s.clk.Now() // written when decided: after every end iterate applied
+			}
+			st.pack(&out, at)
 		}
 		if l.do(&out) != nil && s.failure() == nil {
 			s.storeFailed(out.Failed) // out.Failed: set by do

@@ -112,13 +112,15 @@
 // every delivery again (not a first one) in the work stream before it runs
 // it. While the stream cannot answer (an outage, its leader's election, a
 // worker without the permission ServePermissions gives for it), Serve asks
-// again, extending the delivery's lease, for up to a lease; then it hands
-// the delivery back unrun, so no attempt runs again once its end may have
-// been applied. The attempt is delivered again later, and after
-// WithMaxDeliver deliveries Do ends it with ErrMaxDeliveries (a failed
-// attempt that RetryPolicy may retry). Through an outage Do waits for the
-// stream to answer, up to WithMaxOutage. After WithMaxDeliver deliveries without an outcome, Do
-// returns ErrMaxDeliveries, a failed attempt that RetryPolicy may retry.
+// again, extending the delivery's lease, for 10 s or a lease if longer;
+// then it hands the delivery back unrun rather than run an attempt whose
+// end may have been applied. A window remains: a look that says the
+// stream holds the attempt just before the Pool takes it out, and a Pool
+// that could not take it out (an outage past WithMaxOutage: it logs that
+// the attempt may run again). Through an outage Do waits for the stream to
+// answer, up to WithMaxOutage. After WithMaxDeliver deliveries without an
+// outcome (handed back ones included), Do returns ErrMaxDeliveries, a
+// failed attempt that RetryPolicy may retry.
 //
 // The last delivery's end, without a worker. JetStream may give up an
 // attempt whose last delivery's lease ran out only when a worker pulls

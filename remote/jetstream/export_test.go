@@ -19,13 +19,21 @@ func EncodeOutcome(key, status, worker string, delivery int, errText string) []b
 
 // Withdrawn is Serve's look at a delivery again: whether pool's work
 // stream no longer holds message seq ("gone"), still does ("held"), or
-// does not say ("unknown", after asking for about lease). AttemptsStream
-// and AttemptsSubject name the work stream and its subject. Only for
-// testing.
+// does not say ("unknown", after asking for the longer of lease and
+// withdrawnPatience). AttemptsStream and AttemptsSubject name the work
+// stream and its subject. Only for testing.
 func Withdrawn(nc *nats.Conn, pool string, seq uint64, lease time.Duration) string {
 	s := &server{nc: nc, pool: pool}
 	s.lease.Store(int64(lease))
-	return [...]string{lookHeld: "held", lookGone: "gone", lookUnknown: "unknown"}[s.withdrawn(context.Background(), nil, seq)]
+	return [...]string{lookHeld: "held", lookGone: "gone", lookUnknown: "unknown"}[s.withdrawn(context.Background(), seq)]
+}
+
+// SetWithdrawnPatience sets how long Serve looks up a delivery again that
+// gets no answer (at least the lease), until the test's cleanup.
+func SetWithdrawnPatience(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := withdrawnPatience
+	withdrawnPatience = d
+	t.Cleanup(func() { withdrawnPatience = old })
 }
 
 func AttemptsStream(pool string) string  { return attemptsStream(pool) }

@@ -626,8 +626,24 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	}
 	o := outcome{Key: key, Seq: seq, Worker: s.cfg.name, Delivery: a.Delivery, Token: h.Get(hdrToken)}
 	if a.Delivery > 1 && seq != 0 {
-		switch s.withdrawn(ctx, m, seq) {
-		case lookGone:
+		// While it is looked up, extendLeases extends its lease (and
+		// reports it held, if it is the last delivery), and a cancel of it
+		// ends the look.
+		lctx, stop := context.WithCancelCause(ctx)
+		r := &running{cancel: stop, msg: m, seq: seq, key: key, instance: instance, delivery: a.Delivery}
+		s.track(r)
+		look := s.withdrawn(lctx, seq)
+		s.untrack(r)
+		stop(nil)
+		switch {
+		case look != lookGone && errors.Is(context.Cause(lctx), ErrStopped):
+			// Cancelled while it was looked up: say so, as for a cancel
+			// that came before the delivery.
+			o.Status = statusCancelled
+			free()
+			s.settle(ctx, m, instance, o)
+			return
+		case look == lookGone:
 			// A delivery again (a lease lapsed, or an acknowledgement was
 			// lost) of an attempt the Pool has taken out of the work
 			// stream since: its end was applied, and it must not run again.
@@ -636,7 +652,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 			free()
 			_ = m.Term()
 			return
-		case lookUnknown:
+		case look == lookUnknown:
 			// Its end may have been applied: handed back, not run.
 			s.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "jetstream: Serve: handing back a delivery again: the work stream did not say whether its attempt ended",
 				slog.String("pool", s.pool), slog.String("attempt", key), slog.Int("delivery", a.Delivery),
@@ -671,16 +687,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	s.running[key] = append(s.running[key], r)
 	s.mu.Unlock()
 	s.reportHeld([]*running{r})
-	defer func() {
-		s.mu.Lock()
-		rs := slices.DeleteFunc(s.running[key], func(x *running) bool { return x == r })
-		if len(rs) == 0 {
-			delete(s.running, key)
-		} else {
-			s.running[key] = rs
-		}
-		s.mu.Unlock()
-	}()
+	defer s.untrack(r)
 
 	exited := true
 	defer func() {
@@ -810,9 +817,32 @@ func (s *server) report(ctx context.Context, instance string, o outcome, lease t
 	}
 }
 
-// withdrawnBudget bounds one look of lookUp, and so does a quarter of the
-// lease.
+// withdrawnBudget bounds one look of lookUp; withdrawnPatience (or the
+// lease, if longer) bounds withdrawn's looks in all. A variable for tests.
 const withdrawnBudget = 2 * time.Second
+
+var withdrawnPatience = 10 * time.Second
+
+// track adds r to what runs here (extendLeases extends its lease; a cancel
+// of it ends r's context) and reports it held if it is a last delivery.
+func (s *server) track(r *running) {
+	s.mu.Lock()
+	s.running[r.key] = append(s.running[r.key], r)
+	s.mu.Unlock()
+	s.reportHeld([]*running{r})
+}
+
+// untrack removes r from what runs here.
+func (s *server) untrack(r *running) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := slices.DeleteFunc(s.running[r.key], func(x *running) bool { return x == r })
+	if len(rs) == 0 {
+		delete(s.running, r.key)
+	} else {
+		s.running[r.key] = rs
+	}
+}
 
 // look is what the work stream says of a delivery again (lookUp).
 type look uint8
@@ -827,11 +857,7 @@ const (
 // the Pool takes an attempt out before it returns its outcome, so a
 // delivery that was on its way before that finds it gone.
 func (s *server) lookUp(ctx context.Context, seq uint64) look {
-	budget := withdrawnBudget
-	if lease := time.Duration(s.lease.Load()); lease > 0 {
-		budget = min(budget, lease/4)
-	}
-	ctx, done := context.WithTimeout(ctx, budget)
+	ctx, done := context.WithTimeout(ctx, withdrawnBudget)
 	defer done()
 	req, _ := json.Marshal(struct {
 		Seq uint64 `json:"seq"`
@@ -859,32 +885,33 @@ func (s *server) lookUp(ctx context.Context, seq uint64) look {
 	return lookUnknown
 }
 
-// withdrawn looks up a delivery again (m, message seq of the work stream)
+// withdrawn looks up a delivery again (message seq of the work stream)
 // until the stream answers: asked only of a delivery again (rare), so a
-// first delivery costs nothing. While the stream cannot answer (its
-// leader lost with a server, an election, a worker without the permission
-// ServePermissions gives) it asks again every quarter of the lease,
-// extending the delivery's lease meanwhile, for up to a lease; then it
-// gives up with lookUnknown: the caller hands the delivery back, and never
-// runs an attempt whose end may have been applied (it ran after that end,
-// and after the tasks waiting for it began, in a test that stopped the
-// stream's leader). The attempt is not lost: it is delivered again, and
-// after WithMaxDeliver deliveries Do ends it with ErrMaxDeliveries, which
-// RetryPolicy may retry.
-func (s *server) withdrawn(ctx context.Context, m njs.Msg, seq uint64) look {
+// first delivery costs nothing. The caller tracks the delivery meanwhile
+// (its lease is extended, a last delivery reported held). While the
+// stream cannot answer (its leader lost with a server, an election, a
+// worker without the permission ServePermissions gives) it asks again,
+// each look waiting up to withdrawnBudget for an answer, until
+// withdrawnPatience (10 s) or the lease, if longer, has passed, or ctx
+// ends; then it gives up with lookUnknown, and the caller hands the
+// delivery back rather than run an attempt whose end may have been
+// applied (one ran after that end, and after the tasks waiting for it
+// began, in a test that stopped the stream's leader). The attempt is not
+// lost: it is delivered again, and after WithMaxDeliver deliveries Do
+// ends it with ErrMaxDeliveries, which RetryPolicy may retry.
+func (s *server) withdrawn(ctx context.Context, seq uint64) look {
 	lease := time.Duration(s.lease.Load())
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	wait := min(withdrawnBudget, lease/4)
-	for tries := int64(lease / wait); ; tries-- { // each try takes at least wait: about a lease in all
-		if l := s.lookUp(ctx, seq); l != lookUnknown || tries <= 1 {
+	pctx, done := context.WithTimeout(ctx, max(lease, withdrawnPatience))
+	defer done()
+	wait := min(withdrawnBudget, max(lease/4, 50*time.Millisecond)) // between looks that got no answer
+	for {
+		if l := s.lookUp(pctx, seq); l != lookUnknown {
 			return l
 		}
-		if m != nil {
-			_ = m.InProgress()
-		}
-		if !s.pause(ctx, wait) {
+		if !s.pause(pctx, wait) {
 			return lookUnknown
 		}
 	}

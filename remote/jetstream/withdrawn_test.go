@@ -37,6 +37,7 @@ func TestDeliveryAgainOfAWithdrawnAttemptIsSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	const lease = 200 * time.Millisecond
+	bjs.SetWithdrawnPatience(t, lease)
 	if got := bjs.Withdrawn(nc, "gone", ack.Sequence, lease); got != "held" {
 		t.Fatalf("an attempt the work stream holds is %s; want held", got)
 	}
@@ -94,6 +95,7 @@ func TestDeliveryAgainUnconfirmedIsNotRun(t *testing.T) {
 			}
 			t.Cleanup(admin.Close)
 			const lease = 200 * time.Millisecond
+			bjs.SetWithdrawnPatience(t, lease) // not 10 s a delivery
 			pool := newPool(t, admin, "p", bjs.WithLease(lease), bjs.WithMaxDeliver(3))
 			s := newScheduler(t, coordinator.WithPool("remote", 1, pool))
 			if err := s.Submit(task("again", "echo")); err != nil {
@@ -146,5 +148,39 @@ func TestDeliveryAgainUnconfirmedIsNotRun(t *testing.T) {
 			}
 			waitLog(t, logs, "jetstream: Serve: handing back a delivery again: the work stream did not say whether its attempt ended")
 		})
+	}
+}
+
+// A look that the work stream answers slowly still counts: each look
+// waits up to two seconds for its answer, whatever the lease (Serve
+// extends the delivery's lease meanwhile). Before, a look waited a
+// quarter of the lease, so with a lease of 100 ms a stream that took 30 ms
+// to answer was never heard, and every delivery again was handed back
+// until the attempt failed with ErrMaxDeliveries (found by an adversarial
+// review).
+func TestDeliveryAgainLookedUpPatiently(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}) // no JetStream: this test answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { stopServer(srv) })
+	if !srv.ReadyForConnections(long) {
+		t.Fatal("server not ready")
+	}
+	nc := connect(t, srv.ClientURL())
+	const delay = 300 * time.Millisecond
+	sub, err := nc.Subscribe("$JS.API.STREAM.MSG.GET."+bjs.AttemptsStream("p"), func(m *nats.Msg) {
+		time.AfterFunc(delay, func() { _ = m.Respond([]byte(`{"message":{"seq":7}}`)) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bjs.Withdrawn(nc, "p", 7, bjs.MinLease); got != "held" {
+		t.Fatalf("a stream answering in %v, with a lease of %v: %s; want held", delay, bjs.MinLease, got)
 	}
 }
