@@ -50,8 +50,16 @@ const long = 30 * time.Second
 // the test did.
 func startServer(t testing.TB, dir string, port int) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir,
-		NoLog: true, NoSigs: true})
+	return startServerWith(t, &server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir})
+}
+
+// startServerWith starts an embedded server with options o (its own logs
+// and signal handling off), and shuts it down at cleanup unless the test
+// did.
+func startServerWith(t testing.TB, o *server.Options) *server.Server {
+	t.Helper()
+	o.NoLog, o.NoSigs = true, true
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatalf("server.NewServer = %v", err)
 	}

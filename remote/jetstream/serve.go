@@ -684,7 +684,7 @@ func (s *server) handle(ctx context.Context, m njs.Msg, free func()) {
 	}
 	// extendLeases sends InProgress for it until it is gone.
 	r := &running{cancel: cancel, msg: m, seq: seq, key: key, instance: instance, delivery: a.Delivery}
-	s.running[key] = append(s.running[key], r)
+	s.trackLocked(r) // with the cancel check, under one hold of s.mu
 	s.mu.Unlock()
 	s.reportHeld([]*running{r})
 	defer s.untrack(r)
@@ -827,10 +827,13 @@ var withdrawnPatience = 10 * time.Second
 // of it ends r's context) and reports it held if it is a last delivery.
 func (s *server) track(r *running) {
 	s.mu.Lock()
-	s.running[r.key] = append(s.running[r.key], r)
+	s.trackLocked(r)
 	s.mu.Unlock()
 	s.reportHeld([]*running{r})
 }
+
+// trackLocked adds r to what runs here. Guarded by s.mu.
+func (s *server) trackLocked(r *running) { s.running[r.key] = append(s.running[r.key], r) }
 
 // untrack removes r from what runs here.
 func (s *server) untrack(r *running) {

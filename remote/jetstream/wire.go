@@ -355,9 +355,9 @@ func decodeOutcome(b []byte) (outcome, error) {
 				return o, errBadOutcome
 			}
 			b = b[n:]
-			l.Time, l.Level = time.Unix(0, ns), slog.Level(level)
-			if ns == 0 {
-				l.Time = time.Time{}
+			l.Level = slog.Level(level)
+			if ns != 0 { // 0: a line without a time keeps the zero time
+				l.Time = time.Unix(0, ns)
 			}
 			if !str(&l.Message) || !str(&l.Attrs) {
 				return o, errBadOutcome

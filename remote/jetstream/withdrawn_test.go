@@ -75,20 +75,12 @@ func TestDeliveryAgainUnconfirmedIsNotRun(t *testing.T) {
 					return strings.HasPrefix(s, "$JS.API.STREAM.MSG.GET.")
 				})
 			}
-			srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-				NoLog: true, NoSigs: true, Users: []*server.User{
+			srv := startServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+				Users: []*server.User{
 					{Username: "admin", Password: "admin-secret"},
 					{Username: "worker", Password: "worker-secret", Permissions: &server.Permissions{
 						Publish: &server.SubjectPermission{Allow: perms.Publish}, Subscribe: &server.SubjectPermission{Allow: perms.Subscribe}}},
 				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv.Start()
-			t.Cleanup(func() { stopServer(srv) })
-			if !srv.ReadyForConnections(long) {
-				t.Fatal("server not ready")
-			}
 			admin, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin-secret"))
 			if err != nil {
 				t.Fatal(err)
@@ -159,15 +151,7 @@ func TestDeliveryAgainUnconfirmedIsNotRun(t *testing.T) {
 // until the attempt failed with ErrMaxDeliveries (found by an adversarial
 // review).
 func TestDeliveryAgainLookedUpPatiently(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}) // no JetStream: this test answers
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { stopServer(srv) })
-	if !srv.ReadyForConnections(long) {
-		t.Fatal("server not ready")
-	}
+	srv := startServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1}) // no JetStream: this test answers
 	nc := connect(t, srv.ClientURL())
 	const delay = 300 * time.Millisecond
 	sub, err := nc.Subscribe("$JS.API.STREAM.MSG.GET."+bjs.AttemptsStream("p"), func(m *nats.Msg) {
