@@ -49,8 +49,13 @@ func newRigPools(pools []poolState, sizes []int) *rig {
 // step runs one loop iteration's worth of state work: ready, then what
 // the loop would do of its outbox (the test is the store, with commit, if
 // it gives one; it drains the lanes itself), then advance.
-func (r *rig) step() outbox {
-	o := r.s.ready(r.now)
+func (r *rig) step() outbox { return r.stepPacked(r.now) }
+
+// stepPacked is step with the commit packed at packAt, as the loop packs
+// it at a second reading of its clock (state.pack).
+func (r *rig) stepPacked(packAt time.Time) outbox {
+	o := r.s.iterate(r.now)
+	r.s.pack(&o, packAt)
 	failed := o.Failed
 	if failed == nil && o.Commit != nil && r.commit != nil {
 		if err := r.commit(o.Commit); err != nil {

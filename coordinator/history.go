@@ -304,9 +304,9 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 	ls.lastEnd = ended
 	var d *attemptDetail // most attempts have none: no copy of an empty one
 	var dv attemptDetail
-	if err != nil || ls.l.Touched(seq) {
+	if touched := ls.l.Touched(seq); err != nil || touched {
 		dv.err = err
-		if ls.l.Touched(seq) {
+		if touched {
 			c := ls.l.Ctx(seq)
 			dv.worker = c.Worker()
 			if l, _ := c.Extra(nil).(*attemptLog); l != nil {
@@ -335,8 +335,8 @@ func (ls *laneState) attemptTimes(seq uint32) (handed, seen int64) {
 }
 
 // handedOut records, for the history, when the item at seq of ls was
-// put; the worker times an attempt with a timeout
-// itself (it reads the clock for the deadline anyway).
+// put; the worker times an attempt with a timeout itself (it reads the
+// clock for the deadline anyway).
 func (s *state) handedOut(ls *laneState, seq uint32, now time.Time) {
 	if ls.times == nil {
 		ls.times = new([lane.Size][2]int64)
