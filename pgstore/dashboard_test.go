@@ -24,10 +24,7 @@ func TestDashboardOnTheLeader(t *testing.T) {
 	}
 	a.WaitTasks(ctx, "shown-1", "shown-2")
 	b := startService(t, name)
-	if err := a.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-b.Leading()
+	handOver(ctx, t, a, b)
 	d := dashboard.New(b.Scheduler())
 	defer d.Close()
 	for _, path := range []string{"/task.json?id=shown-1", "/task.json?id=shown-2", "/tasks.json?status=failed"} {

@@ -40,14 +40,7 @@ func TestHistoryAndRerunSurviveATakeover(t *testing.T) {
 	if err := s.WaitTasks(ctx, "n", "after"); err == nil {
 		t.Fatal("n succeeded after its re-run; want it failed again")
 	}
-	if err := a.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.Leading():
-	case <-ctx.Done():
-		t.Fatal("b never led")
-	}
+	handOver(ctx, t, a, b)
 	s = b.Scheduler()
 	if s == nil {
 		t.Fatal("b leads without a scheduler")

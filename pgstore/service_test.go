@@ -23,6 +23,20 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// handOver shuts leader from down and waits until to leads, failing the
+// test if ctx ends first.
+func handOver(ctx context.Context, t *testing.T, from, to *pgstore.Service) {
+	t.Helper()
+	if err := from.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-to.Leading():
+	case <-ctx.Done():
+		t.Fatal("the standby never led")
+	}
+}
+
 // startService starts an instance of store name with a function "echo"
 // (its payload becomes its result) and "fail", and shuts it down at the
 // end of the test.
@@ -230,14 +244,7 @@ func TestStandbyTakesOverAtShutdown(t *testing.T) {
 	if r, _ := b.Role(); r != pgstore.Standby {
 		t.Fatalf("b is %v; want standby", r)
 	}
-	if err := a.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.Leading():
-	case <-ctx.Done():
-		t.Fatal("b never led")
-	}
+	handOver(ctx, t, a, b)
 	if ok, err := b.Cancel(ctx, "t2"); !ok || err != nil {
 		t.Errorf("Cancel(t2) through the new leader = %v, %v; want true (restored)", ok, err)
 	}
