@@ -22,7 +22,7 @@ import (
 
 var (
 	failoverKills = flag.Int("replica.kills", 20, "failover test: SIGKILLs of the leader")
-	failoverSeed  = flag.Uint64("replica.seed", 1, "failover test: seed of the graphs and of the kill times")
+	failoverSeed  = flag.Uint64("replica.seed", 0, "failover tests: seed of the graphs and of the kill times (0: a new one, logged)")
 )
 
 // failoverLease is the lease of the failover tests' replicas.
@@ -171,7 +171,7 @@ func TestFailoverKills(t *testing.T) {
 		t.Skip("processes and a cluster: not in -short")
 	}
 	rig := newFailoverRig(t, "kills")
-	rng := rand.New(rand.NewPCG(*failoverSeed, 22))
+	rng := rand.New(rand.NewPCG(seedOf(t, *failoverSeed, "replica.seed"), 22))
 	started := make(chan string, 4096)
 	unsubscribe, err := rig.client.Subscribe(func(ev coordinator.Event) {
 		if ev.Kind == coordinator.EventStarted {
@@ -302,7 +302,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 		t.Skip("processes and a cluster: not in -short")
 	}
 	rig := newFailoverRig(t, "paused")
-	rng := rand.New(rand.NewPCG(*failoverSeed, 23))
+	rng := rand.New(rand.NewPCG(seedOf(t, *failoverSeed, "replica.seed"), 23))
 	started := make(chan string, 4096)
 	unsubscribe, err := rig.client.Subscribe(func(ev coordinator.Event) {
 		if ev.Kind == coordinator.EventStarted {
@@ -402,7 +402,7 @@ func TestServerLossMidGraph(t *testing.T) {
 		t.Skip("processes and a cluster: not in -short")
 	}
 	rig := newFailoverRig(t, "servers")
-	rng := rand.New(rand.NewPCG(*failoverSeed, 24))
+	rng := rand.New(rand.NewPCG(seedOf(t, *failoverSeed, "replica.seed"), 24))
 	for round := range 3 {
 		rig.submit(roundTasks(round, rng))
 	}

@@ -346,12 +346,7 @@ func TestProcessHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes and a cluster: not in -short")
 	}
-	seed := *harnessSeed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("seed %d (-replica.harness.seed=%d repeats this run)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 28))
+	rng := rand.New(rand.NewPCG(seedOf(t, *harnessSeed, "replica.harness.seed"), 28))
 	h := newHarness(t)
 	started := make(chan string, 4096)
 	unsubscribe, err := h.client.Subscribe(func(ev coordinator.Event) {
@@ -623,4 +618,18 @@ func checkOverlap(t *testing.T, where string, log []logLine, deaths map[int]int6
 	if worst > 0 {
 		t.Logf("%s: the largest overlap of two runs of one task: %v", where, worst)
 	}
+}
+
+// seedOf returns the seed a randomized process test draws from: fixed when
+// its flag (named flagName) sets one, otherwise a new one on every run, so
+// that CI keeps trying new graphs and moments. Either way the seed is
+// logged with the flag that repeats the run.
+func seedOf(t *testing.T, fixed uint64, flagName string) uint64 {
+	t.Helper()
+	seed := fixed
+	if seed == 0 {
+		seed = rand.Uint64() | 1
+	}
+	t.Logf("seed %d (-%s=%d repeats this run)", seed, flagName, seed)
+	return seed
 }
