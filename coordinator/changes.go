@@ -55,9 +55,12 @@ type TaskRow struct {
 
 // EndedAttempt is one attempt's end as a Feed reports it, from the
 // attempt history (WithHistory), in the order the coordinator recorded
-// the ends.
+// the ends; or the ends of several first attempts that succeeded plainly
+// (no error, worker name or log line) on one worker of Pool, at the same
+// times: the history keeps one record for those (Tasks > 1, no ID).
 type EndedAttempt struct {
-	ID      string
+	ID      string // the task; "" when Tasks > 1, or for a first success whose task was forgotten since
+	Tasks   int    // the attempts this entry stands for: 1 but for first successes that ended together
 	Pool    string
 	Attempt int
 	Run     int
@@ -289,13 +292,20 @@ func (s *state) changes(cs *changeSet, max int, now time.Time) FeedPage {
 			out.Dropped = oldest - cs.serial
 			cs.serial = oldest
 		}
+		s.openShared = 0 // read: plain successes that end later join a new shared record
 		for ; cs.serial < s.nextSerial && len(out.Ended) < max; cs.serial++ {
 			r := s.rec(cs.serial)
-			if r == nil || r.task == noTask {
+			if r == nil || (r.task == noTask && r.shared == 0) {
 				continue
 			}
-			e := EndedAttempt{ID: s.key(r.task), Pool: s.pools[s.hot[r.task].pool].name, Attempt: int(r.attempt),
-				Run: int(r.run), Outcome: r.outcome, Started: unixTime(r.started), Ended: unixTime(r.ended)}
+			e := EndedAttempt{Tasks: 1, Attempt: int(r.attempt), Run: int(r.run), Outcome: r.outcome,
+				Started: unixTime(r.started), Ended: unixTime(r.ended)}
+			switch {
+			case r.shared > 1 || r.task == noTask:
+				e.Tasks, e.Pool = int(r.shared), s.pools[s.lanes[r.lane].pool].name
+			default:
+				e.ID, e.Pool = s.key(r.task), s.pools[s.hot[r.task].pool].name
+			}
 			if r.detail {
 				e.Err = s.details[cs.serial].err
 			}

@@ -87,8 +87,12 @@ func TestFeedReportsEverythingThenChanges(t *testing.T) {
 		if r := got["after"]; r.Status != coordinator.Skipped || r.Cause != "bad" {
 			t.Errorf("row after = %+v; want Skipped, cause bad", r)
 		}
-		failed := 0
+		failed, ends := 0, 0
 		for _, e := range m.ended {
+			ends += e.Tasks
+			if e.Tasks != 1 && (e.ID != "" || e.Outcome != coordinator.OutcomeSucceeded || e.Attempt != 1) {
+				t.Errorf("ended %+v; an entry for several attempts is of first successes, with no ID", e)
+			}
 			if e.ID == "bad" {
 				failed++
 				if e.Outcome != coordinator.OutcomeFailed || e.Err == nil || e.Ended.IsZero() {
@@ -96,8 +100,8 @@ func TestFeedReportsEverythingThenChanges(t *testing.T) {
 				}
 			}
 		}
-		if len(m.ended) != 52 || failed != 2 {
-			t.Errorf("ended: %d attempts, %d of bad; want 52, 2", len(m.ended), failed)
+		if ends != 52 || failed != 2 {
+			t.Errorf("ended: %d attempts, %d of bad; want 52, 2", ends, failed)
 		}
 
 		// Nothing changed: an empty read.

@@ -19,9 +19,12 @@ import (
 // (WithHistory's total), and chained to the task's newest records, of
 // which each task keeps WithHistory's perTask; History reads them. A
 // record is a few words with no pointers (no garbage collector scans the
-// ring), so the history of empty tasks that succeed costs a store of one
-// cache line each; what only some attempts have (an error, a worker's
-// name, log lines) lives in a map beside it, by record.
+// ring); what only some attempts have (an error, a worker's name, log
+// lines) lives in a map beside it, by record. Most attempts are first
+// attempts that succeed plainly, ending together with others that one
+// worker ran: those share one record (rememberShared), so that the
+// history of a large graph of such tasks costs a record per report of a
+// worker, not one per task.
 //
 // Times come from the coordinator's clock as it decides: when it handed
 // the attempt out, when it saw it start (if it watches starts: Kinds), when
@@ -98,14 +101,17 @@ const (
 )
 
 // WithHistory sets how many attempts the scheduler remembers (History):
-// the newest perTask of each task, and total in all (the oldest go first;
-// History says how many of a task's were dropped). A durable scheduler
+// the newest perTask of each task, and total records in all (the oldest
+// go first; History says how many of a task's were dropped). A record is
+// one attempt, or the first attempts of several tasks that succeeded
+// with no error, worker name or log line and ended together on one
+// worker (up to 255 in one record), so that a graph of many such tasks
+// keeps more than total attempts in total records. A durable scheduler
 // (WithStore) keeps them across restarts. The default is
 // DefaultHistoryPerTask and DefaultHistoryTotal; WithHistory(0, 0) turns
 // the history off (History then reports only the attempt running, if
-// any). It costs about a store of one cache line per attempt that
-// succeeds (bench/README.md). perTask and total must not be negative, and
-// total must be at least perTask.
+// any). Its cost is in bench/README.md. perTask and total must not be
+// negative, and total must be at least perTask.
 func WithHistory(perTask, total int) Option {
 	return func(c *config) error {
 		if perTask < 0 || total < perTask || (perTask == 0) != (total == 0) || total > 1<<30 {
@@ -116,24 +122,35 @@ func WithHistory(perTask, total int) Option {
 	}
 }
 
-// attemptRec is one attempt in the ring. serial is 1 + its place in the
-// order ends were recorded; a task's records are chained newest first
-// through prev (a serial: the record it names is gone once the ring slot
-// holds another serial).
+// attemptRec is one attempt in the ring, or several (a shared record).
+// serial is 1 + its place in the order ends were recorded; a task's
+// records are chained newest first through prev (a link: a serial, the
+// record it names gone once the ring slot holds another serial; or a
+// shared record's serial with sharedLink set).
 type attemptRec struct {
 	serial  uint64
 	prev    uint64
-	task    int32
+	task    int32 // its task, a shared record's first; noTask once that task forgot it
 	lane    int32 // the lane that ran it (-1: none, as for an attempt a restore found interrupted)
 	attempt int32
 	run     int32
 	rerun   int32
 	outcome Outcome
 	detail  bool  // an attemptDetail is kept for it
+	shared  uint8 // a shared record: the attempts it stands for (0: not shared)
 	handed  int64 // UnixNano; 0: unknown
 	started int64
 	ended   int64
 }
+
+// A shared record stands for the first attempts of several tasks (its
+// shared count, up to 255) that succeeded plainly (no error, worker name,
+// log line) on one lane with the same times: the items a worker ran and
+// reported together. Each task's history is a link to it (histHead with
+// sharedLink), which is the end of its chain: a task's later attempts
+// chain records of its own before it. The record is filled while it is
+// open (state.openShared), and closed when a Feed reads the ring.
+const sharedLink uint64 = 1 << 63
 
 // attemptDetail is what only some attempts have.
 type attemptDetail struct {
@@ -157,9 +174,11 @@ type historyTable struct {
 	recN        int            // records in the ring
 	ringPos     int            // where the next record goes: (nextSerial-1) % histCap
 	nextSerial  uint64         // the serial of the next record
-	histHead    []uint64       // per task: the serial of its newest record (0: none)
+	histHead    []uint64       // per task: the link to its newest record (0: none)
 	histCount   []int32        // per task: attempts recorded since it was submitted (History's Dropped)
 	details     map[uint64]*attemptDetail
+	openShared  uint64      // the serial of the shared record that plain successes like it join (0: none)
+	openRec     *attemptRec // its slot (which holds another serial once the ring turned)
 }
 
 // historyOn reports whether attempts are remembered.
@@ -195,8 +214,14 @@ func (s *state) forgetHistory(t int32) {
 		return
 	}
 	for sr := s.histHead[t]; sr != 0; {
-		r := s.rec(sr)
+		r := s.link(t, sr)
 		if r == nil {
+			break
+		}
+		if r.shared > 0 { // the chain's end; it stays, its other tasks' and the feed's
+			if r.task == t {
+				r.task = noTask
+			}
 			break
 		}
 		if r.detail {
@@ -223,28 +248,32 @@ func (s *state) rec(sr uint64) *attemptRec {
 	return nil
 }
 
+// link returns the record a link of task t's chain names, nil if the
+// ring no longer holds it for t.
+func (s *state) link(t int32, l uint64) *attemptRec {
+	if l&sharedLink != 0 {
+		if r := s.rec(l &^ sharedLink); r != nil && r.shared > 0 {
+			return r
+		}
+		return nil
+	}
+	if r := s.rec(l); r != nil && r.task == t {
+		return r
+	}
+	return nil
+}
+
 // remember records the end of an attempt of t: its attempt and run
 // numbers, the lane that ran it (-1: none), its outcome and error, and
 // its times (UnixNano, 0 if unknown), and what only some attempts have
 // (d: nil or empty for none; copied). A durable scheduler's caller marks
 // the history to be written (historyChanged).
 func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outcome, d *attemptDetail, handed, started, ended int64) {
-	sr := s.nextSerial
-	s.nextSerial++
-	idx := s.ringPos // (sr-1) % histCap, without a division
-	if s.ringPos++; s.ringPos == s.histCap {
-		s.ringPos = 0
+	if o == OutcomeSucceeded && attempt == 1 && run == 1 && rerun == 0 && lane >= 0 && s.histCount[t] == 0 && (d == nil || d.empty()) {
+		s.rememberShared(t, lane, handed, started, ended)
+		return
 	}
-	if idx == s.recN {
-		if idx%recBlock == 0 {
-			s.recs = append(s.recs, make([]attemptRec, min(recBlock, s.histCap-idx)))
-		}
-		s.recN++
-	}
-	r := s.slot(idx)
-	if r.serial != 0 && r.detail {
-		delete(s.details, r.serial)
-	}
+	sr, r := s.newRec()
 	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run, rerun: rerun,
 		outcome: o, handed: handed, started: started, ended: ended}
 	if d != nil && !d.empty() {
@@ -263,18 +292,57 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 	}
 }
 
+// newRec takes the ring's next slot for a record of serial sr; the caller
+// fills it.
+func (s *state) newRec() (sr uint64, r *attemptRec) {
+	sr = s.nextSerial
+	s.nextSerial++
+	idx := s.ringPos // (sr-1) % histCap, without a division
+	if s.ringPos++; s.ringPos == s.histCap {
+		s.ringPos = 0
+	}
+	if idx == s.recN {
+		if idx%recBlock == 0 {
+			s.recs = append(s.recs, make([]attemptRec, min(recBlock, s.histCap-idx)))
+		}
+		s.recN++
+	}
+	r = s.slot(idx)
+	if r.serial != 0 && r.detail {
+		delete(s.details, r.serial)
+	}
+	return sr, r
+}
+
+// rememberShared records t's first attempt, which succeeded plainly on
+// lane with these times, in the open shared record if it has the same
+// lane and times, else in a new one (see sharedLink).
+func (s *state) rememberShared(t, lane int32, handed, started, ended int64) {
+	r := s.openRec // not rec: no division an attempt
+	if r == nil || r.serial != s.openShared || r.lane != lane || r.handed != handed || r.started != started || r.ended != ended || r.shared == math.MaxUint8 {
+		var sr uint64
+		sr, r = s.newRec()
+		*r = attemptRec{serial: sr, task: t, lane: lane, attempt: 1, run: 1, outcome: OutcomeSucceeded,
+			handed: handed, started: started, ended: ended}
+		s.openShared, s.openRec = sr, r
+	}
+	r.shared++
+	s.histHead[t] = r.serial | sharedLink
+	s.histCount[t] = 1
+}
+
 // trimHistory cuts task t's chain after its newest perTask records.
 func (s *state) trimHistory(t int32) {
-	r := s.rec(s.histHead[t])
+	r := s.link(t, s.histHead[t])
 	for k := int32(1); r != nil && k < s.histPerTask; k++ {
-		r = s.rec(r.prev)
+		r = s.link(t, r.prev)
 	}
-	if r == nil {
+	if r == nil || r.shared > 0 {
 		return
 	}
 	for sr := r.prev; sr != 0; {
-		old := s.rec(sr)
-		if old == nil {
+		old := s.link(t, sr)
+		if old == nil || old.shared > 0 { // the chain's end, and its other tasks'
 			break
 		}
 		if old.detail {
@@ -302,9 +370,16 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		ended = now.UnixNano()
 	}
 	ls.lastEnd = ended
+	touched := ls.l.Touched(seq)
+	if o == OutcomeSucceeded && !touched && r.attempts == 1 && r.runs == 0 && r.x == nil && s.histCount[t] == 0 {
+		// Most attempts: a plain first success (no re-run: that needs x).
+		s.rememberShared(t, int32(ls.l.ID), handed, started, ended)
+		s.historyChanged(t)
+		return
+	}
 	var d *attemptDetail // most attempts have none: no copy of an empty one
-	var dv attemptDetail
-	if touched := ls.l.Touched(seq); err != nil || touched {
+	if err != nil || touched {
+		var dv attemptDetail
 		dv.err = err
 		if touched {
 			c := ls.l.Ctx(seq)
@@ -373,8 +448,8 @@ func (s *state) history(t int32, now time.Time) History {
 	pool := s.pools[s.hot[t].pool].name
 	if s.historyOn() && int(t) < len(s.histHead) {
 		for sr := s.histHead[t]; sr != 0; {
-			r := s.rec(sr)
-			if r == nil || r.task != t {
+			r := s.link(t, sr)
+			if r == nil {
 				break
 			}
 			a := Attempt{Attempt: int(r.attempt), Run: int(r.run), Rerun: int(r.rerun), Pool: pool, Outcome: r.outcome,
@@ -574,8 +649,8 @@ func (s *state) attemptOf(sr uint64, r *attemptRec) record.Attempt {
 // one Shutdown stopped is not (it is not written: it runs again).
 func (s *state) lastAttempt(t int32) (record.Attempt, bool) {
 	for sr := s.histHead[t]; ; {
-		r := s.rec(sr)
-		if r == nil || r.task != t {
+		r := s.link(t, sr)
+		if r == nil {
 			return record.Attempt{}, false
 		}
 		if s.closing && r.outcome == OutcomeCancelled && r.detail {
@@ -593,8 +668,8 @@ func (s *state) lastAttempt(t int32) (record.Attempt, bool) {
 func (s *state) historyRecord(t int32) (record.History, bool) {
 	var h record.History
 	for sr := s.histHead[t]; sr != 0; {
-		r := s.rec(sr)
-		if r == nil || r.task != t {
+		r := s.link(t, sr)
+		if r == nil {
 			break
 		}
 		h.Attempts = append(h.Attempts, s.attemptOf(sr, r))

@@ -256,3 +256,77 @@ func TestHistoryAllocatesNothingAnAttempt(t *testing.T) {
 		t.Errorf("the run phase of %d tasks allocated %d times with the history on, %d with it off: an attempt allocates", n, on, off)
 	}
 }
+
+// First attempts that succeed plainly and end together on one worker
+// share one record of the ring (the history's cost on a large graph): each
+// task's History still tells its attempt, with its times and worker, and
+// a later attempt of the same task (a series' next run) is told after it;
+// the total bound counts records, so such attempts outlive it until the
+// ring overwrites their record, and are then told as dropped.
+func TestHistorySharesFirstSuccesses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 300 // more than one shared record holds
+		s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithHistory(2, 8))
+		open := make(chan struct{})
+		tasks := []coordinator.Task{{ID: "gate", Run: func(context.Context) error { <-open; return nil }}}
+		for i := range n {
+			tasks = append(tasks, coordinator.Task{ID: fmt.Sprint(i), Deps: []string{"gate"}, Run: ok})
+		}
+		tasks = append(tasks, coordinator.Task{ID: "series", Deps: []string{"gate"}, Every: time.Minute, Times: 4, Run: ok})
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatal(err)
+		}
+		submitted := time.Now()
+		time.Sleep(time.Second)
+		close(open)
+		synctest.Wait()
+		f := s.Feed()
+		defer f.Close()
+		for i := range n {
+			h, _ := s.History(fmt.Sprint(i))
+			if len(h.Attempts) != 1 || h.Dropped != 0 {
+				t.Fatalf("History(%d) = %+v; want its one attempt, none dropped (of %d, with a ring of 8)", i, h, n)
+			}
+			a := h.Attempts[0]
+			if a.Attempt != 1 || a.Run != 1 || a.Outcome != coordinator.OutcomeSucceeded || a.Worker != "worker 0" ||
+				a.HandedOut.IsZero() || a.Started.Before(a.HandedOut) || !a.Started.Equal(submitted.Add(time.Second)) || !a.Ended.Equal(a.Started) {
+				t.Fatalf("History(%d) = %+v; want attempt 1 of run 1, succeeded on worker 0, handed out, started and ended as the gate ended", i, a)
+			}
+		}
+		ends := 0
+		for {
+			p, err := f.Next(context.Background(), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range p.Ended {
+				ends += e.Tasks
+			}
+			if !p.More {
+				break
+			}
+		}
+		// The gate's end, every first success, the series' first run.
+		if ends != n+2 {
+			t.Errorf("the feed told %d ends; want %d", ends, n+2)
+		}
+
+		// The series' later runs chain before its first, shared, which
+		// perTask (2) then drops.
+		settle(t, s)
+		h, _ := s.History("series")
+		if len(h.Attempts) != 2 || h.Dropped != 2 || h.Attempts[0].Run != 3 || h.Attempts[1].Run != 4 {
+			t.Errorf("History(series) = %+v; want runs 3 and 4, 2 dropped", h)
+		}
+		// Eight records of failures overwrite the whole ring: the first
+		// successes are told as dropped.
+		fail := func(context.Context) error { return errors.New("planned") }
+		if err := s.Submit(coordinator.Task{ID: "bad", Retry: coordinator.RetryPolicy{MaxAttempts: 8}, Run: fail}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if h, _ := s.History("0"); len(h.Attempts) != 0 || h.Dropped != 1 {
+			t.Errorf("History(0) after the ring turned = %+v; want none, 1 dropped", h)
+		}
+	})
+}

@@ -322,12 +322,13 @@ func (m *mirror) remove(r *row) {
 // failed.
 func (m *mirror) ended(e *coordinator.EndedAttempt) {
 	failed := e.Outcome == coordinator.OutcomeFailed || e.Outcome == coordinator.OutcomeInterrupted
-	m.bucket(e.Pool, e.Ended.UnixNano()/int64(bucketWidth)).ended++
+	n := uint64(max(e.Tasks, 1)) // several first successes that ended together, or one attempt
+	m.bucket(e.Pool, e.Ended.UnixNano()/int64(bucketWidth)).ended += n
 	if failed {
-		m.bucket(e.Pool, e.Ended.UnixNano()/int64(bucketWidth)).failures++
+		m.bucket(e.Pool, e.Ended.UnixNano()/int64(bucketWidth)).failures += n
 	}
 	if !e.Started.IsZero() {
-		m.bucket(e.Pool, e.Started.UnixNano()/int64(bucketWidth)).started++
+		m.bucket(e.Pool, e.Started.UnixNano()/int64(bucketWidth)).started += n
 	}
 	if failed || e.Outcome == coordinator.OutcomeCancelled {
 		m.fails[m.failHead] = failure{ID: e.ID, Pool: e.Pool, Attempt: e.Attempt, Run: e.Run, Outcome: e.Outcome.String(), Err: errText(e.Err), Started: e.Started, At: e.Ended}

@@ -276,6 +276,7 @@ type Lane struct {
 	ok     [Size / 64]uint64 // per sequence (mod Size): that item succeeded
 	seen   uint32            // mark last read
 	notify bool              // report after the next claim (or when running dry)
+	timing bool              // the item running was stamped as it started: stamp its end (never reading stamps, which the coordinator's cache holds)
 	since  time.Time         // start of the busy time being measured
 	ran    uint32            // functions returned since the previous report
 	env    *Env
@@ -645,6 +646,7 @@ func (l *Lane) runOne() {
 	}
 	if l.stamps != nil && spec.X != nil && spec.X.Timeout > 0 {
 		atomic.StoreInt64(&l.stamps[i][0], l.env.Clock.Now().UnixNano())
+		l.timing = true
 	}
 	var err error
 	switch {
@@ -687,8 +689,9 @@ func (l *Lane) finish(err error) {
 	i := l.next & mask
 	it := &l.items[i]
 	flags := atomic.LoadUint32(&it.flags)
-	if l.stamps != nil && atomic.LoadInt64(&l.stamps[i][0]) != 0 {
+	if l.timing {
 		atomic.StoreInt64(&l.stamps[i][1], l.env.Clock.Now().UnixNano())
+		l.timing = false
 	}
 	if flags&itemTouched != 0 {
 		l.ctxs[i].Finish()
