@@ -342,7 +342,13 @@ func (s *state) trimHistory(t int32) {
 	}
 	for sr := r.prev; sr != 0; {
 		old := s.link(t, sr)
-		if old == nil || old.shared > 0 { // the chain's end, and its other tasks'
+		if old == nil {
+			break
+		}
+		if old.shared > 0 { // the chain's end; it stays, its other tasks' and the feed's
+			if old.task == t {
+				old.task = noTask // unlinked: forgetHistory would not reach it to say t is gone
+			}
 			break
 		}
 		if old.detail {
