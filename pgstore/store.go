@@ -179,11 +179,12 @@ func (s *Store) Load(fn func(key, value []byte) error) (err error) {
 // waiting up to WithLockWait for it.
 func (s *Store) claim(ctx context.Context) (int64, error) {
 	start := s.cfg.clk.Now()
+	ended := false // a stuck session was ended for this claim
 	for {
 		var term int64
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			// A leader stopped in the middle of a commit holds the row:
-			// wait for it a lease at most, then look again.
+			// wait for it a lease at most, then end its session (endStuck).
 			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprint(s.cfg.lease.Milliseconds())); err != nil {
 				return err
 			}
@@ -199,7 +200,19 @@ func (s *Store) claim(ctx context.Context) (int64, error) {
 		})
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "55P03" { // lock_timeout
-			return 0, fmt.Errorf("%w: store %q: its lease row stayed locked for %v (a leader stopped mid-commit)", coordinator.ErrStoreLocked, s.name, s.cfg.lease)
+			why := "a stuck session was ended, and the row is locked again"
+			if !ended {
+				n, berr := s.endStuck(ctx)
+				if berr == nil && n > 0 {
+					ended = true
+					continue
+				}
+				why = "no session found stuck past the lease (see endStuck)"
+				if berr != nil {
+					why = berr.Error()
+				}
+			}
+			return 0, fmt.Errorf("%w: store %q: its lease row stayed locked for %v: %s", coordinator.ErrStoreLocked, s.name, s.cfg.lease, why)
 		}
 		if err == nil {
 			return term, nil
@@ -230,6 +243,34 @@ func (s *Store) claim(ctx context.Context) (int64, error) {
 		t := s.cfg.clk.Timer(wait)
 		<-t.C
 	}
+}
+
+// endStuck ends the session of a leader stopped in the middle of sending
+// a commit, and reports how many it ended (0 or 1). Such a session holds
+// the store's row (its transaction is the row's xmax, from fence) while
+// the server waits for the rest of its pipeline, for as long as its
+// connection lives: no claim could take the row. It is ended only if the
+// row's lease is over (on the database's clock), and the server has
+// waited for that client (wait event ClientRead) since its last statement
+// more than a lease ago: a leader alive and sending never waits that long
+// between the messages of one commit, and a commit longer than the lease
+// could not keep it anyway (fence renews it from the transaction's
+// start). Its transaction rolls back: it commits nothing, as fencing
+// would have it. Ending it takes a caller that may see and signal the
+// session: the same login role, as roles.sql's deployment has every
+// instance use, or one with pg_read_all_stats and pg_signal_backend;
+// without, it finds nothing, and the claim reports the store locked.
+func (s *Store) endStuck(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid))
+		  FROM baton.stores st JOIN pg_stat_activity a ON a.backend_xid = st.xmax
+		 WHERE st.store = $1 AND st.expires <= now() AND a.pid <> pg_backend_pid()
+		   AND a.wait_event_type = 'Client' AND a.wait_event = 'ClientRead'
+		   AND a.state_change <= now() - st.lease`, s.name).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: store %q: ending a stuck leader's session: %w", s.name, err)
+	}
+	return n, nil
 }
 
 // heartbeat renews the lease every third of it, until stop closes or the
