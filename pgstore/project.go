@@ -37,10 +37,14 @@ type stateRows struct {
 	cause            []string
 	result           [][]byte
 	due, at          []pgtype.Timestamptz
-	final            bool // a task became (or stayed) final: waiters look
+	last             []string // last_attempt: JSON, "" for NULL
+	final            bool     // a task became (or stayed) final: waiters look
 	undecodable      int
 	deletedSeq       []int64 // definitions deleted: the task's row goes
 	deletedStateOnly []int64 // states deleted without their definition
+	histSeq          []int64  // history records written
+	hist             []string // their history column: JSON
+	histDeleted      []int64  // history records deleted (with their definition or alone)
 }
 
 // statuses is how many coordinator statuses a state record may hold.
@@ -105,16 +109,29 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 			s.status = append(s.status, status.String())
 			s.attempts = append(s.attempts, st.Attempts)
 			s.runs = append(s.runs, st.Runs)
-			kindName, text := errorColumns(&st)
+			kindName, text := errorColumns(st.ErrKind, st.ErrMsg, st.Timeout)
 			s.errKind = append(s.errKind, kindName)
 			s.errText = append(s.errText, text)
 			s.cause = append(s.cause, st.Cause)
 			s.result = append(s.result, result)
 			s.due = append(s.due, tstz(st.Due))
 			s.at = append(s.at, tstz(st.At))
+			last := ""
+			if st.Last != nil {
+				last = string(attemptJSON(st.Last))
+			}
+			s.last = append(s.last, last)
 			if status.Final() {
 				s.final = true
 			}
+		case record.KindHistory:
+			h, err := record.DecodeHistory(kv.Value)
+			if err != nil {
+				s.undecodable++
+				continue
+			}
+			s.histSeq = append(s.histSeq, int64(seq))
+			s.hist = append(s.hist, string(historyJSON(&h)))
 		}
 	}
 	defDel, stateDel := map[uint64]bool{}, map[uint64]bool{}
@@ -128,6 +145,8 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 			defDel[seq] = true
 		case record.KindState:
 			stateDel[seq] = true
+		case record.KindHistory:
+			s.histDeleted = append(s.histDeleted, int64(seq))
 		}
 	}
 	for seq := range defDel {
@@ -154,26 +173,27 @@ var errKindNames = map[uint8]string{
 	record.ErrKindJoin:        "join",
 }
 
-// errorColumns returns a state's error_kind and error columns ("" for
-// NULL): the text a restored scheduler's TaskInfo.Err would give.
-func errorColumns(st *record.State) (kind, text string) {
-	switch st.ErrKind {
+// errorColumns returns the error_kind and error columns ("" for NULL) of
+// an error as a record keeps it (a state's, an attempt's): the text a
+// restored scheduler's TaskInfo.Err would give.
+func errorColumns(errKind uint8, msg string, timeout time.Duration) (kind, text string) {
+	switch errKind {
 	case record.ErrKindNone:
 		return "", ""
 	case record.ErrKindCancelled:
-		return errKindNames[st.ErrKind], coordinator.ErrCancelled.Error()
+		return errKindNames[errKind], coordinator.ErrCancelled.Error()
 	case record.ErrKindClosed:
-		return errKindNames[st.ErrKind], coordinator.ErrClosed.Error()
+		return errKindNames[errKind], coordinator.ErrClosed.Error()
 	case record.ErrKindInterrupted:
-		return errKindNames[st.ErrKind], coordinator.ErrInterrupted.Error()
+		return errKindNames[errKind], coordinator.ErrInterrupted.Error()
 	case record.ErrKindTimeout:
-		text = fmt.Sprintf("attempt timed out after %v", st.Timeout)
-		if st.ErrMsg != "" {
-			text += ": " + st.ErrMsg
+		text = fmt.Sprintf("attempt timed out after %v", timeout)
+		if msg != "" {
+			text += ": " + msg
 		}
-		return errKindNames[st.ErrKind], text
+		return errKindNames[errKind], text
 	default:
-		return errKindNames[st.ErrKind], st.ErrMsg
+		return errKindNames[errKind], msg
 	}
 }
 

@@ -491,7 +491,10 @@ func (s *Store) commitBatch(term int64, c *coordinator.Changes, d *defRows, st *
 	}
 	if len(st.deletedStateOnly) > 0 {
 		b.Queue(`UPDATE baton.tasks SET status = NULL, attempts = NULL, runs = NULL, error_kind = NULL, error = NULL,
-			cause = NULL, result = NULL, due = NULL, updated_at = NULL WHERE store = $1 AND seq = ANY($2::bigint[])`, s.name, st.deletedStateOnly)
+			cause = NULL, result = NULL, due = NULL, updated_at = NULL, last_attempt = NULL WHERE store = $1 AND seq = ANY($2::bigint[])`, s.name, st.deletedStateOnly)
+	}
+	if len(st.histDeleted) > 0 {
+		b.Queue(`UPDATE baton.tasks SET history = NULL WHERE store = $1 AND seq = ANY($2::bigint[])`, s.name, st.histDeleted)
 	}
 	if len(d.seq) > 0 {
 		b.Queue(`INSERT INTO baton.tasks (store, seq, id, func, pool, parent, deps, priority, max_attempts, key, payload)
@@ -505,14 +508,20 @@ func (s *Store) commitBatch(term int64, c *coordinator.Changes, d *defRows, st *
 			s.name, d.seq, d.id, d.fn, d.pool, d.parent, d.deps, d.prio, d.maxAttempts, d.key, d.payload)
 	}
 	if len(st.seq) > 0 {
-		b.Queue(`INSERT INTO baton.tasks (store, seq, status, attempts, runs, error_kind, error, cause, result, due, updated_at)
-			SELECT $1, u.seq, u.status, u.attempts, u.runs, nullif(u.ek, ''), nullif(u.et, ''), nullif(u.cause, ''), u.result, u.due, u.at
-			  FROM unnest($2::bigint[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[], $9::bytea[], $10::timestamptz[], $11::timestamptz[])
-			    AS u(seq, status, attempts, runs, ek, et, cause, result, due, at)
+		b.Queue(`INSERT INTO baton.tasks (store, seq, status, attempts, runs, error_kind, error, cause, result, due, updated_at, last_attempt)
+			SELECT $1, u.seq, u.status, u.attempts, u.runs, nullif(u.ek, ''), nullif(u.et, ''), nullif(u.cause, ''), u.result, u.due, u.at,
+			       nullif(u.last, '')::jsonb
+			  FROM unnest($2::bigint[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[], $9::bytea[], $10::timestamptz[], $11::timestamptz[], $12::text[])
+			    AS u(seq, status, attempts, runs, ek, et, cause, result, due, at, last)
 			ON CONFLICT (store, seq) DO UPDATE SET status = EXCLUDED.status, attempts = EXCLUDED.attempts,
 			       runs = EXCLUDED.runs, error_kind = EXCLUDED.error_kind, error = EXCLUDED.error, cause = EXCLUDED.cause,
-			       result = EXCLUDED.result, due = EXCLUDED.due, updated_at = EXCLUDED.updated_at`,
-			s.name, st.seq, st.status, st.attempts, st.runs, st.errKind, st.errText, st.cause, st.result, st.due, st.at)
+			       result = EXCLUDED.result, due = EXCLUDED.due, updated_at = EXCLUDED.updated_at, last_attempt = EXCLUDED.last_attempt`,
+			s.name, st.seq, st.status, st.attempts, st.runs, st.errKind, st.errText, st.cause, st.result, st.due, st.at, st.last)
+	}
+	if len(st.histSeq) > 0 {
+		b.Queue(`INSERT INTO baton.tasks (store, seq, history)
+			SELECT $1, u.seq, u.h::jsonb FROM unnest($2::bigint[], $3::text[]) AS u(seq, h)
+			ON CONFLICT (store, seq) DO UPDATE SET history = EXCLUDED.history`, s.name, st.histSeq, st.hist)
 	}
 	if len(accepted) > 0 {
 		b.Queue(`UPDATE baton.inbox SET outcome = 'accepted', done_at = now(), term = $2

@@ -43,18 +43,24 @@ func infoOf(row pgx.Row) (coordinator.TaskInfo, error) {
 		ti.Result = result
 	}
 	if errKind != nil {
-		switch *errKind {
-		case "cancelled":
-			ti.Err = coordinator.ErrCancelled
-		case "closed":
-			ti.Err = coordinator.ErrClosed
-		case "interrupted":
-			ti.Err = coordinator.ErrInterrupted
-		default:
-			ti.Err = errors.New(deref(errText))
-		}
+		ti.Err = errOf(*errKind, deref(errText))
 	}
 	return ti, nil
+}
+
+// errOf is the error of columns error_kind (not NULL) and error: the
+// sentinel for a cancelled, shut down or interrupted task, an error of the
+// text for another (its type is not kept).
+func errOf(kind, text string) error {
+	switch kind {
+	case "cancelled":
+		return coordinator.ErrCancelled
+	case "closed":
+		return coordinator.ErrClosed
+	case "interrupted":
+		return coordinator.ErrInterrupted
+	}
+	return errors.New(text)
 }
 
 // Info returns what baton.tasks says of task id as a TaskInfo (the
