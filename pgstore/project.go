@@ -40,8 +40,8 @@ type stateRows struct {
 	last             []string // last_attempt: JSON, "" for NULL
 	final            bool     // a task became (or stayed) final: waiters look
 	undecodable      int
-	deletedSeq       []int64 // definitions deleted: the task's row goes
-	deletedStateOnly []int64 // states deleted without their definition
+	deletedSeq       []int64  // definitions deleted: the task's row goes
+	deletedStateOnly []int64  // states deleted without their definition
 	histSeq          []int64  // history records written
 	hist             []string // their history column: JSON
 	histDeleted      []int64  // history records deleted (with their definition or alone)
