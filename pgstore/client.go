@@ -202,8 +202,13 @@ func (c *Client) WaitBatch(ctx context.Context, id BatchID) error {
 // final. A Cancel the leader took and died before answering is done
 // again by the next, which answers false if the first one took. If ctx
 // ends first it returns ctx.Err(): the request is in the inbox and will
-// be done.
+// be done. An id that is not UTF-8 without NUL bytes names no task
+// submitted through the database: a *coordinator.TaskError wrapping
+// coordinator.ErrInvalidTask.
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
+	if !isDBText(id) {
+		return false, &coordinator.TaskError{ID: id, Err: coordinator.ErrInvalidTask, Detail: "not UTF-8 text without NUL bytes"}
+	}
 	if err := c.ready(ctx); err != nil {
 		return false, err
 	}

@@ -66,9 +66,9 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 				d.undecodable++
 				continue
 			}
-			deps := def.Deps
-			if deps == nil {
-				deps = []string{}
+			deps := make([]string, len(def.Deps))
+			for i, dep := range def.Deps {
+				deps[i] = dbText(dep)
 			}
 			dj, _ := json.Marshal(deps) // strings always marshal
 			var payload []byte
@@ -79,14 +79,14 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 				}
 			}
 			d.seq = append(d.seq, int64(seq))
-			d.id = append(d.id, def.ID)
-			d.fn = append(d.fn, def.Func)
-			d.pool = append(d.pool, def.Pool)
-			d.parent = append(d.parent, def.Parent)
+			d.id = append(d.id, dbText(def.ID))
+			d.fn = append(d.fn, dbText(def.Func))
+			d.pool = append(d.pool, dbText(def.Pool))
+			d.parent = append(d.parent, dbText(def.Parent))
 			d.deps = append(d.deps, string(dj))
 			d.prio = append(d.prio, int32(def.Priority))
 			d.maxAttempts = append(d.maxAttempts, int32(def.MaxAttempts))
-			d.key = append(d.key, def.Key)
+			d.key = append(d.key, dbText(def.Key))
 			d.payload = append(d.payload, payload)
 			if def.Parent == "" {
 				d.submitted = append(d.submitted, def.ID)
@@ -111,8 +111,8 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 			s.runs = append(s.runs, st.Runs)
 			kindName, text := errorColumns(st.ErrKind, st.ErrMsg, st.Timeout)
 			s.errKind = append(s.errKind, kindName)
-			s.errText = append(s.errText, text)
-			s.cause = append(s.cause, st.Cause)
+			s.errText = append(s.errText, dbText(text))
+			s.cause = append(s.cause, dbText(st.Cause))
 			s.result = append(s.result, result)
 			s.due = append(s.due, tstz(st.Due))
 			s.at = append(s.at, tstz(st.At))

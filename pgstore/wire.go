@@ -62,6 +62,16 @@ func toWire(t coordinator.Task) (wireTask, error) {
 	case t.Schedule != nil:
 		return wireTask{}, bad("a Schedule is a Go value: use Cron or Every")
 	}
+	for _, f := range []struct{ name, s string }{{"its ID", t.ID}, {"Func", t.Func}, {"Pool", t.Pool}, {"Cron", t.Cron}, {"Key", t.Key}} {
+		if !isDBText(f.s) {
+			return wireTask{}, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: f.name + " is not UTF-8 text without NUL bytes (the database keeps text)"}
+		}
+	}
+	for _, d := range t.Deps {
+		if !isDBText(d) {
+			return wireTask{}, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: fmt.Sprintf("dependency %q is not UTF-8 text without NUL bytes (the database keeps text)", d)}
+		}
+	}
 	w := wireTask{ID: t.ID, Func: t.Func, Pool: t.Pool, Deps: t.Deps, Priority: t.Priority,
 		MaxAttempts: t.Retry.MaxAttempts, BaseDelay: t.Retry.BaseDelay, MaxDelay: t.Retry.MaxDelay, Jitter: t.Retry.Jitter,
 		Delay: t.Delay, Timeout: t.Timeout, Every: t.Every, Cron: t.Cron, Times: t.Times, Missed: int(t.Missed), When: int(t.When),
