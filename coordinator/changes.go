@@ -59,7 +59,7 @@ type TaskRow struct {
 // (no error, worker name or log line) on one worker of Pool, at the same
 // times: the history keeps one record for those (Tasks > 1, no ID).
 type EndedAttempt struct {
-	ID      string // the task; "" when Tasks > 1, or for a first success whose task was forgotten since
+	ID      string // the task; "" when Tasks > 1, or for a first success its task's history no longer keeps (perTask, retention)
 	Tasks   int    // the attempts this entry stands for: 1 but for first successes that ended together
 	Pool    string
 	Attempt int
@@ -77,7 +77,9 @@ type FeedPage struct {
 	// More says that rows or ended attempts are left for the next read.
 	More bool
 	// Dropped counts the ended attempts the history forgot before this
-	// feed read them (its ring is bounded: WithHistory).
+	// feed read them: the ring overwrote them, a task's perTask bound cut
+	// them, or retention forgot their task (Tasks of Ended and Dropped
+	// add up to the attempts that ended).
 	Dropped uint64
 	At      time.Time // the scheduler's clock at the read
 }
@@ -211,6 +213,7 @@ type changeSet struct {
 	hi     int      // tasks below hi were marked when they joined; from hi on, all are new
 	pos    int      // where the next read's scan of the marks starts (a word index)
 	serial uint64   // the next history record to report (0: the oldest kept)
+	before uint64   // the attempts recorded before that record (state.recordedBefore)
 	closed bool     // Close was called (guarded by the feed's mu)
 }
 
@@ -286,16 +289,24 @@ func (s *state) changes(cs *changeSet, max int, now time.Time) FeedPage {
 	if s.historyOn() {
 		oldest := s.nextSerial - uint64(s.recN)
 		if cs.serial == 0 {
-			cs.serial = oldest // a new feed reads what the history keeps
+			cs.serial, cs.before = oldest, s.recordedBefore(oldest) // a new feed reads what the history keeps
 		}
 		if cs.serial < oldest {
-			out.Dropped = oldest - cs.serial
-			cs.serial = oldest
+			// Records the ring overwrote before this feed read them: the
+			// attempts they stood for.
+			out.Dropped = s.recordedBefore(oldest) - cs.before
+			cs.serial, cs.before = oldest, s.recordedBefore(oldest)
 		}
 		s.openShared = 0 // read: plain successes that end later join a new shared record
 		for ; cs.serial < s.nextSerial && len(out.Ended) < max; cs.serial++ {
 			r := s.rec(cs.serial)
-			if r == nil || (r.task == noTask && r.shared == 0) {
+			if r == nil {
+				continue // not reached: the ring holds every serial from oldest on
+			}
+			n := r.attempts()
+			cs.before += n
+			if r.task == noTask && r.shared == 0 {
+				out.Dropped += n // a perTask cut or retention forgot it before this feed read it
 				continue
 			}
 			e := EndedAttempt{Tasks: 1, Attempt: int(r.attempt), Run: int(r.run), Outcome: r.outcome,

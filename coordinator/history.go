@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/actor"
@@ -149,7 +151,8 @@ type attemptRec struct {
 // reported together. Each task's history is a link to it (histHead with
 // sharedLink), which is the end of its chain: a task's later attempts
 // chain records of its own before it. The record is filled while it is
-// open (state.openShared), and closed when a Feed reads the ring.
+// open (state.openShared) and the ring's newest, so that the ring keeps
+// the order in which ends were recorded; a Feed's read closes it.
 const sharedLink uint64 = 1 << 63
 
 // attemptDetail is what only some attempts have.
@@ -171,6 +174,8 @@ type historyTable struct {
 	histPerTask int32
 	histCap     int            // WithHistory's total: the ring's size
 	recs        [][]attemptRec // the ring, in blocks of recBlock; it grows up to histCap, a block at a time (never copied)
+	cums        [][]uint64     // per ring slot: the attempts recorded before its record (a Feed's Dropped counts attempts, not records)
+	recorded    uint64         // attempts recorded so far
 	recN        int            // records in the ring
 	ringPos     int            // where the next record goes: (nextSerial-1) % histCap
 	nextSerial  uint64         // the serial of the next record
@@ -274,6 +279,7 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 		return
 	}
 	sr, r := s.newRec()
+	s.recorded++
 	*r = attemptRec{serial: sr, prev: s.histHead[t], task: t, lane: lane, attempt: attempt, run: run, rerun: rerun,
 		outcome: o, handed: handed, started: started, ended: ended}
 	if d != nil && !d.empty() {
@@ -303,7 +309,9 @@ func (s *state) newRec() (sr uint64, r *attemptRec) {
 	}
 	if idx == s.recN {
 		if idx%recBlock == 0 {
-			s.recs = append(s.recs, make([]attemptRec, min(recBlock, s.histCap-idx)))
+			n := min(recBlock, s.histCap-idx)
+			s.recs = append(s.recs, make([]attemptRec, n))
+			s.cums = append(s.cums, make([]uint64, n))
 		}
 		s.recN++
 	}
@@ -311,15 +319,30 @@ func (s *state) newRec() (sr uint64, r *attemptRec) {
 	if r.serial != 0 && r.detail {
 		delete(s.details, r.serial)
 	}
+	s.cums[idx/recBlock][idx%recBlock] = s.recorded
 	return sr, r
 }
 
+// recordedBefore returns how many attempts were recorded before the
+// record of serial sr, which the ring holds (or is the next serial).
+func (s *state) recordedBefore(sr uint64) uint64 {
+	if sr >= s.nextSerial {
+		return s.recorded
+	}
+	idx := int((sr - 1) % uint64(s.histCap))
+	return s.cums[idx/recBlock][idx%recBlock]
+}
+
+// attempts is how many attempts r stands for.
+func (r *attemptRec) attempts() uint64 { return uint64(max(r.shared, 1)) }
+
 // rememberShared records t's first attempt, which succeeded plainly on
-// lane with these times, in the open shared record if it has the same
-// lane and times, else in a new one (see sharedLink).
+// lane with these times, in the open shared record if it is the ring's
+// newest and has the same lane and times, else in a new one (see
+// sharedLink).
 func (s *state) rememberShared(t, lane int32, handed, started, ended int64) {
 	r := s.openRec // not rec: no division an attempt
-	if r == nil || r.serial != s.openShared || r.lane != lane || r.handed != handed || r.started != started || r.ended != ended || r.shared == math.MaxUint8 {
+	if r == nil || r.serial != s.openShared || s.openShared != s.nextSerial-1 || r.lane != lane || r.handed != handed || r.started != started || r.ended != ended || r.shared == math.MaxUint8 {
 		var sr uint64
 		sr, r = s.newRec()
 		*r = attemptRec{serial: sr, task: t, lane: lane, attempt: 1, run: 1, outcome: OutcomeSucceeded,
@@ -327,6 +350,7 @@ func (s *state) rememberShared(t, lane int32, handed, started, ended int64) {
 		s.openShared, s.openRec = sr, r
 	}
 	r.shared++
+	s.recorded++
 	s.histHead[t] = r.serial | sharedLink
 	s.histCount[t] = 1
 }
@@ -720,6 +744,25 @@ func (s *state) restoreHistory(stored []storedTask) {
 		for _, l := range a.Lines {
 			d.logs = append(d.logs, LogLine{Time: unixTime(l.Time), Level: slog.Level(l.Level), Message: l.Msg, Attrs: l.Attrs})
 		}
-		s.remember(e.t, -1, a.Attempt, a.Run, a.Rerun, Outcome(a.Outcome), &d, a.Handed, a.Started, a.Ended)
+		lane := int32(-1)
+		if l := s.laneNamed(e.t, d.worker); l >= 0 {
+			lane, d.worker = l, "" // named by its lane again: a plain first success shares a record, as it did
+		}
+		s.remember(e.t, lane, a.Attempt, a.Run, a.Rerun, Outcome(a.Outcome), &d, a.Handed, a.Started, a.Ended)
 	}
+}
+
+// laneNamed returns the lane of t's pool that workerName calls name, or
+// -1 if none does (a custom pool's name, a pool smaller than it was).
+func (s *state) laneNamed(t int32, name string) int32 {
+	k, ok := strings.CutPrefix(name, "worker ")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(k)
+	p := &s.pools[s.hot[t].pool]
+	if err != nil || i < 0 || i >= len(p.lanes) || s.workerName(int32(p.lanes[i])) != name {
+		return -1
+	}
+	return int32(p.lanes[i])
 }
