@@ -160,6 +160,9 @@ func benchState(b *testing.B, shape string) {
 		for i := range rigs {
 			r := newRig(2)
 			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
+			if *stateHistory {
+				r.s.startHistory(DefaultHistoryPerTask, DefaultHistoryTotal)
+			}
 			if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
 				b.Fatal(err)
 			}
@@ -189,6 +192,7 @@ func benchState(b *testing.B, shape string) {
 }
 
 var runReps = flag.Int("baton.runreps", 1, "graphs run per iteration of BenchmarkState*")
+var stateHistory = flag.Bool("baton.history", false, "BenchmarkState*: with the attempt history on (WithHistory's defaults), as a scheduler has it by default")
 
 func itoa(i int) string {
 	if i == 0 {
