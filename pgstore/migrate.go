@@ -67,12 +67,43 @@ const migrateLock = 0x6261746f6e6d6967 // "batonmig"
 // again on a migrated database (it changes nothing). It needs a role that
 // may create schemas and tables (the database's owner, say), not the
 // scheduler's role of the roles script. It blocks for the transaction.
+//
+// A migration that changes a table waits for every transaction that read
+// it (a SubmitTx left open, a dashboard's query), and everything that
+// would use the table queues behind it, the leader's commits included.
+// Migrate waits for such a table a second at most (lock_timeout), rolls
+// back so that the queue drains, and tries again a moment later, until
+// ctx ends: a long transaction delays the migration, never the store.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool == nil {
 		return fmt.Errorf("%w: Migrate with a nil pool", ErrInvalidOption)
 	}
+	wait := 0.1 // seconds
+	for {
+		err := migrate(ctx, pool)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55P03" { // lock_timeout
+			return err
+		}
+		// A pause on the server's clock (no clock of this process: Migrate
+		// takes no options), in which the queue behind the table drains.
+		if _, serr := pool.Exec(ctx, `SELECT pg_sleep($1)`, wait); serr != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("pgstore: migrate: a transaction kept a table the migration changes, until: %w (%v)", ctx.Err(), err)
+			}
+			return fmt.Errorf("pgstore: migrate: %w", serr)
+		}
+		wait = min(2*wait, 2)
+	}
+}
+
+// migrate is one try of Migrate.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+			return fmt.Errorf("pgstore: migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '1s'`); err != nil {
 			return fmt.Errorf("pgstore: migrate: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS baton;

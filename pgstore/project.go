@@ -2,11 +2,12 @@ package pgstore
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/internal/record"
+	"github.com/batonhq/baton/worker"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -187,11 +188,11 @@ func errorColumns(errKind uint8, msg string, timeout time.Duration) (kind, text 
 	case record.ErrKindInterrupted:
 		return errKindNames[errKind], coordinator.ErrInterrupted.Error()
 	case record.ErrKindTimeout:
-		text = fmt.Sprintf("attempt timed out after %v", timeout)
+		te := &worker.TimeoutError{After: timeout}
 		if msg != "" {
-			text += ": " + msg
+			te.Err = errors.New(msg)
 		}
-		return errKindNames[errKind], text
+		return errKindNames[errKind], te.Error()
 	default:
 		return errKindNames[errKind], msg
 	}

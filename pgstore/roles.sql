@@ -36,10 +36,11 @@ GRANT USAGE ON SCHEMA baton TO baton_scheduler, baton_submitter, baton_reader;
 GRANT SELECT ON baton.migrations TO baton_scheduler, baton_submitter, baton_reader;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON baton.stores, baton.records, baton.tasks, baton.inbox, baton.pending TO baton_scheduler;
+GRANT SELECT, INSERT, UPDATE ON baton.beats TO baton_scheduler;
 GRANT EXECUTE ON FUNCTION baton.fence(text, bigint) TO baton_scheduler;
 
 GRANT SELECT ON baton.tasks, baton.inbox, baton.pending TO baton_submitter;
 GRANT INSERT (store, kind, body, ids) ON baton.inbox TO baton_submitter;
 GRANT INSERT ON baton.pending TO baton_submitter;
 
-GRANT SELECT ON baton.stores, baton.records, baton.tasks, baton.inbox, baton.pending TO baton_reader;
+GRANT SELECT ON baton.stores, baton.records, baton.tasks, baton.inbox, baton.pending, baton.beats TO baton_reader;

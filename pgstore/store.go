@@ -207,7 +207,7 @@ func (s *Store) claim(ctx context.Context) (int64, error) {
 					ended = true
 					continue
 				}
-				why = "no session found stuck past the lease (see endStuck)"
+				why = "no session found stuck past the lease: the leader beats, or its session is not visible to this login role (see endStuck)"
 				if berr != nil {
 					why = berr.Error()
 				}
@@ -252,10 +252,9 @@ func (s *Store) claim(ctx context.Context) (int64, error) {
 // connection lives: no claim could take the row. It is ended only if the
 // row's lease is over (on the database's clock), and the server has
 // waited for that client (wait event ClientRead) since its last statement
-// more than a lease ago: a leader alive and sending never waits that long
-// between the messages of one commit, and a commit longer than the lease
-// could not keep it anyway (fence renews it from the transaction's
-// start). Its transaction rolls back: it commits nothing, as fencing
+// more than a lease ago, and the leader has not beaten (baton.beats) for
+// a lease: a leader alive but slow to send a long commit beats meanwhile
+// (beat) and is left alone. Its transaction rolls back: it commits nothing, as fencing
 // would have it. Ending it takes a caller that may see and signal the
 // session: the same login role, as roles.sql's deployment has every
 // instance use, or one with pg_read_all_stats and pg_signal_backend;
@@ -266,7 +265,9 @@ func (s *Store) endStuck(ctx context.Context) (int, error) {
 		  FROM baton.stores st JOIN pg_stat_activity a ON a.backend_xid = st.xmax
 		 WHERE st.store = $1 AND st.expires <= now() AND a.pid <> pg_backend_pid()
 		   AND a.wait_event_type = 'Client' AND a.wait_event = 'ClientRead'
-		   AND a.state_change <= now() - st.lease`, s.name).Scan(&n)
+		   AND a.state_change <= now() - st.lease
+		   AND NOT EXISTS (SELECT 1 FROM baton.beats b
+		                    WHERE b.store = st.store AND b.term = st.term AND b.at > now() - st.lease)`, s.name).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: store %q: ending a stuck leader's session: %w", s.name, err)
 	}
@@ -274,9 +275,13 @@ func (s *Store) endStuck(ctx context.Context) (int, error) {
 }
 
 // heartbeat renews the lease every third of it, until stop closes or the
-// store is fenced.
+// store is fenced; beside it, beat says every third of a lease that the
+// leader lives.
 func (s *Store) heartbeat(term int64, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	quit, beaten := make(chan struct{}), make(chan struct{})
+	go s.beat(term, stop, quit, beaten)
+	defer func() { close(quit); <-beaten }()
 	tick := s.cfg.clk.Ticker(s.cfg.lease / 3)
 	defer tick.Stop()
 	for {
@@ -297,6 +302,35 @@ func (s *Store) heartbeat(term int64, stop <-chan struct{}, done chan<- struct{}
 		cancel()
 		if s.settle(term, sent, err) {
 			return
+		}
+	}
+}
+
+// beatSQL records that the leader of a term lives (baton.beats), unless a
+// later term has begun.
+const beatSQL = `INSERT INTO baton.beats (store, term, at) VALUES ($1, $2, now())
+	ON CONFLICT (store) DO UPDATE SET term = EXCLUDED.term, at = EXCLUDED.at WHERE baton.beats.term <= EXCLUDED.term`
+
+// beat writes the leader's beat every third of a lease until stop or
+// quit closes. It is its own row, which the leader's commits never hold:
+// it goes on while a long commit holds the lease row (and the renewal
+// waits behind it), so that a claim leaves a leader that is slow to send
+// its commit alone (endStuck). A beat that fails is not retried: the
+// next one comes a third of a lease later.
+func (s *Store) beat(term int64, stop, quit <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := s.cfg.clk.Ticker(s.cfg.lease / 3)
+	defer tick.Stop()
+	for {
+		ctx, cancel := s.cfg.clk.WithTimeout(context.Background(), s.cfg.lease/3)
+		_, _ = s.pool.Exec(ctx, beatSQL, s.name, term)
+		cancel()
+		select {
+		case <-stop:
+			return
+		case <-quit:
+			return
+		case <-tick.C:
 		}
 	}
 }
