@@ -71,7 +71,7 @@ func attemptDocOf(a *record.Attempt) attemptDoc {
 	kind, text := errorColumns(a.ErrKind, a.ErrMsg, a.Timeout)
 	d := attemptDoc{Attempt: a.Attempt, Run: a.Run, Rerun: a.Rerun, Outcome: coordinator.Outcome(a.Outcome).String(),
 		Worker: dbText(a.Worker), HandedOut: nanoTime(a.Handed), Started: nanoTime(a.Started), Ended: nanoTime(a.Ended),
-		ErrorKind: kind, Error: dbText(text), LogsDropped: a.LinesDropped}
+		ErrorKind: kind, Error: errText(text), LogsDropped: a.LinesDropped}
 	for _, l := range a.Lines {
 		d.Logs = append(d.Logs, lineDoc{Time: nanoTime(l.Time), Level: slog.Level(l.Level).String(), Msg: dbText(l.Msg), Attrs: dbText(l.Attrs)})
 	}

@@ -112,7 +112,7 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 			s.runs = append(s.runs, st.Runs)
 			kindName, text := errorColumns(st.ErrKind, st.ErrMsg, st.Timeout)
 			s.errKind = append(s.errKind, kindName)
-			s.errText = append(s.errText, dbText(text))
+			s.errText = append(s.errText, errText(text))
 			s.cause = append(s.cause, dbText(st.Cause))
 			s.result = append(s.result, result)
 			s.due = append(s.due, tstz(st.Due))

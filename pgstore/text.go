@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,3 +22,23 @@ func dbText(s string) string {
 // isDBText reports whether s is text the database keeps as it is
 // (dbText(s) == s): what a task submitted through the database may name.
 func isDBText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// maxErrText bounds an error's text in baton.tasks (the error column and
+// the attempts' JSON): an error of any size would otherwise go whole into
+// every history record of its task, and a row's jsonb is bounded (256 MB),
+// past which the commit fails. baton.records keeps the whole text.
+const maxErrText = 64 << 10
+
+// errText is an error's text as baton.tasks keeps it: dbText, cut to
+// maxErrText bytes (on a character's boundary) with how long it was.
+func errText(s string) string {
+	s = dbText(s)
+	if len(s) <= maxErrText {
+		return s
+	}
+	cut := maxErrText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (cut: %d bytes in all)", len(s))
+}

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -63,6 +64,24 @@ func TestOddBytesDoNotStopTheLeader(t *testing.T) {
 	var n int
 	if err := newPool(t).QueryRow(ctx, `SELECT count(*) FROM baton.tasks WHERE store = $1 AND id = $2`, name, "id\uFFFD\uFFFD").Scan(&n); err != nil || n != 1 {
 		t.Errorf("the odd ID's row: %d, %v; want it shown with U+FFFD", n, err)
+	}
+
+	// An error of any size is cut in the columns (a row's jsonb is
+	// bounded, and every history record of the task holds its attempts'
+	// errors), whole in the scheduler.
+	huge := strings.Repeat("é", 200<<10)
+	if err := s.Submit(coordinator.Task{ID: "huge", Func: "odd", Payload: []byte(huge)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitTasks(ctx, "huge"); err == nil {
+		t.Fatal("huge succeeded; want it failed")
+	}
+	if ti, _, err := a.Info(ctx, "huge"); err != nil || ti.Err == nil || len(ti.Err.Error()) > 70<<10 ||
+		!strings.HasPrefix(ti.Err.Error(), "éé") || !strings.HasSuffix(ti.Err.Error(), fmt.Sprintf("(cut: %d bytes in all)", len(huge))) {
+		t.Errorf("Info(huge) through the database: %d bytes of error, %v; want it cut to 64 KiB, saying how long it was", len(fmt.Sprint(ti.Err)), err)
+	}
+	if own, _ := s.Info("huge"); own.Err == nil || own.Err.Error() != huge {
+		t.Error("the scheduler's own Info(huge).Err is not the whole error")
 	}
 
 	for _, task := range []coordinator.Task{
