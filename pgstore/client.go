@@ -206,8 +206,8 @@ func (c *Client) WaitBatch(ctx context.Context, id BatchID) error {
 // submitted through the database: a *coordinator.TaskError wrapping
 // coordinator.ErrInvalidTask.
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
-	if !isDBText(id) {
-		return false, &coordinator.TaskError{ID: id, Err: coordinator.ErrInvalidTask, Detail: "not UTF-8 text without NUL bytes"}
+	if !isDBText(id) || len(id) > maxIDText {
+		return false, &coordinator.TaskError{ID: id, Err: coordinator.ErrInvalidTask, Detail: fmt.Sprintf("not UTF-8 text without NUL bytes of at most %d bytes", maxIDText)}
 	}
 	if err := c.ready(ctx); err != nil {
 		return false, err

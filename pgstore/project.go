@@ -80,10 +80,10 @@ func project(c *coordinator.Changes) (defRows, stateRows) {
 				}
 			}
 			d.seq = append(d.seq, int64(seq))
-			d.id = append(d.id, dbText(def.ID))
+			d.id = append(d.id, idText(def.ID))
 			d.fn = append(d.fn, dbText(def.Func))
 			d.pool = append(d.pool, dbText(def.Pool))
-			d.parent = append(d.parent, dbText(def.Parent))
+			d.parent = append(d.parent, idText(def.Parent))
 			d.deps = append(d.deps, string(dj))
 			d.prio = append(d.prio, int32(def.Priority))
 			d.maxAttempts = append(d.maxAttempts, int32(def.MaxAttempts))

@@ -42,3 +42,23 @@ func errText(s string) string {
 	}
 	return s[:cut] + fmt.Sprintf("… (cut: %d bytes in all)", len(s))
 }
+
+// maxIDText bounds an ID in baton.tasks' indexed columns (id, parent) and
+// in baton.pending's key: a B-tree entry holds at most about 2.7 KB, past
+// which the commit fails. Client refuses longer IDs; an ID longer than
+// this submitted on the leader's scheduler shows cut, with its length.
+const maxIDText = 1 << 10
+
+// idText is an ID as the indexed columns keep it: dbText, cut to
+// maxIDText bytes (on a character's boundary) with how long it was.
+func idText(s string) string {
+	s = dbText(s)
+	if len(s) <= maxIDText {
+		return s
+	}
+	cut := maxIDText - 32
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+}

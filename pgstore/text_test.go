@@ -84,7 +84,18 @@ func TestOddBytesDoNotStopTheLeader(t *testing.T) {
 		t.Error("the scheduler's own Info(huge).Err is not the whole error")
 	}
 
+	// An ID longer than an index entry holds, submitted on the scheduler:
+	// shown cut; the leader goes on.
+	long := strings.Repeat("L", 6000)
+	if err := s.Submit(coordinator.Task{ID: long, Func: "echo"}, coordinator.Task{ID: "after-long", Func: "echo", Deps: []string{long}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WaitTasks(ctx, "after-long"); err != nil {
+		t.Fatalf("WaitTasks(after-long) = %v; want the leader still committing", err)
+	}
+
 	for _, task := range []coordinator.Task{
+		{ID: strings.Repeat("L", 2000), Func: "echo"},
 		{ID: "a\x00b", Func: "echo"},
 		{ID: "a\xffb", Func: "echo"},
 		{ID: "ok", Func: "echo", Deps: []string{"d\x00"}},

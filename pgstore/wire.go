@@ -67,6 +67,9 @@ func toWire(t coordinator.Task) (wireTask, error) {
 			return wireTask{}, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: f.name + " is not UTF-8 text without NUL bytes (the database keeps text)"}
 		}
 	}
+	if len(t.ID) > maxIDText {
+		return wireTask{}, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: fmt.Sprintf("an ID of %d bytes: at most %d through the database (its indexes)", len(t.ID), maxIDText)}
+	}
 	for _, d := range t.Deps {
 		if !isDBText(d) {
 			return wireTask{}, &coordinator.TaskError{ID: t.ID, Err: coordinator.ErrInvalidTask, Detail: fmt.Sprintf("dependency %q is not UTF-8 text without NUL bytes (the database keeps text)", d)}
