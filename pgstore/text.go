@@ -32,15 +32,7 @@ const maxErrText = 64 << 10
 // errText is an error's text as baton.tasks keeps it: dbText, cut to
 // maxErrText bytes (on a character's boundary) with how long it was.
 func errText(s string) string {
-	s = dbText(s)
-	if len(s) <= maxErrText {
-		return s
-	}
-	cut := maxErrText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (cut: %d bytes in all)", len(s))
+	return cutText(s, maxErrText, maxErrText, "… (cut: %d bytes in all)")
 }
 
 // maxIDText bounds an ID in baton.tasks' indexed columns (id, parent) and
@@ -51,14 +43,17 @@ const maxIDText = 1 << 10
 
 // idText is an ID as the indexed columns keep it: dbText, cut to
 // maxIDText bytes (on a character's boundary) with how long it was.
-func idText(s string) string {
+func idText(s string) string { return cutText(s, maxIDText, maxIDText-32, "… (%d bytes)") }
+
+// cutText is dbText(s), or, past limit bytes, its first keep bytes (back
+// to a character's boundary) and note, a format given the whole length.
+func cutText(s string, limit, keep int, note string) string {
 	s = dbText(s)
-	if len(s) <= maxIDText {
+	if len(s) <= limit {
 		return s
 	}
-	cut := maxIDText - 32
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
 	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+	return s[:keep] + fmt.Sprintf(note, len(s))
 }
