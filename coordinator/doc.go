@@ -94,7 +94,9 @@
 // at once, and what waits on it is skipped. A durable scheduler (WithStore)
 // fuses nothing and commits before it hands work out: a task's function is
 // called only once the ends that released it are committed, so a crash
-// never makes a dependency run again after its dependent.
+// never makes a dependency run again after its dependent (the roots of a
+// batch its caller journals itself may go out before the commit that
+// stores them: SubmitJournaled).
 //
 // What the states and events mean, precisely:
 //

@@ -41,6 +41,7 @@ type durable struct {
 	cancels   map[int32]bool // Cancel reached these while they ran (fCancelReq from Cancel, not Shutdown)
 	meta      bool           // the version record is to be written, with the next commit
 	pools     []int          // pools whose state (paused) to write this iteration
+	early     []seqRange     // the journaled batches' roots submitted this iteration: they may go out before its commit (journaled.go)
 	restoring bool           // restore is submitting the stored tasks: submit must make nothing ready
 	careful   map[int32]bool // restored tasks whose next start waits for its commit (careful.go)
 	rash      bool           // WithCarefulRestart(false): mark none
@@ -188,6 +189,9 @@ func (s *state) submitted(b *submission) {
 			d.seq = d.seq[:cap(d.seq)]
 		}
 		d.seq[t] = d.next
+		if b.journaled {
+			d.journal(b, i, d.next)
+		}
 		d.next++
 		start := len(d.buf)
 		d.buf = record.AppendTaskKey(d.buf, d.seq[t], record.KindDef)
@@ -288,7 +292,7 @@ func (s *state) committed(failed error) error {
 	clear(d.ch.Deletes)
 	d.ch.Puts, d.ch.Deletes = d.ch.Puts[:0], d.ch.Deletes[:0]
 	clear(d.defs)
-	d.defs, d.dirty, d.deletes, d.pools, d.histDirty = d.defs[:0], d.dirty[:0], d.deletes[:0], d.pools[:0], d.histDirty[:0]
+	d.defs, d.dirty, d.deletes, d.pools, d.histDirty, d.early = d.defs[:0], d.dirty[:0], d.deletes[:0], d.pools[:0], d.histDirty[:0], d.early[:0]
 	if cap(d.buf) > 1<<20 {
 		d.buf = nil // a large batch: do not keep its space
 	} else {

@@ -57,6 +57,11 @@ func (r *rig) stepPacked(packAt time.Time) outbox {
 	o := r.s.iterate(r.now)
 	r.s.pack(&o, packAt)
 	failed := o.Failed
+	if failed == nil {
+		for _, p := range o.Early {
+			p.do()
+		}
+	}
 	if failed == nil && o.Commit != nil && r.commit != nil {
 		if err := r.commit(o.Commit); err != nil {
 			failed = commitFailure(err)

@@ -138,6 +138,11 @@ func (s *Scheduler) run(l *loop) error {
 // commit failed, the events. It returns the commit failure that stopped
 // the scheduler, if any, and leaves it in out.Failed.
 func (l *loop) do(out *outbox) error {
+	if out.Failed == nil {
+		for _, p := range out.Early {
+			p.do() // nothing a crash could undo (journaled.go)
+		}
+	}
 	if out.Failed == nil && out.Commit != nil {
 		if err := l.s.store.Commit(out.Commit); err != nil {
 			out.Failed = commitFailure(err)

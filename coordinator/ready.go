@@ -13,6 +13,8 @@ import (
 // I/O in this order, and then acknowledges it (advance) before it touches
 // the state again. The state itself touches no channel, store or context.
 //
+//  0. Early: the attempts of journaled roots handed out (journaled.go),
+//     which no crash can undo, made visible to their workers at once.
 //  1. Commit, on a durable scheduler: what the iteration decided, in one
 //     group commit. Everything below waits for it: a worker runs a task
 //     only once the ends that released it are committed, and nothing is
@@ -32,6 +34,7 @@ type outbox struct {
 	Failed  error         // a commit failed before this iteration (ErrStoreFailed, wrapped): commit nothing more
 	Commit  *Changes      // nil: nothing to write
 	Answers []answer      // delivered with the commit's error
+	Early   []publication // journaled roots, published before the commit (journaled.go)
 	Go      []goItem      // careful starts committed: let them start, after a good commit only (careful.go)
 	Publish []publication // after a good commit only
 	Stop    []stop        // after a failed commit too, with cause ErrClosed
@@ -172,6 +175,13 @@ func (s *state) iterate(now time.Time) outbox {
 	s.answerWatches() // after every cascade of the iteration: the causes they report are as bad as they got
 	for i := range s.lanes {
 		if ls := &s.lanes[i]; ls.pub != ls.shown {
+			if e := s.earlyTo(ls); e != ls.shown {
+				s.early = append(s.early, publication{l: ls.l, from: ls.shown, to: e})
+				ls.shown = e
+				if e == ls.pub {
+					continue
+				}
+			}
 			s.pubs = append(s.pubs, publication{l: ls.l, from: ls.shown, to: ls.pub})
 			ls.shown = ls.pub
 		}
@@ -185,7 +195,7 @@ func (s *state) iterate(now time.Time) outbox {
 	s.stopReqs = s.stopReqs[:0]
 	s.planLag(now)
 	due, ok := s.nextDue()
-	o := outbox{Answers: s.answers, Go: s.goes, Publish: s.pubs, Stop: s.stops, Events: s.events,
+	o := outbox{Answers: s.answers, Go: s.goes, Early: s.early, Publish: s.pubs, Stop: s.stops, Events: s.events,
 		Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}
 	return o
 }
@@ -208,9 +218,10 @@ func commitFailure(err error) error { return fmt.Errorf("%w: %w", ErrStoreFailed
 func (s *state) advance(commitErr error) error {
 	clear(s.answers)
 	clear(s.pubs)
+	clear(s.early)
 	clear(s.stops)
 	clear(s.goes)
-	s.answers, s.pubs, s.stops, s.goes = s.answers[:0], s.pubs[:0], s.stops[:0], s.goes[:0]
+	s.answers, s.pubs, s.early, s.stops, s.goes = s.answers[:0], s.pubs[:0], s.early[:0], s.stops[:0], s.goes[:0]
 	if len(s.events) > 0 {
 		s.eventCap = min(len(s.events), maxEventCap)
 	}

@@ -300,6 +300,7 @@ type state struct {
 	// The outbox's lists (ready.go), reused: what the loop must do.
 	answers  []answer      // callers to answer at the end of the iteration (later)
 	pubs     []publication // lane items to publish
+	early    []publication // lane items to publish before the commit (journaled.go)
 	stops    []stop        // attempt contexts to end
 	stopReqs []stopReq     // attempts stopped this iteration, resolved into stops by ready
 	goes     []goItem      // careful starts recorded this iteration (careful.go)

@@ -12,13 +12,14 @@ import (
 // submission is one Submit, SubmitContext, SubmitGraph or SubmitBatch:
 // the tasks, and for a Graph their dependencies inside the batch by place.
 type submission struct {
-	watch   chan<- error // SubmitBatch: where the batch's ends are told once all are final (nil: not watched)
-	tasks   []Task
-	hstart  []int32 // nil, or: task i's places are handles[hstart[i]:hstart[i+1]]
-	handles []int32
-	values  context.Context // nil: no caller values
-	scheds  []Schedule      // nil, or per task: its parsed Cron or its Schedule
-	owned   bool            // tasks is a copy of the caller's slice: it may be changed
+	watch     chan<- error // SubmitBatch: where the batch's ends are told once all are final (nil: not watched)
+	tasks     []Task
+	hstart    []int32 // nil, or: task i's places are handles[hstart[i]:hstart[i+1]]
+	handles   []int32
+	values    context.Context // nil: no caller values
+	scheds    []Schedule      // nil, or per task: its parsed Cron or its Schedule
+	owned     bool            // tasks is a copy of the caller's slice: it may be changed
+	journaled bool            // SubmitJournaled: its caller keeps it until it is committed (journaled.go)
 }
 
 // own makes b.tasks a copy of the caller's slice, once, before a task of
