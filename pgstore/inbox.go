@@ -108,7 +108,7 @@ func (sv *Service) doSubmit(ctx context.Context, s *coordinator.Scheduler, st *S
 			return sv.answer(ctx, st, term, id, "accepted", nil)
 		}
 		st.expect(id, ids)
-		err = s.SubmitContext(ctx, tasks...)
+		err = s.SubmitJournaled(ctx, tasks...)
 		if err == nil {
 			if !st.wasAccepted(id) {
 				// Its tasks came in more than one commit (a scheduler

@@ -346,5 +346,6 @@ func BenchmarkLatency(b *testing.B) {
 func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(lat[len(lat)*90/100].Microseconds())/1000, "ms-p90")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 }
