@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -170,4 +171,100 @@ func TestSubmitTxConcurrent(t *testing.T) {
 		t.Errorf("%d application rows; want %d (one per committed transaction)", appRows, committed)
 	}
 	t.Logf("%d transactions, %d committed, %d tasks accepted", len(results), committed, len(accepted))
+}
+
+// An ID another open transaction has submitted makes SubmitTx wait for
+// that transaction: refused with ErrDuplicateID if it commits, accepted
+// if it rolls back; an ID submitted earlier in the same transaction is
+// refused at once. After a refusal the transaction is usable and keeps
+// what it did before (its first batch), with pgx and database/sql alike.
+func TestSubmitTxContendedID(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("contend")
+	sv := startService(t, name)
+	pool := newPool(t)
+	db, err := sql.Open("pgx", needDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	task := func(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
+
+	for _, commitFirst := range []bool{true, false} {
+		x := fmt.Sprintf("x-%v", commitFirst)
+		first, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { first.Rollback(context.Background()) })
+		firstID, err := sv.SubmitTx(ctx, first, task(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { second.Rollback() })
+		type answer struct {
+			id  pgstore.BatchID
+			err error
+		}
+		got := make(chan answer, 1)
+		go func() {
+			id, err := sv.SubmitTx(ctx, second, task(x+"-other"), task(x))
+			got <- answer{id, err}
+		}()
+		// The second waits for the first's pending row.
+		for waiting := false; !waiting; {
+			if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if commitFirst {
+			if err := first.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := first.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a := <-got
+		if commitFirst {
+			var te *coordinator.TaskError
+			if !errors.As(a.err, &te) || !errors.Is(a.err, coordinator.ErrDuplicateID) || te.ID != x {
+				t.Fatalf("SubmitTx of an ID a committed transaction submitted = %v; want ErrDuplicateID naming %s", a.err, x)
+			}
+			if err := sv.WaitBatch(ctx, firstID); err != nil {
+				t.Fatalf("the first batch: %v", err)
+			}
+		} else if a.err != nil {
+			t.Fatalf("SubmitTx of an ID a rolled-back transaction submitted = %v; want accepted", a.err)
+		}
+		// The transaction is usable: an ID it submitted is refused at
+		// once; another batch goes in, and commits.
+		if _, err := sv.SubmitTx(ctx, second, task(x+"-more")); err != nil {
+			t.Fatalf("SubmitTx after a refusal = %v", err)
+		}
+		if _, err := sv.SubmitTx(ctx, second, task(x+"-more")); !errors.Is(err, coordinator.ErrDuplicateID) {
+			t.Fatalf("SubmitTx of an ID submitted earlier in the transaction = %v; want ErrDuplicateID", err)
+		}
+		if err := second.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{x, x + "-more"}
+		if !commitFirst {
+			want = append(want, x+"-other")
+		}
+		if err := sv.WaitTasks(ctx, want...); err != nil {
+			t.Fatalf("WaitTasks(%v) = %v", want, err)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM baton.tasks WHERE store = $1 AND id LIKE $2`, name, x+"%").Scan(&n); err != nil || n != len(want) {
+			t.Fatalf("baton.tasks holds %d tasks of %s, %v; want %d (%v)", n, x, err, len(want), want)
+		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM baton.pending WHERE store = $1`, name).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("baton.pending holds %d rows, %v; want none once every batch is decided", n, err)
+		}
+	}
 }

@@ -93,6 +93,7 @@ func TestMigrateGivesWayToOpenTransactions(t *testing.T) {
 	// Back to version 1, as a database migrated before version 2 is.
 	if _, err := pool.Exec(ctx, `DELETE FROM baton.migrations WHERE version >= 2;
 		ALTER TABLE baton.tasks DROP COLUMN history, DROP COLUMN last_attempt;
+		CREATE INDEX pending_by_inbox ON baton.pending (inbox);
 		DROP TABLE baton.beats`); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -28,7 +30,8 @@ func TestWaitsWithoutNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	sv, err := New(pool, "deaf", WithScheduler(coordinator.WithFunc("f", func(context.Context, []byte) error { return nil })))
+	name := fmt.Sprintf("deaf-%d", rand.Uint64()) // a store of its own, run after run (-count)
+	sv, err := New(pool, name, WithScheduler(coordinator.WithFunc("f", func(context.Context, []byte) error { return nil })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +43,7 @@ func TestWaitsWithoutNotifications(t *testing.T) {
 	}
 	deaf := &listener{waits: map[string]chan struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	close(deaf.done) // no goroutine: nothing ever fires
-	c := &Client{pool: pool, name: "deaf", cfg: cfg, l: deaf, closed: make(chan struct{})}
+	c := &Client{pool: pool, name: name, cfg: cfg, l: deaf, closed: make(chan struct{})}
 	if err := c.Submit(ctx, coordinator.Task{ID: "a", Func: "f"}, coordinator.Task{ID: "b", Func: "f", Deps: []string{"a"}}); err != nil {
 		t.Fatalf("Submit without notifications = %v", err)
 	}

@@ -560,7 +560,7 @@ func (s *Store) commitBatch(term int64, c *coordinator.Changes, d *defRows, st *
 	if len(accepted) > 0 {
 		b.Queue(`UPDATE baton.inbox SET outcome = 'accepted', done_at = now(), term = $2
 			WHERE id = ANY($1::bigint[]) AND outcome IS NULL`, accepted, term)
-		b.Queue(`DELETE FROM baton.pending WHERE inbox = ANY($1::bigint[])`, accepted)
+		b.Queue(deletePending, accepted)
 	}
 	if st.final || len(accepted) > 0 {
 		b.Queue(`SELECT pg_notify($1, $2)`, chanCommit, s.name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/batonhq/baton/coordinator"
@@ -86,43 +87,69 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
-	// The batch's row, one pending row per ID (waiting for a concurrent
-	// transaction that submits one of them: a unique key), and the
-	// notification, delivered when tx commits, never if it rolls back.
-	// A savepoint undoes all three if an ID is pending already.
+	// The batch's row, one pending row per ID (a unique key: an ID that a
+	// concurrent transaction submits makes the insert wait for it, and
+	// fail if it commits), and the notification, delivered when tx
+	// commits, never if it rolls back. A savepoint undoes all three when
+	// the insert fails.
+	for try := 0; ; try++ {
+		id, err := insertBatch(ctx, q, c.name, body, string(idsJSON))
+		if err == nil {
+			return BatchID(id), nil
+		}
+		for _, undo := range []string{`ROLLBACK TO SAVEPOINT baton_submit`, `RELEASE SAVEPOINT baton_submit`} {
+			if err := q.exec(ctx, undo); err != nil {
+				return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+			}
+		}
+		// Which ID is taken, now: pending in another batch (or earlier
+		// in this transaction), or stored by a batch accepted since.
+		var taken *string
+		if err := q.queryRow(ctx, `SELECT min(x) FROM jsonb_array_elements_text($2::jsonb) AS x
+			WHERE EXISTS (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = x)
+			   OR EXISTS (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = x)`,
+			c.name, string(idsJSON)).scan(&taken); err != nil {
+			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		}
+		if taken != nil {
+			return 0, &coordinator.TaskError{ID: *taken, Err: coordinator.ErrDuplicateID, Detail: "submitted by another transaction"}
+		}
+		if !isUniqueViolation(err) || try == 2 {
+			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		}
+		// The batch that held the ID was refused meanwhile, its pending
+		// rows gone: the ID is free again.
+	}
+}
+
+// insertBatch inserts a submit batch's inbox row and pending rows, and
+// queues its notification, in a savepoint it leaves open if it fails
+// (released if it succeeds): the caller rolls back to it.
+func insertBatch(ctx context.Context, q txQuerier, store string, body []byte, idsJSON string) (int64, error) {
 	if err := q.exec(ctx, `SAVEPOINT baton_submit`); err != nil {
-		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		return 0, err
 	}
 	var id int64
-	var taken *string // an ID whose pending row another batch holds
 	if err := q.queryRow(ctx, `
 		WITH box AS (
 		    INSERT INTO baton.inbox (store, kind, body, ids)
-		    VALUES ($1, 'submit', $2, ARRAY(SELECT jsonb_array_elements_text($3::jsonb))) RETURNING id),
+		    VALUES ($1, 'submit', $2, ARRAY(SELECT jsonb_array_elements_text($3::jsonb))) RETURNING id, ids),
 		  pend AS (
 		    INSERT INTO baton.pending (store, id, inbox)
-		    SELECT $1, x, box.id FROM box, jsonb_array_elements_text($3::jsonb) AS x
-		    ON CONFLICT DO NOTHING RETURNING id),
+		    SELECT $1, x, box.id FROM box, unnest(box.ids) AS x),
 		  woke AS (SELECT pg_notify($4, $1))
-		SELECT (SELECT id FROM box),
-		       (SELECT min(x) FROM (SELECT jsonb_array_elements_text($3::jsonb) EXCEPT SELECT id FROM pend) AS m(x)),
-		       (SELECT count(*) FROM woke)`,
-		c.name, body, string(idsJSON), chanInbox).scan(&id, &taken, new(int64)); err != nil {
-		q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`)
-		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		SELECT (SELECT id FROM box), (SELECT count(*) FROM woke)`,
+		store, body, idsJSON, chanInbox).scan(&id, new(int64)); err != nil {
+		return 0, err
 	}
-	if taken != nil {
-		// Named by the statement itself: by now the other batch may be
-		// decided and its pending rows gone.
-		if err := q.exec(ctx, `ROLLBACK TO SAVEPOINT baton_submit`); err != nil {
-			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
-		}
-		return 0, &coordinator.TaskError{ID: *taken, Err: coordinator.ErrDuplicateID, Detail: "submitted by another transaction"}
-	}
-	if err := q.exec(ctx, `RELEASE SAVEPOINT baton_submit`); err != nil {
-		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
-	}
-	return BatchID(id), nil
+	return id, q.exec(ctx, `RELEASE SAVEPOINT baton_submit`)
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation
+// (SQLSTATE 23505), from any driver that tells an error's SQLSTATE.
+func isUniqueViolation(err error) bool {
+	var st interface{ SQLState() string }
+	return errors.As(err, &st) && st.SQLState() == "23505"
 }
 
 // txQuerier is what SubmitTx needs of a transaction of either kind.
