@@ -57,13 +57,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	}
 	depsJSON, _ := json.Marshal(outside)
 	var dups, missing string
-	if err := q.queryRow(ctx, `
-		SELECT
-		  coalesce((SELECT jsonb_agg(t.id) FROM baton.tasks t
-		             WHERE t.store = $1 AND t.id IN (SELECT jsonb_array_elements_text($2::jsonb))), '[]')::text,
-		  coalesce((SELECT jsonb_agg(d.id) FROM jsonb_array_elements_text($3::jsonb) AS d(id)
-		             WHERE NOT EXISTS (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = d.id)
-		               AND NOT EXISTS (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = d.id)), '[]')::text`,
+	if err := q.queryRow(ctx, checkBatchSQL,
 		c.name, string(idsJSON), string(depsJSON)).scan(&dups, &missing); err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: checking the batch: %w", err)
 	}
@@ -106,8 +100,9 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 		// in this transaction), or stored by a batch accepted since.
 		var taken *string
 		if err := q.queryRow(ctx, `SELECT min(x) FROM jsonb_array_elements_text($2::jsonb) AS x
-			WHERE EXISTS (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = x)
-			   OR EXISTS (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = x)`,
+			LEFT JOIN LATERAL (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = x LIMIT 1) AS w(hit) ON true
+			LEFT JOIN LATERAL (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = x LIMIT 1) AS s(hit) ON true
+			WHERE w.hit IS NOT NULL OR s.hit IS NOT NULL`,
 			c.name, string(idsJSON)).scan(&taken); err != nil {
 			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 		}
@@ -151,6 +146,24 @@ func isUniqueViolation(err error) bool {
 	var st interface{ SQLState() string }
 	return errors.As(err, &st) && st.SQLState() == "23505"
 }
+
+// checkBatchSQL finds, for store $1, which of the IDs $2 (a JSON array)
+// are stored and which of the dependencies $3 are neither stored nor
+// pending.
+//
+// One index probe per ID (a LATERAL subquery with a LIMIT is never
+// made a join): a plan that scans the store's tasks once per batch,
+// or compares every ID with every task (a planner without statistics
+// on a young table chose that: 3 s per batch of 1,000 at 22,000
+// tasks), cannot be chosen.
+const checkBatchSQL = `
+	SELECT
+	  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements_text($2::jsonb) AS x
+	     CROSS JOIN LATERAL (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = x LIMIT 1) AS stored)::text,
+	  (SELECT coalesce(jsonb_agg(d), '[]') FROM jsonb_array_elements_text($3::jsonb) AS d
+	     LEFT JOIN LATERAL (SELECT 1 FROM baton.tasks t WHERE t.store = $1 AND t.id = d LIMIT 1) AS s(hit) ON true
+	     LEFT JOIN LATERAL (SELECT 1 FROM baton.pending p WHERE p.store = $1 AND p.id = d LIMIT 1) AS w(hit) ON true
+	    WHERE s.hit IS NULL AND w.hit IS NULL)::text`
 
 // txQuerier is what SubmitTx needs of a transaction of either kind.
 type txQuerier interface {
