@@ -42,6 +42,7 @@ type durable struct {
 	meta      bool           // the version record is to be written, with the next commit
 	pools     []int          // pools whose state (paused) to write this iteration
 	early     []seqRange     // the journaled batches' roots submitted this iteration: they may go out before its commit (journaled.go)
+	journaled int            // tasks of journaled batches submitted this iteration (journaled.go)
 	restoring bool           // restore is submitting the stored tasks: submit must make nothing ready
 	careful   map[int32]bool // restored tasks whose next start waits for its commit (careful.go)
 	rash      bool           // WithCarefulRestart(false): mark none
@@ -293,6 +294,7 @@ func (s *state) committed(failed error) error {
 	d.ch.Puts, d.ch.Deletes = d.ch.Puts[:0], d.ch.Deletes[:0]
 	clear(d.defs)
 	d.defs, d.dirty, d.deletes, d.pools, d.histDirty, d.early = d.defs[:0], d.dirty[:0], d.deletes[:0], d.pools[:0], d.histDirty[:0], d.early[:0]
+	d.journaled = 0
 	if cap(d.buf) > 1<<20 {
 		d.buf = nil // a large batch: do not keep its space
 	} else {

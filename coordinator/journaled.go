@@ -1,6 +1,9 @@
 package coordinator
 
-import "context"
+import (
+	"context"
+	"sort"
+)
 
 // Journaled submissions: a batch its caller has made durable already.
 //
@@ -15,32 +18,48 @@ import "context"
 // start before that commit, and a task submitted to an idle scheduler
 // starts one commit (an fsync) sooner.
 //
-// What may go out early, an iteration at a time (earlyPubs): on each
-// lane, the handed-out items from the first not yet published on, as long
-// as each is a task of a journaled batch of this iteration with no
-// dependency (nothing that an uncommitted end released), not fused
-// behind another and not a careful start. Nothing goes out early in an
-// iteration that forgets a task (its ID may be the one a journaled task
-// reuses: a crash would bring the old task back and the batch would be
-// refused although its task ran) or changes a pool's pause. A crash
-// before the commit then costs what a crash costs a running task: the
-// next scheduler runs the task again (at least once, as always).
+// Only if a crash before the commit would leave exactly what the journal
+// replays: the iteration's commit must hold nothing but the journaled
+// batches' own records (earlyTo). An end, a start, a spawn joining, a
+// reservation dropped, a task forgotten or a pool paused in the same
+// iteration would be undone by the crash while the early task had run
+// beside it: the batch could then be refused on replay (an ID the crash
+// gave back to a task, a dependency it took away) although its task ran,
+// or a task whose end freed a key's place or a worker would run again
+// after the task that took its place. Then the iteration publishes as
+// any other, after its commit.
+//
+// What goes out early: on each lane, the handed-out items from the first
+// not yet published on, as long as each is a task of a journaled batch
+// with no dependency, not fused behind another and not a careful start.
+// A crash before the commit costs what a crash costs a running task: the
+// next scheduler runs the task again (at least once, as always). A
+// replay must not go out early (SubmitJournaled's doc): a function that
+// kills its process would otherwise kill every process that replays it,
+// its start never committed, never counted (careful.go).
 
 // SubmitJournaled is SubmitContext for a batch the caller has made
 // durable itself, in a journal it replays after a crash until it learns
 // that the batch's acceptance was committed, and never afterwards (as
 // pgstore's Service does with its inbox). On a durable scheduler the
 // batch's tasks that depend on nothing may start before the commit that
-// stores them (one commit sooner after a Submit to an idle scheduler); a
-// crash before that commit loses nothing, since the caller submits the
-// batch again, but the task may then run twice, as any task running at
-// a crash may. Without a store it is SubmitContext. It blocks as
-// SubmitContext does, is safe for concurrent use, and returns ErrClosed
-// once Shutdown has begun.
+// stores them (one commit sooner after a Submit to an idle scheduler,
+// when nothing else was decided meanwhile); a crash before that commit
+// loses nothing, since the caller submits the batch again, but the task
+// may then run twice, as any task running at a crash may. Without a
+// store it is SubmitContext. It blocks as SubmitContext does, is safe for
+// concurrent use, and returns ErrClosed once Shutdown has begun.
 //
-// A caller whose journal does not keep the batch until its acceptance is
-// committed must use SubmitContext: a task of a batch lost in a crash
-// could have run.
+// Replay with SubmitContext, never with SubmitJournaled, a batch that a
+// process which has since crashed may have submitted: its function may
+// be what crashed it, and a start that is never committed is never
+// counted, so a function that kills its process would kill every
+// process that replays it (SubmitContext commits first, and a restart's
+// careful start bounds the crashes as for any task: a journaled batch's
+// function that kills its process is called at most MaxAttempts + 2
+// times, one more than a submitted one's). A caller whose
+// journal does not keep the batch until its acceptance is committed must
+// use SubmitContext: a task of a batch lost in a crash could have run.
 func (s *Scheduler) SubmitJournaled(ctx context.Context, tasks ...Task) error {
 	return s.submit(ctx, &submission{tasks: tasks, journaled: true})
 }
@@ -48,9 +67,11 @@ func (s *Scheduler) SubmitJournaled(ctx context.Context, tasks ...Task) error {
 // seqRange is the sequences lo..hi-1 (durable.early).
 type seqRange struct{ lo, hi uint64 }
 
-// journal notes the records just given to journaled batch b's tasks
-// (submitted): the tasks without a dependency may go out early.
+// journal notes the record just given to task i of journaled batch b
+// (submitted): its tasks count (journaled), and those without a
+// dependency may go out early.
 func (d *durable) journal(b *submission, i int, seq uint64) {
+	d.journaled++
 	if len(b.tasks[i].Deps) > 0 || len(b.places(i)) > 0 {
 		return
 	}
@@ -62,25 +83,29 @@ func (d *durable) journal(b *submission, i int, seq uint64) {
 }
 
 // journaledRoot reports whether task t is a root of a journaled batch of
-// this iteration.
+// this iteration (d.early is in ascending order: sequences only grow).
 func (d *durable) journaledRoot(t int32) bool {
 	if int(t) >= len(d.seq) {
 		return false
 	}
 	seq := d.seq[t]
-	for _, r := range d.early {
-		if seq >= r.lo && seq < r.hi {
-			return true
-		}
-	}
-	return false
+	i := sort.Search(len(d.early), func(i int) bool { return d.early[i].hi > seq })
+	return i < len(d.early) && d.early[i].lo <= seq
+}
+
+// onlyJournaled reports whether this iteration's commit holds nothing but
+// the journaled batches' own records: each of their tasks is written
+// once (touch), and nothing else is.
+func (d *durable) onlyJournaled() bool {
+	return d.failed == nil && len(d.dirty) == d.journaled && len(d.defs) == d.journaled &&
+		len(d.histDirty) == 0 && len(d.deletes) == 0 && len(d.pools) == 0
 }
 
 // earlyTo returns the end of what lane ls may publish before this
 // iteration's commit: shown if nothing.
 func (s *state) earlyTo(ls *laneState) uint32 {
 	d := s.dur
-	if d == nil || len(d.early) == 0 || d.failed != nil || len(d.deletes) > 0 || len(d.pools) > 0 {
+	if d == nil || len(d.early) == 0 || !d.onlyJournaled() {
 		return ls.shown
 	}
 	seq := ls.shown
