@@ -22,7 +22,8 @@ import (
 // test binary re-executed with childEnv set. A child runs a Service of
 // store BATON_PGSTORE_NAME with function "work" (payload: the task's ID),
 // which appends "start ID INSTANCE" and "end ID INSTANCE" to the log
-// file BATON_PGSTORE_LOG; it prints each Notice on stdout ("leader TERM",
+// file BATON_PGSTORE_LOG, and "fatal", which appends its start and kills
+// its process; it prints each Notice on stdout ("leader TERM",
 // "standby TERM ERR"), and shuts down when its stdin closes.
 
 const childEnv = "BATON_PGSTORE_CHILD"
@@ -70,7 +71,12 @@ func childMain(mode string) int {
 			defer out.Unlock()
 			fmt.Printf("%v %d %v\n", n.Role, n.Term, n.Err)
 		}),
-		pgstore.WithScheduler(coordinator.WithFunc("work", work), coordinator.WithWorkers(4)))
+		pgstore.WithScheduler(coordinator.WithFunc("work", work), coordinator.WithWorkers(4),
+			coordinator.WithFunc("fatal", func(ctx context.Context, p []byte) error {
+				write("start " + string(p) + " " + inst)
+				os.Exit(3) // as a log.Fatal on a bad payload
+				return nil
+			})))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/pgstore"
 )
 
@@ -112,4 +114,56 @@ func TestCrashRestart(t *testing.T) {
 		t.Errorf("the store's term is %d; the last child led %d", term, lastTerm)
 	}
 	t.Logf("%d kills, %d terms", *crashKills, term)
+}
+
+// TestFatalTaskEndsFailed: a task whose function kills its process at
+// once (a log.Fatal on a bad payload), submitted to a leader, kills every
+// instance that runs it; a new one started each time. It ends Failed
+// (ErrInterrupted) after at most MaxAttempts + 2 deaths (the first start
+// of a batch the leader takes from the inbox comes before its commit,
+// uncounted; docs/durable.md): the next leader must not start it before
+// a commit again, or every instance would die of it for ever.
+func TestFatalTaskEndsFailed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pool := newPool(t)
+	name := uniqueName("fatal")
+	logPath := filepath.Join(t.TempDir(), "log")
+	cl, err := pgstore.NewClient(pool, name, pgstore.WithPoll(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const bound = 3 // MaxAttempts 1, + 2
+	deaths := 0
+	ended := make(chan error, 1)
+	for k := 0; ; k++ {
+		c := startChild(t, needDB(t), name, "f"+strconv.Itoa(k), logPath, crashLease)
+		c.waitLine(ctx, t, "leader")
+		if k == 0 {
+			// Submitted to a leader: read from the inbox as new. Submit
+			// returns once the batch is decided, maybe by a later leader.
+			go func() {
+				if err := cl.Submit(ctx, coordinator.Task{ID: "p", Func: "fatal", Payload: []byte("p")}); err != nil {
+					ended <- fmt.Errorf("Submit: %w", err)
+					return
+				}
+				ended <- cl.WaitTasks(ctx, "p")
+			}()
+		}
+		select {
+		case <-c.done:
+			if deaths++; deaths > bound {
+				t.Fatalf("%d instances died of the task; want at most %d, then the task failed", deaths, bound)
+			}
+			continue
+		case err := <-ended:
+			if !errors.Is(err, coordinator.ErrInterrupted) {
+				t.Fatalf("WaitTasks(p) = %v after %d deaths; want it failed with ErrInterrupted", err, deaths)
+			}
+			c.stop(t)
+		}
+		break
+	}
+	t.Logf("the task failed after %d deaths (bound %d)", deaths, bound)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/jackc/pgx/v5"
@@ -27,9 +28,13 @@ func (sv *Service) serveInbox(ctx context.Context, s *coordinator.Scheduler, st 
 	term := st.Term()
 	gcEvery := max(c.cfg.retention/10, c.cfg.poll)
 	lastGC := c.cfg.clk.Now().Add(-gcEvery)
+	replays := int64(math.MaxInt64) // until known: every request may be a replay
 	for {
 		woken := c.l.wake(chanInbox)
-		n, err := sv.takeRequests(ctx, s, st, term)
+		if replays == math.MaxInt64 {
+			replays = sv.lastRequest(ctx)
+		}
+		n, err := sv.takeRequests(ctx, s, st, term, replays)
 		if err != nil {
 			return err
 		}
@@ -67,9 +72,22 @@ func (sv *Service) serveInbox(ctx context.Context, s *coordinator.Scheduler, st 
 	}
 }
 
+// lastRequest returns the id of the newest request of the store's inbox
+// (0: none), math.MaxInt64 if the database cannot tell now. A request up
+// to it may have been read by an earlier leader, which may have started
+// its batch's tasks before its commit and died of one (doSubmit).
+func (sv *Service) lastRequest(ctx context.Context) int64 {
+	var last int64
+	if err := sv.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM baton.inbox WHERE store = $1`, sv.name).Scan(&last); err != nil {
+		return math.MaxInt64
+	}
+	return last
+}
+
 // takeRequests does the requests waiting in the inbox, at most
-// inboxBatch, and returns how many it read.
-func (sv *Service) takeRequests(ctx context.Context, s *coordinator.Scheduler, st *Store, term int64) (int, error) {
+// inboxBatch, and returns how many it read. Those up to replays were
+// there when the lead began.
+func (sv *Service) takeRequests(ctx context.Context, s *coordinator.Scheduler, st *Store, term, replays int64) (int, error) {
 	c := sv.Client
 	type req struct {
 		id   int64
@@ -94,7 +112,7 @@ func (sv *Service) takeRequests(ctx context.Context, s *coordinator.Scheduler, s
 		var err error
 		switch q.kind {
 		case "submit":
-			err = sv.doSubmit(ctx, s, st, term, q.id, q.body, q.ids)
+			err = sv.doSubmit(ctx, s, st, term, q.id, q.body, q.ids, q.id <= replays)
 		case "cancel":
 			err = sv.doCancel(ctx, s, st, term, q.id, q.body)
 		}
@@ -106,15 +124,24 @@ func (sv *Service) takeRequests(ctx context.Context, s *coordinator.Scheduler, s
 }
 
 // doSubmit submits one batch. Its acceptance is written by the commit
-// that stores its tasks (Store.expect); a refusal by answer.
-func (sv *Service) doSubmit(ctx context.Context, s *coordinator.Scheduler, st *Store, term, id int64, body []byte, ids []string) error {
+// that stores its tasks (Store.expect); a refusal by answer. The row
+// stays undecided until then, so the batch is journaled
+// (SubmitJournaled: its roots may start before that commit), unless it
+// may be a replay (a request an earlier leader may have read: its
+// function may be what killed that leader, and it must not start
+// before a commit again).
+func (sv *Service) doSubmit(ctx context.Context, s *coordinator.Scheduler, st *Store, term, id int64, body []byte, ids []string, replay bool) error {
 	tasks, err := decodeSubmit(body, ids)
 	if err == nil {
 		if len(tasks) == 0 {
 			return sv.answer(ctx, st, term, id, "accepted", nil)
 		}
 		st.expect(id, ids)
-		err = s.SubmitJournaled(ctx, tasks...)
+		if replay {
+			err = s.SubmitContext(ctx, tasks...)
+		} else {
+			err = s.SubmitJournaled(ctx, tasks...)
+		}
 		if err == nil {
 			if !st.wasAccepted(id) {
 				// Its tasks came in more than one commit (a scheduler
