@@ -182,6 +182,7 @@ func (s *state) submitted(b *submission) {
 	if d == nil {
 		return
 	}
+	early := b.journaled && selfContained(b)
 	for i := range b.tasks {
 		task := &b.tasks[i]
 		t, _ := s.find(task.ID)
@@ -191,7 +192,7 @@ func (s *state) submitted(b *submission) {
 		}
 		d.seq[t] = d.next
 		if b.journaled {
-			d.journal(b, i, d.next)
+			d.journal(b, i, d.next, early)
 		}
 		d.next++
 		start := len(d.buf)

@@ -31,7 +31,8 @@ import (
 //
 // What goes out early: on each lane, the handed-out items from the first
 // not yet published on, as long as each is a task of a journaled batch
-// with no dependency, not fused behind another and not a careful start.
+// with no dependency, not fused behind another and not a careful start,
+// of a batch that names no task outside itself (selfContained).
 // A crash before the commit costs what a crash costs a running task: the
 // next scheduler runs the task again (at least once, as always). A
 // replay must not go out early (SubmitJournaled's doc): a function that
@@ -60,6 +61,12 @@ import (
 // times, one more than a submitted one's). A caller whose
 // journal does not keep the batch until its acceptance is committed must
 // use SubmitContext: a task of a batch lost in a crash could have run.
+//
+// A batch that names a task submitted before it never goes out early. A
+// replay can still be refused for what could have refused the batch the
+// first time: an ID that a spawner restored by the next scheduler claims
+// for a child before the replay comes (a journal's IDs and spawned
+// children's race whatever the crash; keep them apart).
 func (s *Scheduler) SubmitJournaled(ctx context.Context, tasks ...Task) error {
 	return s.submit(ctx, &submission{tasks: tasks, journaled: true})
 }
@@ -68,11 +75,11 @@ func (s *Scheduler) SubmitJournaled(ctx context.Context, tasks ...Task) error {
 type seqRange struct{ lo, hi uint64 }
 
 // journal notes the record just given to task i of journaled batch b
-// (submitted): its tasks count (journaled), and those without a
-// dependency may go out early.
-func (d *durable) journal(b *submission, i int, seq uint64) {
+// (submitted): its tasks count (journaled), and, if the batch may go out
+// early (selfContained), those without a dependency do.
+func (d *durable) journal(b *submission, i int, seq uint64, early bool) {
 	d.journaled++
-	if len(b.tasks[i].Deps) > 0 || len(b.places(i)) > 0 {
+	if !early || len(b.tasks[i].Deps) > 0 || len(b.places(i)) > 0 {
 		return
 	}
 	if n := len(d.early); n > 0 && d.early[n-1].hi == seq {
@@ -80,6 +87,30 @@ func (d *durable) journal(b *submission, i int, seq uint64) {
 		return
 	}
 	d.early = append(d.early, seqRange{seq, seq + 1})
+}
+
+// selfContained reports whether batch b depends on nothing outside
+// itself. A batch that names a task submitted before may go out early
+// only if a crash cannot take that task away before the journal's replay
+// comes, and it can: retention may forget it when the next scheduler
+// starts (its time came while the process was down), and the replay is
+// then refused (ErrUnknownDependency) although the batch's roots ran.
+func selfContained(b *submission) bool {
+	var ids map[string]bool
+	for i := range b.tasks {
+		for _, dep := range b.tasks[i].Deps {
+			if ids == nil {
+				ids = make(map[string]bool, len(b.tasks))
+				for k := range b.tasks {
+					ids[b.tasks[k].ID] = true
+				}
+			}
+			if !ids[dep] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // journaledRoot reports whether task t is a root of a journaled batch of

@@ -211,3 +211,44 @@ func TestJournaledWaitsForADroppedReservation(t *testing.T) {
 		t.Errorf("the replay while s runs again = %v; want ErrDuplicateID (x reserved again; x never ran)", replay)
 	}
 }
+
+// A journaled batch that names a task submitted before it ({r, c after
+// d}, d final under retention) waits for its commit: a crash could take d
+// away before the replay comes (the next scheduler forgets it at once if
+// its time came while the process was down, or the loop took the batch
+// before the timer's wake), and the replay would be refused although r
+// ran. Found by a review, at both moments.
+func TestJournaledWaitsWhenItNamesATaskBefore(t *testing.T) {
+	for _, at := range []time.Duration{59 * time.Minute, time.Hour + time.Second} {
+		d := newDurableRig(t, 1)
+		d.s.retain, d.s.keep = true, time.Hour
+		reply := make(chan error, 1)
+		d.submitted(t, reply, Task{ID: "d", Run: noop})
+		d.step()
+		<-reply
+		d.drain(0)
+		d.step() // d's success committed
+		d.now = d.now.Add(at)
+		rRuns := 0
+		d.journaled(t, Task{ID: "r", Run: func(context.Context) error { rRuns++; return nil }},
+			Task{ID: "c", Run: noop, Deps: []string{"d"}})
+		o := d.s.iterate(d.now)
+		d.s.pack(&o, d.now)
+		for _, p := range o.Early {
+			p.do()
+		}
+		for d.s.lanes[0].l.Step(d.env) {
+		}
+		if published(o.Early) != 0 || rRuns != 0 {
+			t.Errorf("%v after d's end: %d items early, r ran %d time(s) before the commit; want none", at, published(o.Early), rRuns)
+		}
+		d.s.advance(nil)
+	}
+	// A batch whose dependencies are all its own still goes out early.
+	d := newDurableRig(t, 2)
+	d.journaled(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop, Deps: []string{"a"}})
+	if o := d.s.ready(d.now); published(o.Early) != 1 {
+		t.Errorf("a self-contained batch: %d items early; want its root", published(o.Early))
+	}
+	d.s.advance(nil)
+}
