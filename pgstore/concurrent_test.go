@@ -12,6 +12,7 @@ import (
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/pgstore"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestSubmitTxConcurrent: 16 goroutines each run 25 transactions that
@@ -266,5 +267,109 @@ func TestSubmitTxContendedID(t *testing.T) {
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM baton.pending WHERE store = $1`, name).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("baton.pending holds %d rows, %v; want none once every batch is decided", n, err)
 		}
+	}
+}
+
+// waitingOnPending waits until a session waits for a transaction's lock
+// in a statement on baton.pending.
+func waitingOnPending(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for waiting := false; !waiting; {
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// SubmitTx checks what is stored after its insert: a batch accepted while
+// the insert waited for a concurrent transaction (which holds another ID
+// of the batch) is seen, and its ID refused in the transaction. The check
+// came first, and the batch was told good in the transaction and refused
+// by the leader later. Found by a review.
+func TestSubmitTxSeesABatchAcceptedWhileItWaited(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("late")
+	sv := startService(t, name)
+	pool := newPool(t)
+	task := func(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Rollback(context.Background()) })
+	if _, err := sv.SubmitTx(ctx, holder, task("a")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	got := make(chan error, 1)
+	go func() {
+		_, err := sv.SubmitTx(ctx, tx, task("x"), task("a"))
+		got <- err
+	}()
+	waitingOnPending(ctx, t, pool)                    // its insert waits for the holder's a (IDs go in in order: a, then x)
+	if err := sv.Submit(ctx, task("x")); err != nil { // accepted, x stored
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var te *coordinator.TaskError
+	if err := <-got; !errors.As(err, &te) || !errors.Is(err, coordinator.ErrDuplicateID) || te.ID != "x" {
+		t.Fatalf("SubmitTx(x, a) after x was accepted meanwhile = %v; want ErrDuplicateID naming x", err)
+	}
+	if _, err := sv.SubmitTx(ctx, tx, task("z")); err != nil { // usable
+		t.Fatalf("SubmitTx after the refusal = %v", err)
+	}
+}
+
+// Two transactions whose batches share IDs, submitted in opposite orders,
+// wait for each other in one order (pending rows are inserted in ID
+// order), never in a deadlock: t1 holds a; t2's {b, a} waits for a; t1
+// then submits b, which t2 has not taken; t1 commits, and t2 is refused
+// for a. A review saw PostgreSQL's deadlock error instead.
+func TestSubmitTxSharedIDsDoNotDeadlock(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("order")
+	sv := startService(t, name)
+	pool := newPool(t)
+	task := func(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
+	t1, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t1.Rollback(context.Background()) })
+	if _, err := sv.SubmitTx(ctx, t1, task("a")); err != nil {
+		t.Fatal(err)
+	}
+	t2, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t2.Rollback(context.Background()) })
+	got := make(chan error, 1)
+	go func() {
+		_, err := sv.SubmitTx(ctx, t2, task("b"), task("a"))
+		got <- err
+	}()
+	waitingOnPending(ctx, t, pool)
+	if _, err := sv.SubmitTx(ctx, t1, task("b")); err != nil {
+		t.Fatalf("t1's SubmitTx(b) while t2 waits for a = %v; want it through", err)
+	}
+	var waiting bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil || !waiting {
+		t.Fatalf("t2 no longer waits for t1 (%v): a deadlock ended it", err)
+	}
+	if err := t1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var te *coordinator.TaskError
+	if err := <-got; !errors.As(err, &te) || !errors.Is(err, coordinator.ErrDuplicateID) || te.ID != "a" {
+		t.Fatalf("t2's SubmitTx(b, a) = %v; want ErrDuplicateID naming a", err)
 	}
 }

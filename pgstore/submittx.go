@@ -56,45 +56,33 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 		outside = []string{}
 	}
 	depsJSON, _ := json.Marshal(outside)
-	var dups, missing string
-	if err := q.queryRow(ctx, checkBatchSQL,
-		c.name, string(idsJSON), string(depsJSON)).scan(&dups, &missing); err != nil {
-		return 0, fmt.Errorf("pgstore: SubmitTx: checking the batch: %w", err)
-	}
-	var dupIDs, missingIDs []string
-	if err := json.Unmarshal([]byte(dups), &dupIDs); err != nil {
-		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
-	}
-	if err := json.Unmarshal([]byte(missing), &missingIDs); err != nil {
-		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
-	}
-	if len(dupIDs) > 0 {
-		return 0, &coordinator.TaskError{ID: dupIDs[0], Err: coordinator.ErrDuplicateID, Detail: "already submitted"}
-	}
-	if len(missingIDs) > 0 {
-		return 0, unknownDep(tasks, missingIDs[0])
-	}
-	if err := findCycle(tasks); err != nil {
-		return 0, err
-	}
 	body, err := json.Marshal(submitBody{Tasks: ws})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 	}
-	// The batch's row, one pending row per ID (a unique key: an ID that a
-	// concurrent transaction submits makes the insert wait for it, and
-	// fail if it commits), and the notification, delivered when tx
-	// commits, never if it rolls back. A savepoint undoes all three when
-	// the insert fails.
+	// In a savepoint: the batch's row, one pending row per ID (a unique
+	// key: an ID that a concurrent transaction submits makes the insert
+	// wait for it, and fail if it commits), the notification (delivered
+	// when tx commits, never if it rolls back), then the check of what is
+	// stored. The check comes after the insert, in a statement of its
+	// own, so that it sees every batch committed until then: one accepted
+	// while the insert waited is seen. A refusal or a failed insert rolls
+	// the savepoint back, and the transaction goes on without any of it.
 	for try := 0; ; try++ {
-		id, err := insertBatch(ctx, q, c.name, body, string(idsJSON))
-		if err == nil {
+		id, refused, err := insertBatch(ctx, q, c.name, body, string(idsJSON), string(depsJSON), tasks)
+		if err == nil && refused == nil {
+			if err := q.exec(ctx, `RELEASE SAVEPOINT baton_submit`); err != nil {
+				return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+			}
 			return BatchID(id), nil
 		}
 		for _, undo := range []string{`ROLLBACK TO SAVEPOINT baton_submit`, `RELEASE SAVEPOINT baton_submit`} {
 			if err := q.exec(ctx, undo); err != nil {
 				return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 			}
+		}
+		if refused != nil {
+			return 0, refused
 		}
 		// Which ID is taken, now: pending in another batch (or earlier
 		// in this transaction), or stored by a batch accepted since.
@@ -110,6 +98,8 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 			return 0, &coordinator.TaskError{ID: *taken, Err: coordinator.ErrDuplicateID, Detail: "submitted by another transaction"}
 		}
 		if !isUniqueViolation(err) || try == 2 {
+			// Under REPEATABLE READ or SERIALIZABLE the transaction cannot
+			// see the batch that took the ID: the driver's error, as is.
 			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 		}
 		// The batch that held the ID was refused meanwhile, its pending
@@ -117,27 +107,47 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 	}
 }
 
-// insertBatch inserts a submit batch's inbox row and pending rows, and
-// queues its notification, in a savepoint it leaves open if it fails
-// (released if it succeeds): the caller rolls back to it.
-func insertBatch(ctx context.Context, q txQuerier, store string, body []byte, idsJSON string) (int64, error) {
+// insertBatch opens the savepoint baton_submit, inserts a submit batch's
+// inbox row and pending rows (in ID order: two batches sharing IDs wait
+// for each other in one order, never in a deadlock), queues its
+// notification, and checks the batch against what is stored: refused is
+// its refusal (ErrDuplicateID, ErrUnknownDependency, a cycle), err the
+// database's error. It leaves the savepoint open: the caller releases it,
+// or rolls back to it.
+func insertBatch(ctx context.Context, q txQuerier, store string, body []byte, idsJSON, depsJSON string, tasks []coordinator.Task) (id int64, refused, err error) {
 	if err := q.exec(ctx, `SAVEPOINT baton_submit`); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	var id int64
 	if err := q.queryRow(ctx, `
 		WITH box AS (
 		    INSERT INTO baton.inbox (store, kind, body, ids)
 		    VALUES ($1, 'submit', $2, ARRAY(SELECT jsonb_array_elements_text($3::jsonb))) RETURNING id, ids),
 		  pend AS (
 		    INSERT INTO baton.pending (store, id, inbox)
-		    SELECT $1, x, box.id FROM box, unnest(box.ids) AS x),
+		    SELECT $1, x, box.id FROM box, unnest(box.ids) AS x ORDER BY x),
 		  woke AS (SELECT pg_notify($4, $1))
 		SELECT (SELECT id FROM box), (SELECT count(*) FROM woke)`,
 		store, body, idsJSON, chanInbox).scan(&id, new(int64)); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return id, q.exec(ctx, `RELEASE SAVEPOINT baton_submit`)
+	var dups, missing string
+	if err := q.queryRow(ctx, checkBatchSQL, store, idsJSON, depsJSON).scan(&dups, &missing); err != nil {
+		return 0, nil, fmt.Errorf("checking the batch: %w", err)
+	}
+	var dupIDs, missingIDs []string
+	if err := json.Unmarshal([]byte(dups), &dupIDs); err != nil {
+		return 0, nil, err
+	}
+	if err := json.Unmarshal([]byte(missing), &missingIDs); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case len(dupIDs) > 0:
+		return 0, &coordinator.TaskError{ID: dupIDs[0], Err: coordinator.ErrDuplicateID, Detail: "already submitted"}, nil
+	case len(missingIDs) > 0:
+		return 0, unknownDep(tasks, missingIDs[0]), nil
+	}
+	return id, findCycle(tasks), nil
 }
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation
