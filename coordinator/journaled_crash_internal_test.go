@@ -35,31 +35,12 @@ func restoredRig(t *testing.T, commits []*Changes, workers int, funcs map[string
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	keepCopies(d)
+	d.keepCommits()
 	if c != nil {
 		d.commit(c)
 	}
 	d.s.committed(nil)
 	return d
-}
-
-// keepCopies makes d keep copies of its commits' bytes (the state reuses
-// its encoding buffer).
-func keepCopies(d *durableRig) {
-	d.commit = func(c *Changes) error {
-		if d.fail != nil {
-			return d.fail
-		}
-		cp := &Changes{}
-		for _, p := range c.Puts {
-			cp.Puts = append(cp.Puts, KV{Key: slices.Clone(p.Key), Value: slices.Clone(p.Value)})
-		}
-		for _, k := range c.Deletes {
-			cp.Deletes = append(cp.Deletes, slices.Clone(k))
-		}
-		d.commits = append(d.commits, cp)
-		return nil
-	}
 }
 
 // A journaled batch taken in the iteration that applies a spawner's
@@ -70,7 +51,6 @@ func keepCopies(d *durableRig) {
 // ErrUnknownDependency.
 func TestJournaledWaitsForASpawnJoiningInItsIteration(t *testing.T) {
 	d := newDurableRig(t, 1)
-	keepCopies(d)
 	rRuns := 0
 	spawner := func(ctx context.Context) error {
 		c, _ := lane.Of(ctx)
@@ -123,7 +103,6 @@ func TestJournaledWaitsForASpawnJoiningInItsIteration(t *testing.T) {
 // although r waited behind x. Found by a review (r went out early).
 func TestJournaledWaitsForAnEndInItsIteration(t *testing.T) {
 	d := newDurableRig(t, 2)
-	keepCopies(d)
 	d.s.policy = KeyPolicy{Limit: 1}
 	reply := make(chan error, 1)
 	d.submitted(t, reply, Task{ID: "x", Func: "f", Run: noop, Key: "acct"})
@@ -157,7 +136,6 @@ func TestJournaledWaitsForAnEndInItsIteration(t *testing.T) {
 // journal's replay, refused although x ran. Found by a review.
 func TestJournaledWaitsForADroppedReservation(t *testing.T) {
 	d := newDurableRig(t, 1)
-	keepCopies(d)
 	xRuns := 0
 	spawnX := func(d *durableRig, then func() error) func(ctx context.Context) error {
 		return func(ctx context.Context) error {

@@ -13,20 +13,6 @@ import (
 	"github.com/batonhq/baton/coordinator/storetest"
 )
 
-// holdStore blocks each Commit on pass while hold is set.
-type holdStore struct {
-	coordinator.Store
-	hold atomic.Bool
-	pass chan struct{}
-}
-
-func (h *holdStore) Commit(c *coordinator.Changes) error {
-	if h.hold.Load() {
-		<-h.pass
-	}
-	return h.Store.Commit(c)
-}
-
 // Through the API: a journaled batch {r, c after k} taken while spawner
 // s's success (which joins its child k) waits to be applied, in a report
 // or harvested by the same iteration, whichever the loop picks first: r

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -10,16 +11,26 @@ import (
 	"github.com/batonhq/baton/coordinator/storetest"
 )
 
-// gatedStore is a Store whose commits each wait for a pass (held: every
-// Commit blocks until the test sends on pass).
-type gatedStore struct {
+// holdStore is a Store whose commits each wait for a pass on pass while
+// hold is set.
+type holdStore struct {
 	coordinator.Store
+	hold atomic.Bool
 	pass chan struct{}
 }
 
-func (g *gatedStore) Commit(c *coordinator.Changes) error {
-	<-g.pass
-	return g.Store.Commit(c)
+func (h *holdStore) Commit(c *coordinator.Changes) error {
+	if h.hold.Load() {
+		<-h.pass
+	}
+	return h.Store.Commit(c)
+}
+
+// heldStore returns a holdStore on mem that holds every commit.
+func heldStore(mem *storetest.Memory) *holdStore {
+	h := &holdStore{Store: mem.Open(), pass: make(chan struct{})}
+	h.hold.Store(true)
+	return h
 }
 
 // started reports whether id's function has begun.
@@ -40,7 +51,7 @@ func (st *startLog) started(id string) bool {
 func TestJournaledRootsStartBeforeTheirCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := storetest.NewMemory()
-		g := &gatedStore{Store: mem.Open(), pass: make(chan struct{})}
+		g := heldStore(mem)
 		log := newStarts()
 		s, err := coordinator.New(coordinator.WithStore(g), coordinator.WithWorkers(2),
 			coordinator.WithFunc("step", func(_ context.Context, p []byte) error { log.mark(string(p)); return nil }))
@@ -131,7 +142,7 @@ func TestJournaledRootStoppedByAFailedCommit(t *testing.T) {
 	for _, workers := range []int{1, 3} {
 		synctest.Test(t, func(t *testing.T) {
 			mem := storetest.NewMemory()
-			g := &gatedStore{Store: mem.Open(), pass: make(chan struct{})}
+			g := heldStore(mem)
 			cause := make(chan error, 2)
 			s, err := coordinator.New(coordinator.WithStore(g), coordinator.WithWorkers(workers),
 				coordinator.WithFunc("step", func(ctx context.Context, _ []byte) error {

@@ -32,14 +32,28 @@ func newDurableRig(t *testing.T, workers int) *durableRig {
 		t.Fatalf("openDurable on an empty store = %v, %v; want nothing to commit", c, err)
 	}
 	d.s.committed(nil)
+	d.keepCommits()
+	return d
+}
+
+// keepCommits makes d's commits land in d.commits, as copies of their
+// bytes (the state reuses its encoding buffer once a commit is done), or
+// fail while d.fail is set.
+func (d *durableRig) keepCommits() {
 	d.commit = func(c *Changes) error {
 		if d.fail != nil {
 			return d.fail
 		}
-		d.commits = append(d.commits, &Changes{Puts: append([]KV(nil), c.Puts...), Deletes: append([][]byte(nil), c.Deletes...)})
+		cp := &Changes{}
+		for _, p := range c.Puts {
+			cp.Puts = append(cp.Puts, KV{Key: slices.Clone(p.Key), Value: slices.Clone(p.Value)})
+		}
+		for _, k := range c.Deletes {
+			cp.Deletes = append(cp.Deletes, slices.Clone(k))
+		}
+		d.commits = append(d.commits, cp)
 		return nil
 	}
-	return d
 }
 
 // submitted stores tasks as submitReq does and queues Submit's answer.

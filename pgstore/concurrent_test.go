@@ -189,16 +189,11 @@ func TestSubmitTxContendedID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	task := func(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
 
 	for _, commitFirst := range []bool{true, false} {
 		x := fmt.Sprintf("x-%v", commitFirst)
-		first, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { first.Rollback(context.Background()) })
-		firstID, err := sv.SubmitTx(ctx, first, task(x))
+		first := beginTx(ctx, t, pool)
+		firstID, err := sv.SubmitTx(ctx, first, echoTask(x))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,16 +208,10 @@ func TestSubmitTxContendedID(t *testing.T) {
 		}
 		got := make(chan answer, 1)
 		go func() {
-			id, err := sv.SubmitTx(ctx, second, task(x+"-other"), task(x))
+			id, err := sv.SubmitTx(ctx, second, echoTask(x+"-other"), echoTask(x))
 			got <- answer{id, err}
 		}()
-		// The second waits for the first's pending row.
-		for waiting := false; !waiting; {
-			if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-				WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil {
-				t.Fatal(err)
-			}
-		}
+		waitingOnPending(ctx, t, pool) // the second waits for the first's pending row
 		if commitFirst {
 			if err := first.Commit(ctx); err != nil {
 				t.Fatal(err)
@@ -244,10 +233,10 @@ func TestSubmitTxContendedID(t *testing.T) {
 		}
 		// The transaction is usable: an ID it submitted is refused at
 		// once; another batch goes in, and commits.
-		if _, err := sv.SubmitTx(ctx, second, task(x+"-more")); err != nil {
+		if _, err := sv.SubmitTx(ctx, second, echoTask(x+"-more")); err != nil {
 			t.Fatalf("SubmitTx after a refusal = %v", err)
 		}
-		if _, err := sv.SubmitTx(ctx, second, task(x+"-more")); !errors.Is(err, coordinator.ErrDuplicateID) {
+		if _, err := sv.SubmitTx(ctx, second, echoTask(x+"-more")); !errors.Is(err, coordinator.ErrDuplicateID) {
 			t.Fatalf("SubmitTx of an ID submitted earlier in the transaction = %v; want ErrDuplicateID", err)
 		}
 		if err := second.Commit(); err != nil {
@@ -270,15 +259,38 @@ func TestSubmitTxContendedID(t *testing.T) {
 	}
 }
 
+// echoTask is a task of the services' function "echo".
+func echoTask(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
+
+// beginTx begins a transaction on pool, rolled back at the test's end if
+// it is still open (before the pool closes).
+func beginTx(ctx context.Context, t *testing.T, pool *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	return tx
+}
+
+// waitsOnPending reports whether a session waits for a transaction's
+// lock in a statement on baton.pending.
+func waitsOnPending(ctx context.Context, t *testing.T, pool *pgxpool.Pool) bool {
+	t.Helper()
+	var waiting bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	return waiting
+}
+
 // waitingOnPending waits until a session waits for a transaction's lock
 // in a statement on baton.pending.
 func waitingOnPending(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	for waiting := false; !waiting; {
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
+	for !waitsOnPending(ctx, t, pool) {
 	}
 }
 
@@ -292,27 +304,18 @@ func TestSubmitTxSeesABatchAcceptedWhileItWaited(t *testing.T) {
 	name := uniqueName("late")
 	sv := startService(t, name)
 	pool := newPool(t)
-	task := func(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
-	holder, err := pool.Begin(ctx)
-	if err != nil {
+	holder := beginTx(ctx, t, pool)
+	if _, err := sv.SubmitTx(ctx, holder, echoTask("a")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Rollback(context.Background()) })
-	if _, err := sv.SubmitTx(ctx, holder, task("a")); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	tx := beginTx(ctx, t, pool)
 	got := make(chan error, 1)
 	go func() {
-		_, err := sv.SubmitTx(ctx, tx, task("x"), task("a"))
+		_, err := sv.SubmitTx(ctx, tx, echoTask("x"), echoTask("a"))
 		got <- err
 	}()
-	waitingOnPending(ctx, t, pool)                    // its insert waits for the holder's a (IDs go in in order: a, then x)
-	if err := sv.Submit(ctx, task("x")); err != nil { // accepted, x stored
+	waitingOnPending(ctx, t, pool)                        // its insert waits for the holder's a (IDs go in in order: a, then x)
+	if err := sv.Submit(ctx, echoTask("x")); err != nil { // accepted, x stored
 		t.Fatal(err)
 	}
 	if err := holder.Rollback(ctx); err != nil {
@@ -322,7 +325,7 @@ func TestSubmitTxSeesABatchAcceptedWhileItWaited(t *testing.T) {
 	if err := <-got; !errors.As(err, &te) || !errors.Is(err, coordinator.ErrDuplicateID) || te.ID != "x" {
 		t.Fatalf("SubmitTx(x, a) after x was accepted meanwhile = %v; want ErrDuplicateID naming x", err)
 	}
-	if _, err := sv.SubmitTx(ctx, tx, task("z")); err != nil { // usable
+	if _, err := sv.SubmitTx(ctx, tx, echoTask("z")); err != nil { // usable
 		t.Fatalf("SubmitTx after the refusal = %v", err)
 	}
 }
@@ -337,33 +340,22 @@ func TestSubmitTxSharedIDsDoNotDeadlock(t *testing.T) {
 	name := uniqueName("order")
 	sv := startService(t, name)
 	pool := newPool(t)
-	task := func(id string) coordinator.Task { return coordinator.Task{ID: id, Func: "echo"} }
-	t1, err := pool.Begin(ctx)
-	if err != nil {
+	t1 := beginTx(ctx, t, pool)
+	if _, err := sv.SubmitTx(ctx, t1, echoTask("a")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { t1.Rollback(context.Background()) })
-	if _, err := sv.SubmitTx(ctx, t1, task("a")); err != nil {
-		t.Fatal(err)
-	}
-	t2, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { t2.Rollback(context.Background()) })
+	t2 := beginTx(ctx, t, pool)
 	got := make(chan error, 1)
 	go func() {
-		_, err := sv.SubmitTx(ctx, t2, task("b"), task("a"))
+		_, err := sv.SubmitTx(ctx, t2, echoTask("b"), echoTask("a"))
 		got <- err
 	}()
 	waitingOnPending(ctx, t, pool)
-	if _, err := sv.SubmitTx(ctx, t1, task("b")); err != nil {
+	if _, err := sv.SubmitTx(ctx, t1, echoTask("b")); err != nil {
 		t.Fatalf("t1's SubmitTx(b) while t2 waits for a = %v; want it through", err)
 	}
-	var waiting bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-		WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%baton.pending%')`).Scan(&waiting); err != nil || !waiting {
-		t.Fatalf("t2 no longer waits for t1 (%v): a deadlock ended it", err)
+	if !waitsOnPending(ctx, t, pool) {
+		t.Fatal("t2 no longer waits for t1: a deadlock ended it")
 	}
 	if err := t1.Commit(ctx); err != nil {
 		t.Fatal(err)

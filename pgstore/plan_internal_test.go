@@ -17,6 +17,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// needEnv returns environment variable name, set by the test binary's
+// main (BATON_PGSTORE_TEST_DB) or by .ci/postgres (BATON_PG_URL); without
+// it the test fails under CI and is skipped elsewhere.
+func needEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("BATON_PG_URL is not set")
+		}
+		t.Skip("BATON_PG_URL is not set")
+	}
+	return v
+}
+
 // planNodes returns every node of an EXPLAIN (FORMAT JSON) plan.
 func planNodes(n map[string]any) []map[string]any {
 	out := []map[string]any{n}
@@ -36,13 +51,7 @@ func planNodes(n map[string]any) []map[string]any {
 // batch of 1,000 at 22,000 tasks) and once analyzed, with the generic
 // plan a prepared statement ends up with. Its answer is checked too.
 func TestCheckBatchProbesByID(t *testing.T) {
-	admin := os.Getenv("BATON_PG_URL")
-	if admin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("BATON_PG_URL is not set")
-		}
-		t.Skip("BATON_PG_URL is not set")
-	}
+	admin := needEnv(t, "BATON_PG_URL")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -16,13 +15,7 @@ import (
 // (never connected) still sees its batch accepted and its tasks end, by
 // its polls: waits never rely on a notification alone.
 func TestWaitsWithoutNotifications(t *testing.T) {
-	u := os.Getenv("BATON_PGSTORE_TEST_DB")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("BATON_PG_URL is not set")
-		}
-		t.Skip("BATON_PG_URL is not set")
-	}
+	u := needEnv(t, "BATON_PGSTORE_TEST_DB")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, u)
