@@ -822,14 +822,19 @@ func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 		if m == ls || !m.open || m.best > bound {
 			continue
 		}
-		head, running := s.runningHead(m)
-		lo := m.peek
-		if running {
-			lo = head + 1
-		} else {
-			for lo != m.n && m.l.State(lo) != lane.Free {
-				lo++
+		// One pass, each state read once: the worker claims concurrently,
+		// and an item read Free and then Claimed by a second look would
+		// make the item after it look like the next one of an idle worker
+		// (kept) while its worker runs.
+		lo, running := m.applied, false
+		for ; lo != m.n; lo++ {
+			st := m.l.State(lo)
+			if st == lane.Free {
+				break
 			}
+			running = running || lane.Running(st)
+		}
+		if !running {
 			lo++ // its next item stays
 		}
 		left := int32(math.MaxInt32)
