@@ -365,3 +365,83 @@ func TestSubmitTxSharedIDsDoNotDeadlock(t *testing.T) {
 		t.Fatalf("t2's SubmitTx(b, a) = %v; want ErrDuplicateID naming a", err)
 	}
 }
+
+// A transaction under REPEATABLE READ or SERIALIZABLE cannot see a batch
+// that committed after its snapshot was taken. SubmitTx of an ID that
+// batch took while it waits for the leader (its pending row holds the
+// ID) is refused in the transaction with ErrDuplicateID naming the ID,
+// at once or after waiting for that batch, never with the driver's
+// unique violation (SERIALIZABLE may refuse it as a serialization
+// failure instead, which its caller retries). Once the leader stored
+// that batch, the snapshot sees neither it nor its pending rows: the
+// batch is accepted in the transaction and refused by the leader, its
+// outcome ErrDuplicateID (docs/postgres.md).
+func TestSubmitTxUnderSnapshotIsolation(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("snapshot")
+	sv := startService(t, name)
+	pool := newPool(t)
+	db, err := sql.Open("pgx", needDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, iso := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
+		for _, stored := range []bool{false, true} {
+			x := fmt.Sprintf("x-%d-%v", iso, stored)
+			snap, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { snap.Rollback() })
+			if _, err := snap.ExecContext(ctx, `SELECT count(*) FROM baton.pending`); err != nil { // the snapshot is taken
+				t.Fatal(err)
+			}
+			first := beginTx(ctx, t, pool)
+			firstID, err := sv.SubmitTx(ctx, first, echoTask(x))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored {
+				if err := first.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := sv.WaitBatch(ctx, firstID); err != nil {
+					t.Fatal(err)
+				}
+				id, err := sv.SubmitTx(ctx, snap, echoTask(x+"-other"), echoTask(x))
+				if err != nil {
+					t.Fatalf("%v: SubmitTx of an ID stored after the snapshot = %v; want accepted in the transaction", iso, err)
+				}
+				if err := snap.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				var te *coordinator.TaskError
+				if err := sv.WaitBatch(ctx, id); !errors.As(err, &te) || !errors.Is(err, coordinator.ErrDuplicateID) || te.ID != x {
+					t.Fatalf("%v: the outcome of a batch naming an ID stored after its snapshot = %v; want ErrDuplicateID naming %s", iso, err, x)
+				}
+				continue
+			}
+			got := make(chan error, 1)
+			go func() {
+				_, err := sv.SubmitTx(ctx, snap, echoTask(x+"-other"), echoTask(x))
+				got <- err
+			}()
+			waitingOnPending(ctx, t, pool) // it waits for the first's pending row
+			if err := first.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err = <-got
+			var te *coordinator.TaskError
+			var st interface{ SQLState() string }
+			switch {
+			case errors.As(err, &te) && errors.Is(err, coordinator.ErrDuplicateID) && te.ID == x:
+			case iso == sql.LevelSerializable && errors.As(err, &st) && st.SQLState() == "40001":
+				t.Logf("%v: a serialization failure: %v", iso, err)
+			default:
+				t.Fatalf("%v: SubmitTx of an ID a batch waiting for the leader took after the snapshot = %v; want ErrDuplicateID naming %s", iso, err, x)
+			}
+			snap.Rollback()
+		}
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // BatchID names a batch in baton.inbox (its row's id): SubmitTx returns
@@ -34,7 +36,12 @@ type BatchID int64
 // errors: the rest of Submit's validation (an unknown pool or function, a
 // bad Cron, negative durations: ErrInvalidTask, ErrUnknownPool), and a
 // dependency on a batch of another transaction that the leader refuses
-// (ErrUnknownDependency). It blocks for four statements on tx (and for a
+// (ErrUnknownDependency). Under REPEATABLE READ or SERIALIZABLE, "what the
+// transaction can see" is its snapshot: an ID stored by a batch the
+// leader accepted after the snapshot was taken is refused by the leader
+// (the batch's outcome, ErrDuplicateID); SERIALIZABLE may fail a
+// conflicting insert as a serialization failure (SQLSTATE 40001),
+// which the caller retries. It blocks for four statements on tx (and for a
 // concurrent transaction that submits one of its IDs), and is safe for
 // concurrent use (on different transactions). After Close it still
 // works: it uses tx alone.
@@ -97,10 +104,25 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 		if taken != nil {
 			return 0, &coordinator.TaskError{ID: *taken, Err: coordinator.ErrDuplicateID, Detail: "submitted by another transaction"}
 		}
-		if !isUniqueViolation(err) || try == 2 {
-			// Under REPEATABLE READ or SERIALIZABLE the transaction cannot
-			// see the batch that took the ID: the driver's error, as is.
+		if !isUniqueViolation(err) {
 			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+		}
+		// A pending row of a committed batch holds the ID, and the lookup
+		// could not see it: under REPEATABLE READ the transaction's
+		// snapshot predates that batch (trying again would only meet the
+		// row again). Under READ COMMITTED the batch was refused
+		// meanwhile, its pending rows gone: the ID is free again.
+		var iso string
+		if qerr := q.queryRow(ctx, `SELECT current_setting('transaction_isolation')`).scan(&iso); qerr != nil {
+			return 0, fmt.Errorf("pgstore: SubmitTx: %w", qerr)
+		}
+		if iso != "read committed" || try == 2 {
+			why := "submitted by another transaction"
+			if iso != "read committed" {
+				why = "submitted by a transaction that committed after this one's snapshot was taken (" + iso + ")"
+			}
+			return 0, &coordinator.TaskError{ID: conflictingID(err, c.name, tasks), Err: coordinator.ErrDuplicateID,
+				Detail: fmt.Sprintf("%s: %v", why, err)}
 		}
 		// The batch that held the ID was refused meanwhile, its pending
 		// rows gone: the ID is free again.
@@ -148,6 +170,30 @@ func insertBatch(ctx context.Context, q txQuerier, store string, body []byte, id
 		return 0, unknownDep(tasks, missingIDs[0]), nil
 	}
 	return id, findCycle(tasks), nil
+}
+
+// conflictingID returns the ID of tasks that a unique violation on
+// baton.pending's key names ("Key (store, id)=(<store>, <id>) already
+// exists.", as PostgreSQL reports it to a driver that gives the
+// detail, pgx's *pgconn.PgError), or "" if it cannot tell.
+func conflictingID(err error, store string, tasks []coordinator.Task) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	id, ok := strings.CutPrefix(pe.Detail, "Key (store, id)=("+store+", ")
+	if !ok {
+		return ""
+	}
+	if id, ok = strings.CutSuffix(id, ") already exists."); !ok {
+		return ""
+	}
+	for _, t := range tasks {
+		if t.ID == id {
+			return id
+		}
+	}
+	return ""
 }
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation
