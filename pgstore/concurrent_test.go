@@ -369,13 +369,14 @@ func TestSubmitTxSharedIDsDoNotDeadlock(t *testing.T) {
 // A transaction under REPEATABLE READ or SERIALIZABLE cannot see a batch
 // that committed after its snapshot was taken. SubmitTx of an ID that
 // batch took while it waits for the leader (its pending row holds the
-// ID) is refused in the transaction with ErrDuplicateID naming the ID,
-// at once or after waiting for that batch, never with the driver's
-// unique violation (SERIALIZABLE may refuse it as a serialization
-// failure instead, which its caller retries). Once the leader stored
-// that batch, the snapshot sees neither it nor its pending rows: the
-// batch is accepted in the transaction and refused by the leader, its
-// outcome ErrDuplicateID (docs/postgres.md).
+// ID) is refused with ErrDuplicateID naming the ID, never with the
+// driver's unique violation: in the transaction (SERIALIZABLE may
+// refuse it as a serialization failure instead, which its caller
+// retries), or, if the leader stored that batch before SubmitTx tried
+// its insert again, by the leader. Once the leader stored that batch,
+// the snapshot sees neither it nor its pending rows: the batch is
+// accepted in the transaction and refused by the leader, its outcome
+// ErrDuplicateID (docs/postgres.md).
 func TestSubmitTxUnderSnapshotIsolation(t *testing.T) {
 	ctx := testCtx(t)
 	name := uniqueName("snapshot")
@@ -422,26 +423,123 @@ func TestSubmitTxUnderSnapshotIsolation(t *testing.T) {
 				}
 				continue
 			}
-			got := make(chan error, 1)
+			type answer struct {
+				id  pgstore.BatchID
+				err error
+			}
+			got := make(chan answer, 1)
 			go func() {
-				_, err := sv.SubmitTx(ctx, snap, echoTask(x+"-other"), echoTask(x))
-				got <- err
+				id, err := sv.SubmitTx(ctx, snap, echoTask(x+"-other"), echoTask(x))
+				got <- answer{id, err}
 			}()
 			waitingOnPending(ctx, t, pool) // it waits for the first's pending row
 			if err := first.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			err = <-got
+			a := <-got
 			var te *coordinator.TaskError
 			var st interface{ SQLState() string }
 			switch {
-			case errors.As(err, &te) && errors.Is(err, coordinator.ErrDuplicateID) && te.ID == x:
-			case iso == sql.LevelSerializable && errors.As(err, &st) && st.SQLState() == "40001":
-				t.Logf("%v: a serialization failure: %v", iso, err)
+			case errors.As(a.err, &te) && errors.Is(a.err, coordinator.ErrDuplicateID) && te.ID == x:
+			case iso == sql.LevelSerializable && errors.As(a.err, &st) && st.SQLState() == "40001":
+				t.Logf("%v: a serialization failure: %v", iso, a.err)
+			case a.err == nil:
+				// Its insert was tried again (the row that held the ID may
+				// have been a refused batch's), and the leader had stored
+				// the first batch by then: its refusal is the outcome.
+				if err := snap.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if err := sv.WaitBatch(ctx, a.id); !errors.As(err, &te) || !errors.Is(err, coordinator.ErrDuplicateID) || te.ID != x {
+					t.Fatalf("%v: the outcome of a batch accepted in a transaction whose snapshot predates a batch taking its ID = %v; want ErrDuplicateID naming %s", iso, err, x)
+				}
 			default:
-				t.Fatalf("%v: SubmitTx of an ID a batch waiting for the leader took after the snapshot = %v; want ErrDuplicateID naming %s", iso, err, x)
+				t.Fatalf("%v: SubmitTx of an ID a batch waiting for the leader took after the snapshot = %v; want ErrDuplicateID naming %s", iso, a.err, x)
 			}
 			snap.Rollback()
+		}
+	}
+}
+
+// The race SubmitTx tries its insert again for: the batch that held an
+// ID (its pending row made the insert fail) is refused by the leader, its
+// pending rows deleted, before SubmitTx looks for the ID: the ID is free,
+// and the batch is accepted at every isolation level. Made deterministic
+// by a lock on baton.tasks that the lookup waits for while the "leader"
+// deletes the row. Found by a review: snapshot levels, and READ
+// UNCOMMITTED (READ COMMITTED in PostgreSQL), refused it.
+func TestSubmitTxTakesAnIDFreedMeanwhile(t *testing.T) {
+	ctx := testCtx(t)
+	name := uniqueName("freed")
+	c, err := pgstore.NewClient(newPool(t), name) // no leader: the test decides the batches
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pool := newPool(t)
+	db, err := sql.Open("pgx", needDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, iso := range []sql.IsolationLevel{sql.LevelReadUncommitted, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable} {
+		x := fmt.Sprintf("x-%d", iso)
+		holder := beginTx(ctx, t, pool)
+		if _, err := c.SubmitTx(ctx, holder, echoTask(x)); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback() })
+		got := make(chan error, 1)
+		go func() {
+			_, err := c.SubmitTx(ctx, tx, echoTask(x))
+			got <- err
+		}()
+		waitingOnPending(ctx, t, pool) // its insert waits for the holder's pending row
+		locker := beginTx(ctx, t, pool)
+		locked := make(chan error, 1)
+		go func() {
+			_, err := locker.Exec(ctx, `LOCK TABLE baton.tasks IN ACCESS EXCLUSIVE MODE`)
+			locked <- err
+		}()
+		waitingOnRelation(ctx, t, pool) // the lock waits for the holder (which read baton.tasks)
+		if err := holder.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-locked; err != nil {
+			t.Fatal(err)
+		}
+		waitingOnRelation(ctx, t, pool) // the insert failed; the lookup waits for the lock
+		// The leader refuses the holder's batch: its pending rows go.
+		if _, err := locker.Exec(ctx, `DELETE FROM baton.pending WHERE store = $1 AND id = $2`, name, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := locker.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("%v: SubmitTx of an ID freed by a refusal while it looked = %v; want accepted", iso, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitingOnRelation waits until a session waits for a lock on a table.
+func waitingOnRelation(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND wait_event = 'relation')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
 		}
 	}
 }

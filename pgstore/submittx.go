@@ -107,18 +107,20 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 		if !isUniqueViolation(err) {
 			return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
 		}
-		// A pending row of a committed batch holds the ID, and the lookup
-		// could not see it: under REPEATABLE READ the transaction's
-		// snapshot predates that batch (trying again would only meet the
-		// row again). Under READ COMMITTED the batch was refused
-		// meanwhile, its pending rows gone: the ID is free again.
+		// A pending row of a committed batch held the ID, and the lookup
+		// did not see it: the leader refused that batch meanwhile, its
+		// pending rows gone, and the ID is free again (try again); or,
+		// under REPEATABLE READ and SERIALIZABLE, the transaction's
+		// snapshot predates that batch, and one more try meets its row
+		// again. (READ UNCOMMITTED is READ COMMITTED in PostgreSQL.)
 		var iso string
 		if qerr := q.queryRow(ctx, `SELECT current_setting('transaction_isolation')`).scan(&iso); qerr != nil {
 			return 0, fmt.Errorf("pgstore: SubmitTx: %w", qerr)
 		}
-		if iso != "read committed" || try == 2 {
+		snapshot := iso == "repeatable read" || iso == "serializable"
+		if try == 2 || snapshot && try == 1 {
 			why := "submitted by another transaction"
-			if iso != "read committed" {
+			if snapshot {
 				why = "submitted by a transaction that committed after this one's snapshot was taken (" + iso + ")"
 			}
 			return 0, &coordinator.TaskError{ID: conflictingID(err, c.name, tasks), Err: coordinator.ErrDuplicateID,
