@@ -842,8 +842,12 @@ func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 			seq--
 			t := m.l.Task(seq)
 			h := &s.hot[t]
-			if m.l.State(seq) != lane.Free || h.flags&fFused != 0 {
-				continue // claimed, gone, or waiting for its dependency
+			if m.l.State(seq) != lane.Free {
+				continue // claimed or gone
+			}
+			if h.flags&fFused != 0 {
+				left = min(left, h.prio) // may become free to move once its dependency's success is applied
+				continue
 			}
 			if h.prio <= bound && s.revokeItem(m, seq) {
 				_ = s.revokeFollowers(m, seq)

@@ -881,3 +881,50 @@ func TestTakenBackWorkKeepsItsOrder(t *testing.T) {
 		}
 	})
 }
+
+// 2, after a success releases work fused behind it: a better task that
+// was fused behind its dependency on a worker's lane, and is free to move
+// once that dependency's success is applied, is taken back by the next
+// worker that frees up while the lane's worker runs a long attempt, and
+// starts before worse work. Found by a review: the lane's best priority
+// was computed while the task was still fused (skipped), and no later
+// look at that lane came.
+func TestBetterFollowerBehindALongAttemptIsTakenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(3))
+		start := time.Now()
+		var mu sync.Mutex
+		at := map[string]time.Duration{}
+		run := func(id string, d time.Duration) func(context.Context) error {
+			return func(context.Context) error {
+				mu.Lock()
+				at[id] = time.Since(start)
+				mu.Unlock()
+				time.Sleep(d)
+				return nil
+			}
+		}
+		tasks := []coordinator.Task{
+			{ID: "blockA", Run: run("blockA", 10*time.Millisecond)},
+			{ID: "blockC", Run: run("blockC", 15*time.Millisecond+100*time.Microsecond)},
+			{ID: "P", Run: run("P", 15*time.Millisecond)},
+			{ID: "G1", Run: run("G1", 100*time.Millisecond), Deps: []string{"P"}},
+			{ID: "G2", Run: run("G2", time.Millisecond), Deps: []string{"P"}},
+		}
+		for i := range 10 {
+			id := fmt.Sprint("w", i)
+			tasks = append(tasks, coordinator.Task{ID: id, Priority: 1, Run: run(id, 3*time.Millisecond)})
+		}
+		if err := s.Submit(tasks...); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		settle(t, s)
+		released := at["P"] + 15*time.Millisecond
+		for i := range 10 {
+			id := fmt.Sprint("w", i)
+			if w := at[id]; w > released && w < at["G2"] {
+				t.Fatalf("%s (priority 1) started at %v, before G2 (priority 0, ready at %v behind G1's 100ms) at %v; starts %v", id, w, released, at["G2"], at)
+			}
+		}
+	})
+}
