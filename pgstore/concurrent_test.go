@@ -12,6 +12,7 @@ import (
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/pgstore"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -541,5 +542,26 @@ func waitingOnRelation(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 		if waiting {
 			return
 		}
+	}
+}
+
+// SubmitTx on a transaction that already failed refuses with the error
+// that says so (SQLSTATE 25P02, in failed transaction), not only with the
+// missing savepoint its undo then met. Found by a review.
+func TestSubmitTxOnAFailedTransaction(t *testing.T) {
+	ctx := testCtx(t)
+	c, err := pgstore.NewClient(newPool(t), uniqueName("failedtx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tx := beginTx(ctx, t, newPool(t))
+	if _, err := tx.Exec(ctx, `SELECT 1/0`); err == nil {
+		t.Fatal("SELECT 1/0 succeeded")
+	}
+	_, err = c.SubmitTx(ctx, tx, echoTask("x"))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25P02" {
+		t.Fatalf("SubmitTx on a failed transaction = %v; want SQLSTATE 25P02 first", err)
 	}
 }

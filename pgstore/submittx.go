@@ -84,8 +84,13 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 			return BatchID(id), nil
 		}
 		for _, undo := range []string{`ROLLBACK TO SAVEPOINT baton_submit`, `RELEASE SAVEPOINT baton_submit`} {
-			if err := q.exec(ctx, undo); err != nil {
-				return 0, fmt.Errorf("pgstore: SubmitTx: %w", err)
+			if uerr := q.exec(ctx, undo); uerr != nil {
+				if err != nil {
+					// The first error says why (a transaction already
+					// failed has no savepoint to go back to): both, it first.
+					return 0, fmt.Errorf("pgstore: SubmitTx: %w (undoing it: %w)", err, uerr)
+				}
+				return 0, fmt.Errorf("pgstore: SubmitTx: %w", uerr)
 			}
 		}
 		if refused != nil {
