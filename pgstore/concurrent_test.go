@@ -29,11 +29,7 @@ func TestSubmitTxConcurrent(t *testing.T) {
 	name := uniqueName("conc")
 	sv := startService(t, name)
 	pool := newPool(t)
-	db, err := sql.Open("pgx", needDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	table := "app_" + fmt.Sprint(rand.Uint32())
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (tx text PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
@@ -185,11 +181,7 @@ func TestSubmitTxContendedID(t *testing.T) {
 	name := uniqueName("contend")
 	sv := startService(t, name)
 	pool := newPool(t)
-	db, err := sql.Open("pgx", needDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 
 	for _, commitFirst := range []bool{true, false} {
 		x := fmt.Sprintf("x-%v", commitFirst)
@@ -383,11 +375,7 @@ func TestSubmitTxUnderSnapshotIsolation(t *testing.T) {
 	name := uniqueName("snapshot")
 	sv := startService(t, name)
 	pool := newPool(t)
-	db, err := sql.Open("pgx", needDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	for _, iso := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
 		for _, stored := range []bool{false, true} {
 			x := fmt.Sprintf("x-%d-%v", iso, stored)
@@ -478,11 +466,7 @@ func TestSubmitTxTakesAnIDFreedMeanwhile(t *testing.T) {
 	}
 	defer c.Close()
 	pool := newPool(t)
-	db, err := sql.Open("pgx", needDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	for _, iso := range []sql.IsolationLevel{sql.LevelReadUncommitted, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable} {
 		x := fmt.Sprintf("x-%d", iso)
 		holder := beginTx(ctx, t, pool)
@@ -528,6 +512,18 @@ func TestSubmitTxTakesAnIDFreedMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// openDB opens the test server through database/sql (pgx's driver),
+// closed when the test ends.
+func openDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", needDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // waitingOnRelation waits until a session waits for a lock on a table.

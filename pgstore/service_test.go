@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -135,11 +134,7 @@ func TestSubmitTxCommitAndRollback(t *testing.T) {
 	name := uniqueName("tx")
 	sv := startService(t, name)
 	pool := newPool(t)
-	db, err := sql.Open("pgx", needDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 
 	// pgx, committed.
 	tx, err := pool.Begin(ctx)

@@ -131,8 +131,6 @@ func (c *Client) SubmitTx(ctx context.Context, tx any, tasks ...coordinator.Task
 			return 0, &coordinator.TaskError{ID: conflictingID(err, c.name, tasks), Err: coordinator.ErrDuplicateID,
 				Detail: fmt.Sprintf("%s: %v", why, err)}
 		}
-		// The batch that held the ID was refused meanwhile, its pending
-		// rows gone: the ID is free again.
 	}
 }
 
