@@ -622,7 +622,7 @@ func TestCrashRestart(t *testing.T) {
 			checkOrder(t, where, graph, log, snap, ex)
 			checkGrowth(t, where, graph, snap, log, gen, retain == 1, ex)
 			checkInherited(t, where, graph, snap, log)
-			checkReruns(t, where, snap, prevHist, hist, log, ex)
+			checkReruns(t, where, graph, snap, prevHist, hist, log, ex)
 			prevHist = hist
 			if killedAt != 0 && !done {
 				checkCounted(t, where, graph, prev, snap, log, gen, killedAt, ex)
@@ -1072,21 +1072,18 @@ func checkInherited(t *testing.T, where string, graph []crashTask, snap snapshot
 // come in the order of their re-run, run and number).
 var reruns struct{ committed, histories, attempts int }
 
-func checkReruns(t *testing.T, where string, snap snapshot, prev, now histories, log []logEntry, ex map[string]bool) {
+func checkReruns(t *testing.T, where string, graph []crashTask, snap snapshot, prev, now histories, log []logEntry, ex map[string]bool) {
 	t.Helper()
 	committed := map[string]int{}
-	called := map[string]bool{}
 	for _, e := range log {
-		switch e.kind {
-		case "reran":
+		if e.kind == "reran" {
 			committed[e.id]++
-		case "rerun":
-			called[e.id] = true
 		}
 	}
-	replaced := func(id string) bool { // a re-run of a spawner above it may have replaced its family
+	respawned := rerunRespawned(graph, log)
+	replaced := func(id string) bool { // a spawner above it re-opened whole (called, or downstream of a call) replaced its family
 		for p := parentOf(id); p != ""; p = parentOf(p) {
-			if called[p] {
+			if ti, ok := snap[p]; respawned[p] && (!ok || ti.Reruns > 0) {
 				return true
 			}
 		}
@@ -1184,6 +1181,49 @@ func rerunAffected(graph []crashTask, log []logEntry) map[string]bool {
 		add(parent[id])
 	}
 	return ex
+}
+
+// rerunRespawned lists the tasks a Rerun of the side log may have
+// re-opened whole, so that a spawner among them made a new family in
+// place of the old: each task it was called on, and (a call may have
+// asked for its downstream) every task downstream of one re-opened,
+// through dependencies and through joins (a child's re-open re-opens its
+// spawner's join, which does not re-spawn, but whose downstream re-opens
+// whole). A child's re-runs are counted by the store only while its
+// family is the one they were made in.
+func rerunRespawned(graph []crashTask, log []logEntry) map[string]bool {
+	dependents := map[string][]string{}
+	for _, ct := range graph {
+		for _, d := range ct.task.Deps {
+			dependents[d] = append(dependents[d], ct.task.ID)
+		}
+	}
+	whole, joined := map[string]bool{}, map[string]bool{}
+	var work []string
+	visit := func(id string, join bool) {
+		set := whole
+		if join {
+			set = joined
+		}
+		if id != "" && !set[id] {
+			set[id] = true
+			work = append(work, id)
+		}
+	}
+	for _, e := range log {
+		if e.kind == "rerun" {
+			visit(e.id, false)
+		}
+	}
+	for len(work) > 0 {
+		id := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, c := range dependents[id] {
+			visit(c, false)
+		}
+		visit(parentOf(id), true)
+	}
+	return whole
 }
 
 func historyString(h coordinator.History) string {
