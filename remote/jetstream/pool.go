@@ -103,8 +103,9 @@ type poolConfig struct {
 	replicas   int
 	kinds      map[string]bool // nil: any kind
 	logger     *slog.Logger
-	detach     bool   // WithDetach: Shutdown leaves remote attempts running
-	secret     []byte // WithSecret, or random for a random instance; nil: outcomes unchecked
+	detach     bool                            // WithDetach: Shutdown leaves remote attempts running
+	secret     []byte                          // WithSecret, or random for a random instance; nil: outcomes unchecked
+	fence      func(ctx context.Context) error // WithFence; nil: none
 }
 
 func positive(what string, d time.Duration) error {
@@ -247,6 +248,31 @@ func WithReplicas(n int) Option {
 // what the attempt does. Cancel and Timeout still stop the attempt.
 func WithDetach() Option {
 	return func(c *poolConfig) error { c.detach = true; return nil }
+}
+
+// WithFence makes Do call check before every publication of an attempt:
+// its first, and each one under a new key (an attempt withdrawn or
+// stopped before a restart, published again). While check blocks, Do
+// waits; when it returns an error, Do publishes nothing and returns that
+// error. check must honour ctx, and is called from Do's goroutine, so it
+// must be safe for concurrent use.
+//
+// A replicated scheduler (package replica) passes its lease: a leader
+// deposed while one of its attempts was on its way (a process paused
+// past its lease, then resumed) must not hand that attempt out once the
+// next leader did. Its publication would be deduplicated, or, once the
+// next leader's run of the attempt ended and the stream forgot it, found
+// dead and published again under a new key: a worker would run a task
+// whose end was committed. The check narrows what remains to the time
+// between check and publication.
+func WithFence(check func(ctx context.Context) error) Option {
+	return func(c *poolConfig) error {
+		if check == nil {
+			return fmt.Errorf("%w: WithFence(nil)", ErrInvalidOption)
+		}
+		c.fence = check
+		return nil
+	}
 }
 
 // WithKinds makes Validate refuse a Payload whose Kind is not one of kinds,
@@ -657,6 +683,11 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 	// An outcome that came while no Do waited (a restart) is not published
 	// again: once the duplicate window has passed, that would run it again.
 	if !arrived {
+		if p.cfg.fence != nil {
+			if err := p.cfg.fence(ctx); err != nil {
+				return "", err
+			}
+		}
 		deadline, _ := ctx.Deadline()
 		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline, p.token(c.key)), lost); err != nil {
 			if ctx.Err() != nil {

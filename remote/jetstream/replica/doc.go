@@ -99,7 +99,10 @@
 // coordinator.ErrClosed). Between the lapse of its lease and that refusal,
 // Store.Middleware, which a Replica puts around every pool, lets no
 // attempt start: it holds them until the lease is renewed by an
-// append that lands, or fails them once the Store is fenced. And when
+// append that lands, or fails them once the Store is fenced; a remote
+// pool's Do checks the lease again before it publishes the attempt to the
+// workers (jetstream.WithFence), so that a Do let through just before a
+// pause publishes nothing when its process resumes deposed. And when
 // the lease lapses, it cancels the contexts of the attempts it let start
 // that still run (cause ErrLeaseLapsed; a Replica's remote pools' are
 // left to the next leader, which resumes them): a leader cut off from

@@ -87,7 +87,10 @@ func WithScheduler(opts ...coordinator.Option) Option {
 // shares the instance, so that a new leader receives the outcomes of the
 // attempts an old one handed out) and with jetstream.WithDetach (a
 // leader that stops leaves its remote attempts running for the next),
-// and closes it when it stops leading.
+// jetstream.WithSecret (the store's) and jetstream.WithFence (its lease:
+// a leader publishes an attempt only while its lease holds, so that one
+// deposed while paused hands out nothing when it resumes); these replace
+// the same options in opts. It closes the Pool when it stops leading.
 func WithRemotePool(name string, size int, pool string, opts ...jetstream.Option) Option {
 	return func(c *config) error {
 		if size < 1 {
@@ -313,9 +316,12 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	for _, rp := range r.cfg.remote {
 		// The store's secret (in its log: every replica has it, no
 		// worker does): each attempt's token comes from it, and only an
-		// outcome with its attempt's token is applied.
+		// outcome with its attempt's token is applied. The lease fences
+		// every publication of an attempt, not only its start (the gate):
+		// a Do the gate let through before a pause publishes nothing
+		// once it resumes deposed.
 		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach(),
-			jetstream.WithSecret(r.view.storeSecret()))
+			jetstream.WithSecret(r.view.storeSecret()), jetstream.WithFence(st.leased))
 		p, err := jetstream.NewPool(ctx, r.nc, rp.pool, opts...)
 		if err != nil {
 			closePools()

@@ -575,24 +575,39 @@ type gate struct {
 
 func (g gate) Do(ctx context.Context, j worker.Job) error {
 	for {
-		valid, renewed, done := g.s.lease()
-		if valid && !g.stop {
+		if err := g.s.leased(ctx); err != nil {
+			return err
+		}
+		if !g.stop {
 			a := Admission{Term: g.s.led.Load(), At: time.Now()}
 			return g.next.Do(context.WithValue(ctx, admissionKey{}, a), j)
 		}
+		actx, untrack, ok := g.s.track(ctx)
+		if ok {
+			defer untrack()
+			a := Admission{Term: g.s.led.Load(), At: time.Now()}
+			return g.next.Do(context.WithValue(actx, admissionKey{}, a), j)
+		}
+		// the lease lapsed meanwhile
+	}
+}
+
+// leased returns nil once the lease holds (at once if it does now); an
+// error once the Store stopped leading (fenced, closed) or ctx ended
+// first. A Replica's remote pools check it again before each publication
+// of an attempt (jetstream.WithFence): an attempt the gate let through
+// just before the process was paused is not handed out when it resumes
+// deposed.
+func (s *Store) leased(ctx context.Context) error {
+	for {
+		valid, renewed, done := s.lease()
 		if valid {
-			actx, untrack, ok := g.s.track(ctx)
-			if ok {
-				defer untrack()
-				a := Admission{Term: g.s.led.Load(), At: time.Now()}
-				return g.next.Do(context.WithValue(actx, admissionKey{}, a), j)
-			}
-			continue // the lease lapsed meanwhile
+			return nil
 		}
 		select {
 		case <-renewed:
 		case <-done:
-			_, why := g.s.stopped()
+			_, why := s.stopped()
 			return fmt.Errorf("replica: attempt not started: %w", why())
 		case <-ctx.Done():
 			return context.Cause(ctx)
