@@ -270,7 +270,7 @@ func (s *state) released(c int32, now time.Time) {
 			}
 		}
 	case dispatched:
-		hc.flags &^= fFused
+		s.unfuse(c)
 	}
 }
 

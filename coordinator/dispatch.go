@@ -982,19 +982,41 @@ func (s *state) pushReady(t int32, now time.Time) {
 	p.readyLive++
 }
 
-// requeue puts a task whose item was taken back at the head of its level,
-// where it was before it was handed out.
+// requeue puts a task whose item was taken back where it was before it
+// was handed out: among the ready tasks of its level in the order they
+// became ready (its rseq, kept from then: a follower fused behind its
+// dependency got its own when that dependency succeeded, unfuse). Tasks
+// taken back from several lanes, in any order, come out again in the
+// order they became ready: they are older than every task of their level
+// never handed out, and Insert places each among the others taken back.
 func (s *state) requeue(t int32) {
 	h := &s.hot[t]
 	h.status = Ready
-	s.rseq++
-	h.rseq = s.rseq
 	e := uint64(h.rseq)<<32 | uint64(uint32(t))
 	if s.keyed {
 		s.pushKeyed(t, e, true)
 		return
 	}
 	p := &s.pools[h.pool]
-	p.ready.PushFront(int(h.prio), e)
+	p.ready.Insert(int(h.prio), e, olderEntry)
 	p.readyLive++
+}
+
+// olderEntry reports whether ready-queue entry a became ready before b:
+// their rseqs compared as serial numbers (they wrap at 2^32), the task
+// index breaking a tie.
+func olderEntry(a, b uint64) bool {
+	if d := int32(uint32(a>>32) - uint32(b>>32)); d != 0 {
+		return d < 0
+	}
+	return uint32(a) < uint32(b)
+}
+
+// unfuse makes t, a follower fused behind its dependency, whose success
+// was just applied, free to move: it became ready now (requeue).
+func (s *state) unfuse(t int32) {
+	h := &s.hot[t]
+	h.flags &^= fFused
+	s.rseq++
+	h.rseq = s.rseq
 }

@@ -25,6 +25,8 @@ package coordinator
 // application of its end; so an item of a limited key is reported at once
 // when it ends, and never fused behind its dependency.
 
+import "github.com/batonhq/baton/internal/readyq"
+
 // turnBit marks a ready-queue entry that is a key queue's turn: the low
 // word holds the queue's index, the high word the turn's sequence (a
 // task's entry holds its index, below 1<<31, and its rseq).
@@ -58,12 +60,12 @@ type keyQueue struct {
 	key   int32
 	pool  uint16
 	prio  int32
-	tasks taskRing // entries as the ready queue's: rseq<<32 | task; stale ones are skipped
-	live  int32    // Ready tasks in it
-	turn  uint32   // the sequence of its turn in the pool's ready queue (0: it has none)
-	used  int32    // tasks handed out in the current turn
-	epoch uint32   // a limited key's: the key's epoch when the queue got its turn (hasTurn)
-	hpos  int32    // a limited key's: its place in keyPool.best while it has ready tasks, else -1
+	tasks readyq.Ring // entries as the ready queue's: rseq<<32 | task, in ready order (olderEntry); stale ones are skipped
+	live  int32       // Ready tasks in it
+	turn  uint32      // the sequence of its turn in the pool's ready queue (0: it has none)
+	used  int32       // tasks handed out in the current turn
+	epoch uint32      // a limited key's: the key's epoch when the queue got its turn (hasTurn)
+	hpos  int32       // a limited key's: its place in keyPool.best while it has ready tasks, else -1
 }
 
 type kqKey struct {
@@ -229,9 +231,9 @@ func (s *state) pushKeyed(t int32, e uint64, front bool) {
 	qi := s.queueOf(t)
 	q := &s.kqs[qi]
 	if front {
-		q.tasks.pushFront(e)
+		q.tasks.Insert(e, olderEntry) // back among the tasks it became ready with
 	} else {
-		q.tasks.pushBack(e)
+		q.tasks.PushBack(e)
 	}
 	q.live++
 	k := &s.keys[q.key]
@@ -319,13 +321,13 @@ func (s *state) liveTurn(e uint64) (*keyQueue, int32, bool) {
 		q.turn, q.used = 0, 0 // ended as its key reached its limit
 		return nil, 0, false
 	}
-	for q.tasks.len() > 0 {
-		te := q.tasks.front()
+	for q.tasks.Len() > 0 {
+		te := q.tasks.Front()
 		t := int32(uint32(te))
 		if s.hot[t].status == Ready && s.hot[t].rseq == uint32(te>>32) {
 			return q, t, true
 		}
-		q.tasks.popFront() // stale: cancelled, or taken back and queued again
+		q.tasks.PopFront() // stale: no longer ready (cancelled, paused, or ready again since under a new rseq)
 	}
 	s.turnEnded(q) // nothing left
 	return nil, 0, false
@@ -348,7 +350,7 @@ func (s *state) popTurn(p *poolState, e uint64) (int32, bool) {
 	}
 	qi := int32(uint32(e) &^ turnBit)
 	s.popped, s.poppedUsed = t, q.used
-	q.tasks.popFront()
+	q.tasks.PopFront()
 	q.live--
 	if k := &s.keys[q.key]; k.limit > 0 {
 		s.limitedReady(k, qi, -1)
@@ -488,45 +490,4 @@ func (s *state) kqHeapDown(kp *keyPool, i int) {
 // reported at once when they end, and it is never fused.
 func (s *state) keyLimited(t int32) bool {
 	return s.keyed && s.keys[s.keyOf[t]].limit > 0
-}
-
-// taskRing is a FIFO of ready-queue entries.
-type taskRing struct {
-	buf  []uint64
-	head int
-	n    int
-}
-
-func (r *taskRing) len() int { return r.n }
-
-func (r *taskRing) grow() {
-	buf := make([]uint64, max(2*len(r.buf), 4))
-	k := copy(buf, r.buf[r.head:min(r.head+r.n, len(r.buf))])
-	copy(buf[k:], r.buf[:r.n-k])
-	r.buf, r.head = buf, 0
-}
-
-func (r *taskRing) pushBack(x uint64) {
-	if r.n == len(r.buf) {
-		r.grow()
-	}
-	r.buf[(r.head+r.n)%len(r.buf)] = x
-	r.n++
-}
-
-func (r *taskRing) pushFront(x uint64) {
-	if r.n == len(r.buf) {
-		r.grow()
-	}
-	r.head = (r.head - 1 + len(r.buf)) % len(r.buf)
-	r.buf[r.head] = x
-	r.n++
-}
-
-func (r *taskRing) front() uint64 { return r.buf[r.head] }
-
-func (r *taskRing) popFront() {
-	r.buf[r.head] = 0
-	r.head = (r.head + 1) % len(r.buf)
-	r.n--
 }

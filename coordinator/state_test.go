@@ -576,3 +576,74 @@ func TestStateTokenGoesToTheBestTaskDueByThen(t *testing.T) {
 		t.Fatalf("lane = %v at the token's instant; want [better], due by then and better than worse", got)
 	}
 }
+
+// Tasks taken back from several lanes come out again in the order they
+// became ready, whichever lane gave them back first: a steal takes an
+// older lane's tail, a pull for another worker then takes a newer lane's
+// items, and the newer ones must not jump ahead of the older (README rule
+// 2: ties start in the order they became ready, per hand-out). Put back
+// at the front of their level, the later ones went ahead. With keys, the
+// same within a key's queue.
+func TestStateTakenBackTasksKeepTheirReadyOrder(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		r := newRig(3)
+		r.cheap(0)
+		tasks := make([]Task, 0, 60)
+		for i, id := range ids("x", 60) {
+			tasks = append(tasks, Task{ID: id, Run: noop})
+			if keyed {
+				tasks[i].Key = "k"
+			}
+		}
+		r.submit(t, tasks...)
+		r.step()
+		// The lanes holding work, oldest work first, and their free items.
+		type held struct {
+			li    int
+			first int
+			seqs  []uint32
+		}
+		var lanes []held
+		for li := range r.s.lanes {
+			ls := &r.s.lanes[li]
+			h := held{li: li, first: -1}
+			for seq := ls.applied; seq != ls.n; seq++ {
+				if ls.l.State(seq) == lane.Free {
+					if h.first < 0 {
+						h.first, _ = strconv.Atoi(r.s.key(ls.l.Task(seq))[1:])
+					}
+					h.seqs = append(h.seqs, seq)
+				}
+			}
+			if len(h.seqs) > 0 {
+				lanes = append(lanes, h)
+			}
+		}
+		slices.SortFunc(lanes, func(a, b held) int { return a.first - b.first })
+		if len(lanes) < 2 {
+			t.Fatalf("keyed %v: %d lanes hold work; want at least 2", keyed, len(lanes))
+		}
+		// The oldest lane's items first, each lane's from its last (as
+		// steal and pull take them), then the next lane's.
+		for _, h := range lanes {
+			for i := len(h.seqs) - 1; i >= 0; i-- {
+				if !r.s.revokeItem(&r.s.lanes[h.li], h.seqs[i]) {
+					t.Fatalf("keyed %v: item %d of lane %d not taken back", keyed, h.seqs[i], h.li)
+				}
+			}
+		}
+		var got []int
+		p := &r.s.pools[0]
+		for {
+			tk, ok := r.s.popReady(p, r.now)
+			if !ok {
+				break
+			}
+			n, _ := strconv.Atoi(r.s.key(tk)[1:])
+			got = append(got, n)
+		}
+		if len(got) == 0 || !slices.IsSorted(got) {
+			t.Errorf("keyed %v: taken back from lanes oldest first, they come out as %v; want the order they became ready", keyed, got)
+		}
+	}
+}

@@ -9,78 +9,130 @@
 // goroutine owns it. The zero value is an empty queue.
 package readyq
 
-// fifo is a growable ring of values.
-type fifo struct {
+import "sort"
+
+// Ring is a growable FIFO of values, with O(1) push at either end and
+// pop at the front, and an ordered insert. The zero value is empty; it is
+// not safe for concurrent use.
+type Ring struct {
 	buf  []uint64
 	head int
 	n    int
 }
 
-func (q *fifo) grow() {
-	size := max(2*len(q.buf), 16)
+// Len returns the number of values in r.
+func (r *Ring) Len() int { return r.n }
+
+func (r *Ring) grow() {
+	size := max(2*len(r.buf), 4)
 	buf := make([]uint64, size)
-	k := copy(buf, q.buf[q.head:q.head+min(q.n, len(q.buf)-q.head)])
-	copy(buf[k:], q.buf[:q.n-k])
-	q.buf, q.head = buf, 0
+	k := copy(buf, r.buf[r.head:r.head+min(r.n, len(r.buf)-r.head)])
+	copy(buf[k:], r.buf[:r.n-k])
+	r.buf, r.head = buf, 0
 }
 
-func (q *fifo) pushBack(x uint64) {
-	if q.n == len(q.buf) {
-		q.grow()
+// at returns the i-th value from the front (i < Len).
+func (r *Ring) at(i int) *uint64 {
+	j := r.head + i
+	if j >= len(r.buf) {
+		j -= len(r.buf)
 	}
-	i := q.head + q.n
-	if i >= len(q.buf) {
-		i -= len(q.buf)
-	}
-	q.buf[i] = x
-	q.n++
+	return &r.buf[j]
 }
 
-func (q *fifo) pushFront(x uint64) {
-	if q.n == len(q.buf) {
-		q.grow()
+// PushBack adds x behind every value.
+func (r *Ring) PushBack(x uint64) {
+	if r.n == len(r.buf) {
+		r.grow()
 	}
-	q.head--
-	if q.head < 0 {
-		q.head += len(q.buf)
+	i := r.head + r.n
+	if i >= len(r.buf) {
+		i -= len(r.buf)
 	}
-	q.buf[q.head] = x
-	q.n++
+	r.buf[i] = x
+	r.n++
 }
 
-func (q *fifo) popFront() uint64 {
-	x := q.buf[q.head]
-	q.buf[q.head] = 0
-	q.head++
-	if q.head == len(q.buf) {
-		q.head = 0
+// PushFront adds x ahead of every value.
+func (r *Ring) PushFront(x uint64) {
+	if r.n == len(r.buf) {
+		r.grow()
 	}
-	q.n--
+	r.head--
+	if r.head < 0 {
+		r.head += len(r.buf)
+	}
+	r.buf[r.head] = x
+	r.n++
+}
+
+// Insert adds x before the first value v with less(x, v), behind every
+// other: r's values must be in ascending order under less (as Insert and
+// PushBack of ascending values keep them). At either end it costs what a
+// push does; elsewhere a binary search, and it moves the values between
+// x's place and the nearer end.
+func (r *Ring) Insert(x uint64, less func(a, b uint64) bool) {
+	switch {
+	case r.n == 0 || less(x, r.buf[r.head]):
+		r.PushFront(x) // the common case: a value taken from the front given back
+		return
+	case !less(x, *r.at(r.n - 1)):
+		r.PushBack(x)
+		return
+	}
+	i := sort.Search(r.n, func(k int) bool { return less(x, *r.at(k)) })
+	if i <= r.n-i {
+		r.PushFront(x) // old value k is now at k+1
+		for k := range i {
+			*r.at(k) = *r.at(k + 1)
+		}
+	} else {
+		r.PushBack(x)
+		for k := r.n - 1; k > i; k-- {
+			*r.at(k) = *r.at(k - 1)
+		}
+	}
+	*r.at(i) = x
+}
+
+// Front returns the value at the front; r must not be empty.
+func (r *Ring) Front() uint64 { return r.buf[r.head] }
+
+// PopFront removes and returns the value at the front; r must not be
+// empty.
+func (r *Ring) PopFront() uint64 {
+	x := r.buf[r.head]
+	r.buf[r.head] = 0
+	r.head++
+	if r.head == len(r.buf) {
+		r.head = 0
+	}
+	r.n--
 	return x
 }
 
 // Queue holds uint64 values by priority.
 type Queue struct {
-	levels   map[int]*fifo
+	levels   map[int]*Ring
 	active   []int // min-heap of priorities whose fifo is not empty
 	lastPrio int   // the level last pushed to, cached: most pushes hit it
-	last     *fifo
+	last     *Ring
 	n        int
 }
 
 // Len reports the number of values queued.
 func (r *Queue) Len() int { return r.n }
 
-func (r *Queue) level(prio int) *fifo {
+func (r *Queue) level(prio int) *Ring {
 	if r.last != nil && r.lastPrio == prio {
 		return r.last
 	}
 	if r.levels == nil {
-		r.levels = make(map[int]*fifo)
+		r.levels = make(map[int]*Ring)
 	}
 	q := r.levels[prio]
 	if q == nil {
-		q = &fifo{}
+		q = &Ring{}
 		r.levels[prio] = q
 	}
 	r.lastPrio, r.last = prio, q
@@ -93,7 +145,7 @@ func (r *Queue) Push(prio int, x uint64) {
 	if q.n == 0 {
 		r.heapPush(prio)
 	}
-	q.pushBack(x)
+	q.PushBack(x)
 	r.n++
 }
 
@@ -104,7 +156,21 @@ func (r *Queue) PushFront(prio int, x uint64) {
 	if q.n == 0 {
 		r.heapPush(prio)
 	}
-	q.pushFront(x)
+	q.PushFront(x)
+	r.n++
+}
+
+// Insert adds x to level prio at its place in the order less gives
+// (Ring.Insert): the level's values must be in ascending order under
+// less, as Push of ascending values and Insert keep them. A value taken
+// out and given back with Insert finds its place among the values taken
+// out before or after it, whatever the order they come back in.
+func (r *Queue) Insert(prio int, x uint64, less func(a, b uint64) bool) {
+	q := r.level(prio)
+	if q.n == 0 {
+		r.heapPush(prio)
+	}
+	q.Insert(x, less)
 	r.n++
 }
 
@@ -133,7 +199,7 @@ func (r *Queue) Pop() (x uint64, prio int, ok bool) {
 	}
 	prio = r.active[0]
 	q := r.level(prio)
-	x = q.popFront()
+	x = q.PopFront()
 	r.n--
 	if q.n == 0 {
 		r.heapPop()

@@ -80,3 +80,74 @@ func BenchmarkPushPop(b *testing.B) {
 		})
 	}
 }
+
+// Insert keeps a ring in order whatever the order values come back in,
+// through growth, wraparound and pops: the ring agrees with a sorted
+// slice.
+func TestRingInsertKeepsOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	less := func(a, b uint64) bool { return a < b }
+	for round := range 200 {
+		var ring Ring
+		var model []uint64
+		next := uint64(1000) // values pushed at the back; taken ones come back below it
+		var taken []uint64
+		for step := range 300 {
+			switch op := r.IntN(6); {
+			case op <= 1:
+				ring.PushBack(next)
+				model = append(model, next)
+				next++
+			case op == 2 && len(taken) > 0:
+				i := r.IntN(len(taken))
+				x := taken[i]
+				taken = slices.Delete(taken, i, i+1)
+				ring.Insert(x, less)
+				j, _ := slices.BinarySearch(model, x)
+				model = slices.Insert(model, j, x)
+			case op == 3 && len(model) > 0:
+				if got := ring.PopFront(); got != model[0] {
+					t.Fatalf("round %d step %d: PopFront = %d; want %d", round, step, got, model[0])
+				}
+				taken = append(taken, model[0])
+				model = model[1:]
+			case op == 4:
+				ring.Insert(next, less) // newest: at the back
+				model = append(model, next)
+				next++
+			}
+			if ring.Len() != len(model) {
+				t.Fatalf("round %d step %d: Len = %d; want %d", round, step, ring.Len(), len(model))
+			}
+			for k, want := range model {
+				if got := *ring.at(k); got != want {
+					t.Fatalf("round %d step %d: ring[%d] = %d; want %d (model %v)", round, step, k, got, want, model)
+				}
+			}
+		}
+	}
+}
+
+// Queue.Insert puts a value back at its place in its level, and a level
+// that was empty joins the levels Pop takes from.
+func TestQueueInsert(t *testing.T) {
+	less := func(a, b uint64) bool { return a < b }
+	var q Queue
+	for x := uint64(10); x < 14; x++ {
+		q.Push(1, x)
+	}
+	q.Insert(1, 12, less) // a duplicate key goes behind its equal
+	q.Insert(0, 7, less)
+	q.Insert(1, 3, less)
+	var got []uint64
+	for {
+		x, _, ok := q.Pop()
+		if !ok {
+			break
+		}
+		got = append(got, x)
+	}
+	if want := []uint64{7, 3, 10, 11, 12, 12, 13}; !slices.Equal(got, want) {
+		t.Errorf("Pop order = %v; want %v", got, want)
+	}
+}
