@@ -879,6 +879,7 @@ func TestInvalidOptions(t *testing.T) {
 		"no kinds":     {bjs.WithKinds()},
 		"empty kind":   {bjs.WithKinds("")},
 		"logger":       {bjs.WithLogger(nil)},
+		"fence":        {bjs.WithFence(nil)},
 	} {
 		if _, err := bjs.NewPool(ctx, nc, "opts", opts...); !errors.Is(err, bjs.ErrInvalidOption) {
 			t.Errorf("NewPool with bad %s = %v; want ErrInvalidOption", name, err)

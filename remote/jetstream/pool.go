@@ -250,12 +250,23 @@ func WithDetach() Option {
 	return func(c *poolConfig) error { c.detach = true; return nil }
 }
 
-// WithFence makes Do call check before every publication of an attempt:
-// its first, and each one under a new key (an attempt withdrawn or
-// stopped before a restart, published again). While check blocks, Do
-// waits; when it returns an error, Do publishes nothing and returns that
-// error. check must honour ctx, and is called from Do's goroutine, so it
-// must be safe for concurrent use.
+// WithFence makes Do call check right before each try to publish an
+// attempt: its first publication, each retry after an outage or a
+// failed publish, and each publication under a new key (an attempt
+// withdrawn or stopped before a restart, published again). While check
+// blocks, Do waits; when it returns an error, Do publishes nothing more
+// and returns that error. check's context ends with Do's, or with the
+// cause ErrClosed when the Pool closes (Do then returns ErrClosed); check
+// must honour it. Do calls are concurrent, so check must be safe for
+// concurrent use.
+//
+// Do also asks check, without waiting, before it stops an attempt whose
+// context ended (a Cancel or a Timeout; not a scheduler's stop with
+// WithDetach, which leaves the attempt anyway): it calls check with that
+// ended context, and if check returns an error (it may return the
+// context's cause), Do leaves the attempt to run, as WithDetach does,
+// instead of withdrawing it: the next holder of the fence may have handed
+// the same attempt out under the same key.
 //
 // A replicated scheduler (package replica) passes its lease: a leader
 // deposed while one of its attempts was on its way (a process paused
@@ -263,8 +274,10 @@ func WithDetach() Option {
 // next leader did. Its publication would be deduplicated, or, once the
 // next leader's run of the attempt ended and the stream forgot it, found
 // dead and published again under a new key: a worker would run a task
-// whose end was committed. The check narrows what remains to the time
-// between check and publication.
+// whose end was committed. What remains is a pause between check and
+// publication: the publication is then a duplicate of the next leader's
+// if it comes within the stream's duplicate window (WithDedupeWindow),
+// and its run can overlap the next leader's otherwise.
 func WithFence(check func(ctx context.Context) error) Option {
 	return func(c *poolConfig) error {
 		if check == nil {
@@ -328,6 +341,8 @@ type Pool struct {
 	subs     []*nats.Subscription                                                              // set by NewPool, unsubscribed by Close: the advisory and held reports
 	status   chan nats.Status                                                                  // connection events, read by monitor
 	closing  chan struct{}                                                                     // closed by Close
+	life     context.Context                                                                   // ends when closing closes (WithFence's check waits on it)
+	endLife  context.CancelFunc                                                                // Close's, after closing
 	up       atomic.Pointer[chan struct{}]                                                     // closed while connected; replaced (under mu) when the connection drops
 	counts   struct{ published, deduplicated, outcomes, duplicates, redelivered atomic.Int64 } // Stats, updated atomically
 	closeErr func() error                                                                      // Close, once
@@ -415,6 +430,7 @@ func NewPool(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 	p := &Pool{nc: nc, js: js, name: name, cfg: cfg, maxData: int(nc.MaxPayload()) - payloadHeadroom,
 		closing: make(chan struct{}), waiting: make(map[string]*call),
 		early: make(map[string]njs.Msg), settled: newKeyRing(settledMemory), lost: make(chan struct{})}
+	p.life, p.endLife = context.WithCancel(context.Background())
 	up := make(chan struct{})
 	p.up.Store(&up)
 	if err := p.provision(ctx); err != nil {
@@ -537,6 +553,7 @@ func (p *Pool) takeOver(ctx context.Context, name, filter string) error {
 
 func (p *Pool) stop() {
 	close(p.closing)
+	p.endLife()
 	if p.cc != nil {
 		p.cc.Stop()
 		<-p.cc.Closed()
@@ -645,9 +662,10 @@ func (p *Pool) payload(j worker.Job) (Payload, error) {
 // once; a running one has its handler's context cancelled, and Do waits up
 // to WithStopWait for its outcome before it returns. Do returns
 // ErrUnavailable when JetStream stayed out of reach for WithMaxOutage,
-// ErrMaxDeliveries when workers kept dying, ErrClosed after Close, and
-// ErrInFlight while another Do runs the same attempt. It is
-// safe for concurrent use.
+// ErrMaxDeliveries when workers kept dying, ErrClosed after Close (also
+// while it waits in WithFence's check), WithFence's error when the check
+// refuses a publication, and ErrInFlight while another Do runs the same
+// attempt. It is safe for concurrent use.
 func (p *Pool) Do(ctx context.Context, j worker.Job) error {
 	pl, err := p.payload(j)
 	if err != nil {
@@ -683,11 +701,6 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 	// An outcome that came while no Do waited (a restart) is not published
 	// again: once the duplicate window has passed, that would run it again.
 	if !arrived {
-		if p.cfg.fence != nil {
-			if err := p.cfg.fence(ctx); err != nil {
-				return "", err
-			}
-		}
 		deadline, _ := ctx.Deadline()
 		if err := p.publish(ctx, c, attemptMsg(p.name, c.key, pl.Kind, pl.Data, deadline, p.token(c.key)), lost); err != nil {
 			if ctx.Err() != nil {
@@ -770,10 +783,54 @@ func (p *Pool) do(ctx context.Context, j worker.Job, pl Payload, key string) (ne
 	}
 }
 
+// sleep waits d, and returns nil; or ctx's error, ErrUnavailable (the
+// outage limit passed: lost) or ErrClosed when that comes first.
+func (p *Pool) sleep(ctx context.Context, d time.Duration, lost <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lost:
+		return fmt.Errorf("%w: not connected for %v", ErrUnavailable, p.cfg.maxOutage)
+	case <-p.closing:
+		return ErrClosed
+	}
+}
+
 // detached reports whether Do, whose ctx has ended, leaves its attempt
-// to run: WithDetach, and its scheduler stops (coordinator.ErrClosed).
+// to run: WithDetach, and its scheduler stops (coordinator.ErrClosed); or
+// the fence does not hold now (WithFence: its check, asked with ctx,
+// ended, does not wait), so that the attempt, which the next holder of
+// the fence may have handed out under the same key, is not stopped by
+// this Do's cancel.
 func (p *Pool) detached(ctx context.Context) bool {
-	return p.cfg.detach && errors.Is(context.Cause(ctx), coordinator.ErrClosed)
+	if p.cfg.detach && errors.Is(context.Cause(ctx), coordinator.ErrClosed) {
+		return true
+	}
+	return p.cfg.fence != nil && p.cfg.fence(ctx) != nil
+}
+
+// fenced calls WithFence's check, if any, with a context that also ends
+// (cause ErrClosed) when the Pool closes, and returns its error, or
+// ErrClosed if the Pool closed meanwhile.
+func (p *Pool) fenced(ctx context.Context) error {
+	if p.cfg.fence == nil {
+		return nil
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(p.life, func() { cancel(ErrClosed) })
+	defer stop()
+	if err := p.cfg.fence(fctx); err != nil {
+		if closed(p.closing) {
+			return ErrClosed
+		}
+		return err
+	}
+	return nil
 }
 
 // closed reports whether ch is closed.
@@ -923,6 +980,24 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 		case <-p.closing:
 			return ErrClosed
 		}
+		// The fence, before every try: an outage may have outlasted the
+		// lease that let the last one through.
+		if err := p.fenced(ctx); err != nil {
+			return err
+		}
+		if closed(p.closing) { // the select above chose at random
+			return ErrClosed
+		}
+		if !p.nc.IsConnected() {
+			// Dropped, and the monitor has not replaced up yet (or the
+			// fence waited out an outage): a publish now would be
+			// buffered and sent once the connection is back, long after
+			// the check. Wait for it, and check again.
+			if err := p.sleep(ctx, publishBackoffMin, lost); err != nil {
+				return err
+			}
+			continue
+		}
 		// Not bounded by ctx: once sent, the attempt may be stored, and
 		// only its sequence lets a cancel take it out again.
 		// A publish waits no longer than the outage limit: time spent
@@ -951,18 +1026,11 @@ func (p *Pool) publish(ctx context.Context, c *call, msg *nats.Msg, lost <-chan 
 		}
 		p.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "jetstream: publish failed, retrying",
 			slog.String("pool", p.name), slog.String("attempt", c.key), slog.Any("err", err))
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-lost:
-			t.Stop()
-			return fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
-		case <-p.closing:
-			t.Stop()
-			return ErrClosed
+		if serr := p.sleep(ctx, backoff, lost); serr != nil {
+			if errors.Is(serr, ErrUnavailable) {
+				return fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
+			}
+			return serr
 		}
 		// Connected, but JetStream does not answer (it is recovering its
 		// streams after a restart, or lost its quorum): once that has

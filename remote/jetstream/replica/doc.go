@@ -100,9 +100,14 @@
 // Store.Middleware, which a Replica puts around every pool, lets no
 // attempt start: it holds them until the lease is renewed by an
 // append that lands, or fails them once the Store is fenced; a remote
-// pool's Do checks the lease again before it publishes the attempt to the
-// workers (jetstream.WithFence), so that a Do let through just before a
-// pause publishes nothing when its process resumes deposed. And when
+// pool's Do checks the lease again before each try to publish the
+// attempt to the workers, and before it withdraws one
+// (jetstream.WithFence), so that a Do let through just before a pause neither
+// publishes again (the next leader may have run the attempt to its end)
+// nor withdraws the attempt the next leader resumed when its process
+// resumes deposed; a pause between that check and the publication
+// leaves one publication, a duplicate of the next leader's within the
+// pool's duplicate window (WithDedupeWindow, 2 minutes by default). And when
 // the lease lapses, it cancels the contexts of the attempts it let start
 // that still run (cause ErrLeaseLapsed; a Replica's remote pools' are
 // left to the next leader, which resumes them): a leader cut off from

@@ -15,7 +15,10 @@ var (
 	// nothing more. A Store's Commit returns it, wrapped; a durable
 	// scheduler stops on it as on any failed commit (errors.Is(err,
 	// coordinator.ErrStoreFailed) holds too), and a Replica goes back to
-	// standby.
+	// standby. The lease's gate (Middleware) and a Replica's remote
+	// pools' fence (jetstream.WithFence) fail an attempt they hold back
+	// with it too, wrapped ("attempt not started", or not published
+	// again); that failure's commit is refused.
 	ErrFenced = errors.New("replica: fenced: another replica leads the store now")
 	// ErrCommitTooLarge is returned by Commit for a commit whose records
 	// need more than 1,000 messages (an atomic batch's limit): about a

@@ -88,9 +88,11 @@ func WithScheduler(opts ...coordinator.Option) Option {
 // attempts an old one handed out) and with jetstream.WithDetach (a
 // leader that stops leaves its remote attempts running for the next),
 // jetstream.WithSecret (the store's) and jetstream.WithFence (its lease:
-// a leader publishes an attempt only while its lease holds, so that one
-// deposed while paused hands out nothing when it resumes); these replace
-// the same options in opts. It closes the Pool when it stops leading.
+// a leader tries to publish an attempt only while its lease holds, and
+// stops none once it has lapsed, so that one deposed while paused
+// neither hands out again nor withdraws what the next leader resumed);
+// these replace the same options in opts. It closes the Pool when it
+// stops leading.
 func WithRemotePool(name string, size int, pool string, opts ...jetstream.Option) Option {
 	return func(c *config) error {
 		if size < 1 {
