@@ -270,7 +270,9 @@ func (s *state) released(c int32, now time.Time) {
 			}
 		}
 	case dispatched:
-		s.unfuse(c)
+		if hc.flags&fFused != 0 {
+			s.unfuse(c)
+		} // else handed out already (a rule started it on another end): it keeps its place
 	}
 }
 

@@ -652,8 +652,8 @@ func (s *state) revokeTail(ls *laneState, want int) bool {
 			count += int(size[r])
 		}
 	}
-	// Revoke from the last: each goes back to the head of its level, so
-	// they come out in the order they were handed out.
+	// Revoke from the last; requeue puts each back among its level's
+	// ready tasks in the order they became ready.
 	took := 0
 	for i := n - 1; i >= 0; i-- {
 		if r := root[i]; r >= 0 && wanted[r] && s.revokeItem(ls, lo+uint32(i)) {
@@ -783,7 +783,7 @@ func (s *state) unstick(p *poolState, now time.Time) bool {
 				worst = max(worst, o.worst)
 			}
 		}
-		for seq := ls.n; seq != ls.head+1; { // from the last: they go back to the head of their levels in order
+		for seq := ls.n; seq != ls.head+1; { // from the last; requeue puts each back in its place
 			seq--
 			t := ls.l.Task(seq)
 			h := &s.hot[t]
@@ -838,7 +838,7 @@ func (s *state) pull(ls *laneState, p *poolState, bound int32) bool {
 			lo++ // its next item stays
 		}
 		left := int32(math.MaxInt32)
-		for seq := m.n; int32(seq-lo) > 0; { // from the last: they go back to the head of their levels in order
+		for seq := m.n; int32(seq-lo) > 0; { // from the last; requeue puts each back in its place
 			seq--
 			t := m.l.Task(seq)
 			h := &s.hot[t]
@@ -989,6 +989,9 @@ func (s *state) pushReady(t int32, now time.Time) {
 // taken back from several lanes, in any order, come out again in the
 // order they became ready: they are older than every task of their level
 // never handed out, and Insert places each among the others taken back.
+// With keys, that holds within a key's queue; across keys the order is
+// the turns' (keys.go), and a key whose task is taken back gets the next
+// turn of its level, as before.
 func (s *state) requeue(t int32) {
 	h := &s.hot[t]
 	h.status = Ready
@@ -1004,7 +1007,10 @@ func (s *state) requeue(t int32) {
 
 // olderEntry reports whether ready-queue entry a became ready before b:
 // their rseqs compared as serial numbers (they wrap at 2^32), the task
-// index breaking a tie.
+// index breaking a tie. Two entries more than 2^31 readinesses apart (a
+// level starved while two billion tasks became ready) compare the wrong
+// way: a task taken back then may come out behind a later one of its
+// level, as it could before requeue kept rseqs, and nothing worse.
 func olderEntry(a, b uint64) bool {
 	if d := int32(uint32(a>>32) - uint32(b>>32)); d != 0 {
 		return d < 0
