@@ -1,5 +1,11 @@
 package coordinator
 
+import (
+	"fmt"
+
+	"github.com/batonhq/baton/internal/readyq"
+)
+
 // WithMaxBatch caps the attempts a worker's lane holds at n; 1 turns
 // look-ahead and fusion off, so that one worker runs tasks in exactly the
 // order a sequential model would. only for testing
@@ -8,4 +14,83 @@ func WithMaxBatch(n int) Option {
 		c.testMaxBatch = n
 		return nil
 	}
+}
+
+// WithQueueCheck makes the scheduler check its ready queues at the end of
+// every coordinator iteration and tell report each violation found
+// (queueViolation). only for testing: it costs a pass over every task.
+func WithQueueCheck(report func(violation string)) Option {
+	return func(c *config) error {
+		c.testCheck = func(s *state) {
+			if v := s.queueViolation(); v != "" {
+				report(v)
+			}
+		}
+		return nil
+	}
+}
+
+// queueViolation returns what breaks the ready queues' invariants, or "":
+// every Ready task has exactly one live entry (one that names its current
+// rseq), the live counts (readyLive without keys, each key queue's live)
+// count the live entries, and each level (without keys) and each key
+// queue holds its task entries in the order they became ready
+// (olderEntry), so that a task taken back and put back (requeue) finds
+// its place.
+func (s *state) queueViolation() string {
+	live := make(map[int32]int)
+	liveEntry := func(e uint64) (int32, bool) {
+		t := int32(uint32(e))
+		return t, s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32)
+	}
+	inOrder := func(r *readyq.Ring, what string) (n int, v string) {
+		for k := range r.Len() {
+			e := r.At(k)
+			if e&turnBit != 0 {
+				continue // a key queue's turn: turns take their own order
+			}
+			if k > 0 && r.At(k-1)&turnBit == 0 && olderEntry(e, r.At(k-1)) {
+				return n, fmt.Sprintf("%s: entry %d (task %q) is older than the one before it", what, k, s.key(int32(uint32(e))))
+			}
+			if t, ok := liveEntry(e); ok {
+				live[t]++
+				n++
+			}
+		}
+		return n, ""
+	}
+	for pi := range s.pools {
+		p := &s.pools[pi]
+		n := 0
+		var v string
+		p.ready.EachLevel(func(prio int, r *readyq.Ring) {
+			k, lv := inOrder(r, fmt.Sprintf("pool %d level %d", pi, prio))
+			n += k
+			if v == "" {
+				v = lv
+			}
+		})
+		if v != "" {
+			return v
+		}
+		if !s.keyed && n != p.readyLive {
+			return fmt.Sprintf("pool %d: readyLive %d, live entries %d", pi, p.readyLive, n)
+		}
+	}
+	for qi := range s.kqs {
+		q := &s.kqs[qi]
+		n, v := inOrder(&q.tasks, fmt.Sprintf("key queue %d", qi))
+		if v != "" {
+			return v
+		}
+		if int32(n) != q.live {
+			return fmt.Sprintf("key queue %d: live %d, live entries %d", qi, q.live, n)
+		}
+	}
+	for t := range s.hot {
+		if c := live[int32(t)]; c > 1 || s.hot[t].status == Ready && c != 1 {
+			return fmt.Sprintf("task %q (%v) has %d live ready entries", s.key(int32(t)), s.hot[t].status, c)
+		}
+	}
+	return ""
 }

@@ -327,7 +327,34 @@ func programOptions(p program, workers, maxBatch int) []coordinator.Option {
 	if p.rate {
 		opts = append(opts, coordinator.WithRateLimit(p.ratePool, p.perSecond, p.burst))
 	}
-	return opts
+	return append(opts, coordinator.WithQueueCheck(queues.report))
+}
+
+// queueChecks keeps the first violation of the ready queues' invariants
+// (coordinator.WithQueueCheck) that a scheduler of the program being
+// checked reports: checkPrograms fails the program on it.
+type queueChecks struct {
+	mu    sync.Mutex
+	first string
+}
+
+var queues queueChecks
+
+func (q *queueChecks) report(v string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.first == "" {
+		q.first = v
+	}
+}
+
+// take returns the first violation since the last take, and forgets it.
+func (q *queueChecks) take() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	v := q.first
+	q.first = ""
+	return v
 }
 
 // checkPrograms runs check on random programs and, on a difference, fails
@@ -335,7 +362,12 @@ func programOptions(p program, workers, maxBatch int) []coordinator.Option {
 func checkPrograms(t *testing.T, pools bool, check func(*testing.T, program) string) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prog := genProgram(rt, pools)
-		if diff := check(t, prog); diff != "" {
+		queues.take()
+		diff := check(t, prog)
+		if v := queues.take(); v != "" {
+			diff = "the ready queues: " + v + "\n" + diff
+		}
+		if diff != "" {
 			rt.Fatalf("%s\nprogram:\n%s", diff, prog)
 		}
 	})

@@ -53,6 +53,7 @@ type config struct {
 
 	armed        func(due time.Time) // WithTimerArmed
 	testMaxBatch int                 // only for testing: cap on the attempts a lane holds (0: maxTarget)
+	testCheck    func(*state)        // only for testing: called with the state at the end of every iteration (export_test.go)
 }
 
 // MaxWorkers is the most workers a scheduler may have, every pool

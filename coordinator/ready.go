@@ -194,6 +194,9 @@ func (s *state) iterate(now time.Time) outbox {
 	clear(s.stopReqs)
 	s.stopReqs = s.stopReqs[:0]
 	s.planLag(now)
+	if s.testCheck != nil {
+		s.testCheck(s)
+	}
 	due, ok := s.nextDue()
 	o := outbox{Answers: s.answers, Go: s.goes, Early: s.early, Publish: s.pubs, Stop: s.stops, Events: s.events,
 		Due: due, HasDue: ok, Settled: s.open == 0, Done: s.settled()}

@@ -151,7 +151,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	for _, ls := range st.lanes {
 		s.lanePools = append(s.lanePools, pools[ls.pool].name)
 	}
-	st.retain, st.keep = cfg.retain, cfg.keep
+	st.retain, st.keep, st.testCheck = cfg.retain, cfg.keep, cfg.testCheck
 	if cfg.histPerTask > 0 {
 		st.startHistory(cfg.histPerTask, cfg.histTotal)
 	} else {

@@ -323,6 +323,8 @@ type state struct {
 	stamps  bool
 	readyAt []int64
 
+	testCheck func(*state) // only for testing: called at the end of every iteration (export_test.go)
+
 	// Retention (WithRetention): final tasks are forgotten after keep.
 	retain      bool
 	keep        time.Duration

@@ -95,6 +95,9 @@ func (r *Ring) Insert(x uint64, less func(a, b uint64) bool) {
 	*r.at(i) = x
 }
 
+// At returns the i-th value from the front; i must be below Len.
+func (r *Ring) At(i int) uint64 { return *r.at(i) }
+
 // Front returns the value at the front; r must not be empty.
 func (r *Ring) Front() uint64 { return r.buf[r.head] }
 
@@ -172,6 +175,16 @@ func (r *Queue) Insert(prio int, x uint64, less func(a, b uint64) bool) {
 	}
 	q.Insert(x, less)
 	r.n++
+}
+
+// EachLevel calls f with each level that holds values, in no order. f
+// must not change the queue.
+func (r *Queue) EachLevel(f func(prio int, level *Ring)) {
+	for prio, q := range r.levels {
+		if q.n > 0 {
+			f(prio, q)
+		}
+	}
 }
 
 // Peek returns the value Pop would return, without removing it.
