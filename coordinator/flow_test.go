@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -778,6 +779,59 @@ func TestKeysTakeTurns(t *testing.T) {
 					}
 				}
 				s.PauseAll() // A need not drain
+			})
+		})
+	}
+}
+
+// A key whose ready tasks all left (cancelled) has no turn left: a task
+// of it that becomes ready later takes its turn behind the keys that got
+// theirs meanwhile, in the order they became ready, not the old turn's
+// place ahead of them (a model program found t22 of key a starting before
+// t21, submitted ahead of it in one batch, after a's only ready task had
+// been cancelled unmet by any hand-out).
+func TestKeyWhoseTasksLeftHasNoTurn(t *testing.T) {
+	for _, cancelled := range []int{1, 3} {
+		t.Run(fmt.Sprint("cancelled=", cancelled), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithWorkers(1))
+				st := newStarts()
+				release := make(chan struct{})
+				run := func(id string) func(context.Context) error {
+					return func(context.Context) error { st.mark(id); return nil }
+				}
+				if err := s.Submit(coordinator.Task{ID: "blocker", Run: func(context.Context) error { <-release; return nil }}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				var gone []coordinator.Task
+				for i := range cancelled {
+					gone = append(gone, coordinator.Task{ID: fmt.Sprint("gone", i), Key: "a", Priority: 1, Run: run("gone")})
+				}
+				if err := s.Submit(gone...); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				for _, g := range gone {
+					if !s.Cancel(g.ID) {
+						t.Fatalf("Cancel(%s) = false", g.ID)
+					}
+				}
+				want := []string{"plain", "b", "keyed"}
+				if err := s.Submit(
+					coordinator.Task{ID: "plain", Priority: 1, Run: run("plain")},
+					coordinator.Task{ID: "b", Key: "b", Priority: 1, Run: run("b")},
+					coordinator.Task{ID: "keyed", Key: "a", Priority: 1, Run: run("keyed")},
+				); err != nil {
+					t.Fatal(err)
+				}
+				close(release)
+				if err := s.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(st.in, want) {
+					t.Errorf("started %v; want %v (the order they became ready, each key's turn given then)", st.in, want)
+				}
 			})
 		})
 	}

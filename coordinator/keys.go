@@ -394,6 +394,13 @@ func (s *state) unqueueKeyed(t int32) {
 	if !k.blocked {
 		s.pools[q.pool].readyLive--
 	}
+	if q.live == 0 && q.turn != 0 {
+		// Its last ready task left: its turn ends here, not when a
+		// hand-out meets it, so that a task that comes to the queue
+		// later gets a turn behind those given meanwhile, not this old
+		// one's place.
+		s.turnEnded(q)
+	}
 }
 
 // keyOut counts an attempt of t handed out against its key.
