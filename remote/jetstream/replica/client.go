@@ -300,13 +300,23 @@ func (c *Client) ask(ctx context.Context, term uint64, req *request, data []byte
 	every, first := resendFirst, time.Now()
 	resend := time.NewTimer(every)
 	defer resend.Stop()
-	resent := false
+	resent, checked := false, false
 	for {
 		c.mu.Lock()
-		wake, closed := c.wake, c.closed
+		wake, closed, known := c.wake, c.closed, c.term
 		c.mu.Unlock()
 		if closed {
 			return nil, ErrClosed
+		}
+		if known != term && !checked {
+			// A leader's word came since the call found term (heard
+			// forgot it): the wake that told it has gone by, and a
+			// leader cut off without its connection closing neither
+			// answers nor refuses. Is the lead still with term?
+			checked = true
+			if c.moved(ctx, term) {
+				return nil, errMoved
+			}
 		}
 		select {
 		case m := <-ch:
@@ -342,10 +352,7 @@ func (c *Client) ask(ctx context.Context, term uint64, req *request, data []byte
 			}
 			// A term message, or a leader's word: is the lead still with
 			// term?
-			lctx, cancel := context.WithTimeout(ctx, lookTimeout)
-			now, _, err := c.look(lctx)
-			cancel()
-			if err == nil && now != term {
+			if c.moved(ctx, term) {
 				return nil, errMoved
 			}
 		case <-ctx.Done():
@@ -357,6 +364,15 @@ func (c *Client) ask(ctx context.Context, term uint64, req *request, data []byte
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// moved reports whether the store's replicas say that a term other than
+// term leads now (false if they do not answer within lookTimeout).
+func (c *Client) moved(ctx context.Context, term uint64) bool {
+	lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+	defer cancel()
+	now, _, err := c.look(lctx)
+	return err == nil && now != term
 }
 
 // timeout is what is left of ctx's time, for a wait's request (0: no

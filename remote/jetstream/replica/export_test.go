@@ -60,3 +60,19 @@ func AnswerErr(m *nats.Msg) error {
 func CancelRequest(id string) ([]byte, error) {
 	return json.Marshal(&request{Op: opCancel, IDs: []string{id}})
 }
+
+// AskAfterHeard is a call's request to term sent once a leader's word
+// was heard after the call found term (heard, then ask), as a race
+// between them has it; it returns ask's error (ErrMoved: the lead
+// changed). Only for testing.
+func AskAfterHeard(ctx context.Context, c *Client, term uint64) error {
+	c.heard()
+	b, err := json.Marshal(&request{Op: opInfo, IDs: []string{"x"}})
+	if err != nil {
+		return err
+	}
+	_, err = c.ask(ctx, term, &request{Op: opInfo, IDs: []string{"x"}}, b, false)
+	return err
+}
+
+var ErrMoved = errMoved
