@@ -33,7 +33,7 @@ import (
 
 var (
 	crashKills = flag.Int("boltstore.kills", 50, "crash test: SIGKILLs in all")
-	crashSeed  = flag.Uint64("boltstore.seed", 1, "crash test: seed of the graphs and of the kill times")
+	crashSeed  = flag.Uint64("boltstore.seed", 0, "crash test: seed of the graphs and of the kill times (0: a new one each run, logged)")
 )
 
 // A start that had run this long when its child was killed, without
@@ -528,11 +528,16 @@ func TestCrashRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(*crashSeed, 1))
+	first := *crashSeed
+	if first == 0 {
+		first = rand.Uint64N(1 << 40) // room for the rounds' seeds below
+	}
+	t.Logf("seed %d (again: go test -run TestCrashRestart -boltstore.seed=%d -boltstore.kills=%d)", first, first, *crashKills)
+	rng := rand.New(rand.NewPCG(first, 1))
 	kills, rounds, gens := 0, 0, 0
 	for kills < *crashKills {
 		rounds++
-		seed := *crashSeed*1000 + uint64(rounds)
+		seed := first*1000 + uint64(rounds)
 		retain := rounds % 2 // every other round forgets final tasks at once (WithRetention(0))
 		dir := t.TempDir()
 		dbFile, logFile := filepath.Join(dir, "baton.db"), filepath.Join(dir, "side.log")
