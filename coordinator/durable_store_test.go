@@ -615,3 +615,128 @@ func TestPoisonTaskEndsAfterMaxAttemptsPlusOneCrashes(t *testing.T) {
 		})
 	}
 }
+
+// Rerun re-opens only what can run with the pools as they are now: on a
+// store opened with a smaller pool, a failed task of more slots than the
+// pool has now is refused (ErrNotRerunnable, naming it and its slots),
+// alone or downstream of another, and nothing of the request re-opens;
+// the pool goes on running the tasks it can. A spawner whose function
+// returned and which waits for its family (joining) runs no more either:
+// its slots do not stop New.
+func TestRerunRefusesWhatNoLongerFitsItsPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		fail := coordinator.WithFunc("fail", func(context.Context, []byte) error { return errors.New("boom") })
+		ok := coordinator.WithFunc("ok", func(context.Context, []byte) error { return nil })
+		spawn := coordinator.WithFunc("spawn", func(ctx context.Context, _ []byte) error {
+			return coordinator.Spawn(ctx, coordinator.Task{ID: "child", Func: "ok", Delay: time.Hour})
+		})
+		s1, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(4), fail, ok, spawn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s1.Submit(coordinator.Task{ID: "small", Func: "fail"},
+			coordinator.Task{ID: "big", Func: "ok", Slots: 4, Deps: []string{"small"}},
+			coordinator.Task{ID: "bigfail", Func: "fail", Slots: 3},
+			coordinator.Task{ID: "sp", Func: "spawn", Slots: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.WaitTasks(context.Background(), "small", "big", "bigfail"); err == nil {
+			t.Fatal("WaitTasks = nil; want the failures")
+		}
+		synctest.Wait()
+		if info, _ := s1.Info("sp"); !info.Joining {
+			t.Fatalf("Info(sp) = %+v; want joining (its child waits an hour)", info)
+		}
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		s2, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithWorkers(2), fail, ok, spawn)
+		if err != nil {
+			t.Fatalf("New with 2 workers = %v; want nil (a joining spawner of 4 slots runs no more)", err)
+		}
+		defer s2.Shutdown(context.Background())
+		for _, req := range []coordinator.RerunRequest{
+			{IDs: []string{"bigfail"}},
+			{IDs: []string{"small"}, Downstream: true}, // big, skipped, is downstream
+			{IDs: []string{"small", "bigfail"}},
+		} {
+			_, err := s2.Rerun(context.Background(), req)
+			var te *coordinator.TaskError
+			if !errors.Is(err, coordinator.ErrNotRerunnable) || !errors.As(err, &te) || !strings.Contains(err.Error(), "slots") || !strings.Contains(err.Error(), "has 2 workers") {
+				t.Fatalf("Rerun(%+v) = %v; want ErrNotRerunnable naming the task of too many slots and its pool's size", req, err)
+			}
+		}
+		for id, want := range map[string]coordinator.Status{"small": coordinator.Failed, "big": coordinator.Skipped, "bigfail": coordinator.Failed} {
+			if st := status(t, s2, id); st != want {
+				t.Errorf("after the refused re-runs, %s is %v; want %v (nothing re-opened)", id, st, want)
+			}
+		}
+		// What fits re-runs, and the pool goes on.
+		res, err := s2.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"small"}})
+		if err != nil || !slices.Equal(res.Reopened, []string{"small"}) {
+			t.Fatalf("Rerun(small) = %v, %v; want small re-opened", res, err)
+		}
+		if err := s2.Submit(coordinator.Task{ID: "after", Func: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.WaitTasks(context.Background(), "after"); err != nil {
+			t.Fatalf("a task of the pool after the refused re-runs: %v", err)
+		}
+		if err := s2.WaitTasks(context.Background(), "small"); err == nil || status(t, s2, "small") != coordinator.Failed {
+			t.Fatalf("small re-run = %v, %v; want failed again", err, status(t, s2, "small"))
+		}
+	})
+}
+
+// A pool whose worker ran data and now runs functions (another deploy) is
+// a configuration New was given, not a corrupt store: an unfinished task
+// of it that names no function makes New fail with ErrInvalidOption
+// naming it; once it is final the store opens, and Rerun refuses it
+// (it could not run).
+func TestPoolThatNowRunsFunctionsIsAnOption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		s1, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithPool("data", 2, dataWorker{ran: make(chan string, 1)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Submit(coordinator.Task{ID: "job-1", Pool: "data", Payload: []byte("x"), Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		_, err = coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithPool("data", 2, worker.Func{}))
+		if !errors.Is(err, coordinator.ErrInvalidOption) || errors.Is(err, coordinator.ErrStoreCorrupt) || !strings.Contains(err.Error(), `"job-1"`) {
+			t.Fatalf("New with a pool that now runs functions = %v; want ErrInvalidOption naming job-1, not ErrStoreCorrupt", err)
+		}
+
+		s2, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithPool("data", 2, dataWorker{ran: make(chan string, 1)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s2.Cancel("job-1") {
+			t.Fatal("Cancel(job-1) = false")
+		}
+		if err := s2.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		s3, err := coordinator.New(coordinator.WithStore(mem.Open()), coordinator.WithPool("data", 2, worker.Func{}))
+		if err != nil {
+			t.Fatalf("New once the task is final = %v; want nil", err)
+		}
+		defer s3.Shutdown(context.Background())
+		_, err = s3.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"job-1"}})
+		if !errors.Is(err, coordinator.ErrNotRerunnable) || !strings.Contains(err.Error(), "names no function") {
+			t.Fatalf("Rerun(job-1) = %v; want ErrNotRerunnable: it names no function and its pool now needs one", err)
+		}
+		if st := status(t, s3, "job-1"); st != coordinator.Cancelled {
+			t.Errorf("job-1 is %v; want cancelled still", st)
+		}
+	})
+}

@@ -62,7 +62,10 @@ type RerunResult struct {
 //
 // It returns a *TaskError wrapping ErrUnknownTask for an ID unknown (or
 // forgotten by retention), ErrNotRerunnable for a task that is not final,
-// succeeded, or whose family forbids it (see above), ErrClosed after
+// succeeded, whose family forbids it (see above), or that could not run
+// with its pool as New was given it (a restored store: more slots than
+// the pool has now, or no function for a pool whose worker now runs
+// functions; the downstream tasks of req included), ErrClosed after
 // Shutdown, and ctx.Err() if ctx ends before the coordinator took the
 // request. On a durable scheduler (WithStore) it returns once the re-run
 // is committed, as Submit does. It blocks for a round trip to the
@@ -198,6 +201,21 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 	for p := range joins {
 		if gone[p] || set[p] { // re-run whole (a new family), or replaced with its spawner's
 			delete(joins, p)
+		}
+	}
+	// What runs again must fit the pools as they are now: a store restored
+	// with a smaller pool, or another kind of worker for it, keeps final
+	// tasks that no longer would (restore.go's taskOf).
+	for _, t := range order {
+		if gone[t] || joins[t] {
+			continue
+		}
+		pool := s.hot[t].pool
+		if x := s.tasks[t].x; x != nil && x.slots > int32(s.pools[pool].size) {
+			return RerunResult{}, refuse(t, "it takes %d slots, and its pool %s now has %d workers", x.slots, quoteID(s.pools[pool].name), s.pools[pool].size)
+		}
+		if s.dur != nil && s.dur.runs[pool] && s.spec(t).Run == nil {
+			return RerunResult{}, refuse(t, "it names no function (WithFunc), and its pool %s now has a worker that runs functions", quoteID(s.pools[pool].name))
 		}
 	}
 

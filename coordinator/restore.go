@@ -178,10 +178,12 @@ func (s *state) restore(stored []storedTask, now time.Time) error {
 // name, and parses its Cron. parent is the Task of its spawner, already
 // rebuilt, or nil: a child whose record names no pool or priority of its
 // own (a record written before they were stored) takes its spawner's.
-// final says whether the stored task has ended: a final task may need
-// more slots than its pool has now (it never runs again), an unfinished
-// one may not.
-func (s *state) taskOf(def *record.Def, parent *Task, final bool) (Task, Schedule, error) {
+// done says whether the stored task runs no more: it has ended, or it is
+// a spawner (not recurring) whose function returned and which waits for
+// its family (joining). Such a task may need more slots than its pool has
+// now, and a function its pool no longer gives it; one that may still
+// run may not (a re-run asks again: Rerun refuses what no longer fits).
+func (s *state) taskOf(def *record.Def, parent *Task, done bool) (Task, Schedule, error) {
 	t := Task{ID: def.ID, Func: def.Func, Pool: def.Pool, Deps: def.Deps, Priority: def.Priority,
 		Retry:   RetryPolicy{MaxAttempts: def.MaxAttempts, BaseDelay: def.BaseDelay, MaxDelay: def.MaxDelay, Jitter: def.Jitter},
 		Timeout: def.Timeout, Every: def.Every, Cron: def.Cron, Times: def.Times, Missed: Missed(def.Missed), When: Trigger(def.When), Key: def.Key, Slots: def.Slots}
@@ -200,7 +202,7 @@ func (s *state) taskOf(def *record.Def, parent *Task, final bool) (Task, Schedul
 	if !ok {
 		return t, nil, fmt.Errorf("%w: the store holds task %s of pool %s, which New was not given (WithPool)", ErrInvalidOption, quoteID(t.ID), quoteID(t.Pool))
 	}
-	if size := s.pools[i].size; t.Slots > size && !final {
+	if size := s.pools[i].size; t.Slots > size && !done {
 		return t, nil, fmt.Errorf("%w: the store holds unfinished task %s of %d slots, and its pool %s now has %d workers: give New a pool of %d or more, or cancel the task with a scheduler that has one",
 			ErrInvalidOption, quoteID(t.ID), t.Slots, quoteID(t.Pool), size, t.Slots)
 	}
@@ -211,8 +213,11 @@ func (s *state) taskOf(def *record.Def, parent *Task, final bool) (Task, Schedul
 		}
 		payload := def.Payload
 		t.Run = func(ctx context.Context) error { return f(ctx, payload) }
-	} else if s.dur.runs[i] && !final {
-		return t, nil, fmt.Errorf("%w: task %s of pool %s has neither a function name nor a worker that runs data", ErrStoreCorrupt, quoteID(t.ID), quoteID(t.Pool))
+	} else if s.dur.runs[i] && !done {
+		// Only a pool whose worker ran data stores a task without a
+		// function name: New was given another kind of worker for it.
+		return t, nil, fmt.Errorf("%w: the store holds unfinished task %s of pool %s, which names no function (WithFunc): it was submitted to a worker that runs data, and New gives pool %s one that runs functions; give New the pool's worker, or cancel the task with a scheduler that has it",
+			ErrInvalidOption, quoteID(t.ID), quoteID(t.Pool), quoteID(t.Pool))
 	}
 	if t.Cron == "" {
 		return t, nil, nil
@@ -238,7 +243,9 @@ func (s *state) rebuild(stored []storedTask, now time.Time) error {
 				parent = &b.tasks[p]
 			}
 		}
-		t, sched, err := s.taskOf(def, parent, Status(stored[i].state.Status).Final())
+		st := &stored[i].state
+		done := Status(st.Status).Final() || st.Joining && def.Every == 0 && def.Cron == ""
+		t, sched, err := s.taskOf(def, parent, done)
 		if err != nil {
 			return err
 		}
