@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -109,6 +111,82 @@ func TestShutdownNamesABlockedSubscriber(t *testing.T) {
 		<-drained
 	})
 }
+
+// Shutdown returns when its context ends even while the store's Commit
+// does not return (a hung disk, a database without a timeout), and its
+// error says so instead of listing running tasks it could not learn; once
+// the commit returns, Shutdown ends.
+func TestShutdownReturnsWhileACommitHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		st := &holdStore{Store: mem.Open(), pass: make(chan struct{})}
+		s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithWorkers(1),
+			coordinator.WithFunc("ok", func(context.Context, []byte) error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.hold.Store(true)
+		submitted := make(chan error, 1)
+		go func() { submitted <- s.Submit(coordinator.Task{ID: "a", Func: "ok"}) }()
+		synctest.Wait() // the loop is in Commit, which waits for a pass
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = s.Shutdown(ctx)
+		var se *coordinator.ShutdownError
+		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(se.Coordinator, "Commit") || !strings.Contains(err.Error(), "Commit has not returned") {
+			t.Fatalf("Shutdown while a commit hangs = %v; want a *ShutdownError saying the store's Commit has not returned", err)
+		}
+		st.hold.Store(false)
+		close(st.pass)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown once the commit returned = %v; want nil", err)
+		}
+		if err := <-submitted; err != nil {
+			t.Fatalf("Submit = %v; want nil (its commit went through)", err)
+		}
+	})
+}
+
+// A logger's handler that blocks is named as what it is in Shutdown's
+// error, not as a subscriber without a site.
+func TestShutdownNamesABlockedLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		h := &blockingHandler{block: block}
+		s, err := coordinator.New(coordinator.WithWorkers(1), coordinator.WithLogger(slog.New(h)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(coordinator.Task{ID: "a", Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = s.Shutdown(ctx)
+		var se *coordinator.ShutdownError
+		if !errors.As(err, &se) || len(se.Subscribers) != 1 || !strings.HasPrefix(se.Subscribers[0], "WithLogger's handler in its callback for ") {
+			t.Fatalf("Shutdown with a blocked logger = %v; want the logger's handler named", err)
+		}
+		close(block)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// blockingHandler is a slog.Handler whose Handle waits for block to close.
+type blockingHandler struct{ block chan struct{} }
+
+func (h *blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *blockingHandler) Handle(context.Context, slog.Record) error {
+	<-h.block
+	return nil
+}
+func (h *blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *blockingHandler) WithGroup(string) slog.Handler      { return h }
 
 // A subscriber that blocks forever stalls nothing; unsubscribe drops what
 // was queued for it.

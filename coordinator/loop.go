@@ -144,7 +144,10 @@ func (l *loop) do(out *outbox) error {
 		}
 	}
 	if out.Failed == nil && out.Commit != nil {
-		if err := l.s.store.Commit(out.Commit); err != nil {
+		l.s.inCommit.Store(true)
+		err := l.s.store.Commit(out.Commit)
+		l.s.inCommit.Store(false)
+		if err != nil {
 			out.Failed = commitFailure(err)
 		}
 	}

@@ -36,6 +36,7 @@ type Scheduler struct {
 	store     Store                    // immutable: WithStore's (nil: not durable); the loop alone commits to it
 	closed    atomic.Bool              // Shutdown has begun
 	failed    atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
+	inCommit  atomic.Bool              // set by the loop while its store's Commit runs (Shutdown's error says so rather than wait for it)
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	reports  chan lane.Report        // from the workers: how far each lane got
@@ -549,7 +550,10 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // ends, returning a *ShutdownError that wraps ctx.Err() and names the
 // tasks whose functions have not returned, while the shutdown goes on in
 // the background (a subscriber's callback that has not returned is named
-// there too, as is how many events wait for it). Called from a subscriber callback, it waits for
+// there too, as is how many events wait for it; a coordinator held in its
+// store's Commit cannot say which tasks run, and the error says so
+// instead: it returns at once, or within 100 ms of a busy coordinator's
+// silence). Called from a subscriber callback, it waits for
 // everything but the subscribers' deliveries (another callback may be in
 // Shutdown too, waiting for this one): they deliver the rest of their
 // events once their callbacks return, and a later Shutdown from outside
@@ -598,20 +602,29 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	return s.failure()
 }
 
+// shutdownAsk is how long a Shutdown whose context ended waits for the
+// coordinator to say which tasks still run (it answers in microseconds
+// unless a store's Commit holds it).
+const shutdownAsk = 100 * time.Millisecond
+
 func (s *Scheduler) shutdownError(ctx context.Context) error {
-	running := s.detached.Running()
+	e := &ShutdownError{Err: ctx.Err(), Running: s.detached.Running()}
 	select {
 	case <-s.loopDone:
 	default:
-		ids, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- []string) request {
-			return runningReq{reply: reply}
-		})
-		if err == nil {
-			running = append(running, ids...)
+		if ids, ok := s.askRunning(); ok {
+			e.Running = append(e.Running, ids...)
+		} else {
+			e.Coordinator = "it did not answer: "
+			if s.inCommit.Load() {
+				e.Coordinator += "its store's Commit has not returned"
+			} else {
+				e.Coordinator += fmt.Sprintf("busy for %v", shutdownAsk)
+			}
 		}
 	}
-	slices.Sort(running)
-	e := &ShutdownError{Err: ctx.Err(), Running: slices.Compact(running)}
+	slices.Sort(e.Running)
+	e.Running = slices.Compact(e.Running)
 	s.subsMu.Lock()
 	subs := slices.Clone(s.subs)
 	s.subsMu.Unlock()
@@ -635,6 +648,10 @@ type ShutdownError struct {
 	// called with and has not returned from (a callback that blocks
 	// holds Shutdown up), and how many events still wait for it.
 	Subscribers []string
+	// Coordinator says why Running may be incomplete: the coordinator
+	// did not answer (its store's Commit had not returned, or it was
+	// busy); empty when it answered.
+	Coordinator string
 }
 
 func (e *ShutdownError) Error() string {
@@ -645,9 +662,35 @@ func (e *ShutdownError) Error() string {
 	if len(e.Subscribers) > 0 {
 		msg += "; still delivering events: " + strings.Join(e.Subscribers, "; ")
 	}
+	if e.Coordinator != "" {
+		msg += "; the coordinator: " + e.Coordinator
+	}
 	return msg
 }
 
 func (e *ShutdownError) Unwrap() error { return e.Err }
+
+// askRunning asks the coordinator which tasks run, unless its store's
+// Commit holds it, waiting for the answer at most shutdownAsk.
+func (s *Scheduler) askRunning() ([]string, bool) {
+	if s.inCommit.Load() {
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t := s.clk.Timer(shutdownAsk)
+	defer t.Stop()
+	go func() {
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	ids, err := actor.Call(ctx, s.mailbox, func(reply chan<- []string) request {
+		return runningReq{reply: reply}
+	})
+	return ids, err == nil
+}
 
 type runningReq struct{ reply chan<- []string }

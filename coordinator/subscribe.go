@@ -24,6 +24,7 @@ type subscriber struct {
 	kinds  kindSet       // immutable: the kinds of events it is told (Kinds; default: every kind)
 	gone   actor.Signal  // immutable: notified by unsubscribe, so that the loop drops it (zero: nobody to tell)
 	site   string        // immutable: where Subscribe was called (file:line), for ShutdownError
+	name   string        // immutable: what ShutdownError calls it ("": "subscriber" and its site)
 	signal actor.Signal
 	inCall atomic.Pointer[Event] // the event fn is being called with (nil: none), for ShutdownError
 	goid   atomic.Uint64         // the delivery goroutine's id, once it runs
@@ -246,7 +247,10 @@ func (sub *subscriber) describe() string {
 		}
 	}
 	sub.mu.Unlock()
-	d := "subscriber " + sub.site
+	d := sub.name
+	if d == "" {
+		d = "subscriber " + sub.site
+	}
 	switch e := sub.inCall.Load(); {
 	case e == nil:
 	case e.TaskID != "":

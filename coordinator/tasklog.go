@@ -77,6 +77,7 @@ type taskLog struct {
 func newTaskLog(l *slog.Logger) *taskLog {
 	tl := &taskLog{h: l.Handler()}
 	tl.sub = newSubscriber(tl.write, l)
+	tl.sub.name = "WithLogger's handler" // it logs the events
 	return tl
 }
 
