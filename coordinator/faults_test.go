@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
 	"github.com/batonhq/baton/worker"
+	"github.com/benbjohnson/clock"
 )
 
 // A task that never returns and ignores its context: its timeout frees the
@@ -145,6 +146,102 @@ func TestShutdownReturnsWhileACommitHangs(t *testing.T) {
 			t.Fatalf("Submit = %v; want nil (its commit went through)", err)
 		}
 	})
+}
+
+// gateSource is a random source whose first draw waits for gate to close
+// (in says it began): it holds the coordinator busy outside its store.
+type gateSource struct {
+	in, gate chan struct{}
+	n        int
+}
+
+func (g *gateSource) Uint64() uint64 {
+	if g.n++; g.n == 1 {
+		close(g.in)
+		<-g.gate
+	}
+	return 42
+}
+
+// A Shutdown whose context ends while the coordinator is busy, and which
+// then goes into a store's Commit that hangs, returns then (it does not
+// wait out a timer of the scheduler's clock, which a mock clock would
+// never fire), saying the Commit has not returned.
+func TestShutdownReturnsWhenTheCoordinatorGoesIntoAHungCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &gateSource{in: make(chan struct{}), gate: make(chan struct{})}
+		st := &holdStore{Store: storetest.NewMemory().Open(), pass: make(chan struct{})}
+		s, err := coordinator.New(coordinator.WithStore(st), coordinator.WithWorkers(1), coordinator.WithRandSource(src),
+			coordinator.WithClock(clock.NewMock()),
+			coordinator.WithFunc("fail", func(context.Context, []byte) error { return errors.New("boom") }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Submit(coordinator.Task{ID: "a", Func: "fail", Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second, Jitter: 0.5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-src.in // the loop draws the retry's jitter: busy, not in its store
+		st.hold.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res := make(chan error, 1)
+		go func() { res <- s.Shutdown(ctx) }()
+		synctest.Wait() // ctx ended; Shutdown asks the busy coordinator
+		close(src.gate) // the loop goes on, into a Commit that hangs
+		err = <-res
+		var se *coordinator.ShutdownError
+		if !errors.As(err, &se) || !strings.Contains(se.Coordinator, "Commit has not returned") || strings.Contains(err.Error(), "still running: []") {
+			t.Fatalf("Shutdown = %v; want a *ShutdownError saying the Commit has not returned, and no empty list of running tasks", err)
+		}
+		close(st.pass)
+		st.hold.Store(false)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// closeHangStore is a Store whose Close waits for pass.
+type closeHangStore struct {
+	coordinator.Store
+	pass chan struct{}
+}
+
+func (c *closeHangStore) Close() error {
+	<-c.pass
+	return c.Store.Close()
+}
+
+// A store's Close that hangs (the loop closes its store before it exits)
+// is named too, on a mock clock as on the real one.
+func TestShutdownNamesAHungClose(t *testing.T) {
+	for _, mock := range []bool{false, true} {
+		t.Run(fmt.Sprint("mock=", mock), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &closeHangStore{Store: storetest.NewMemory().Open(), pass: make(chan struct{})}
+				opts := []coordinator.Option{coordinator.WithStore(st), coordinator.WithWorkers(1)}
+				if mock {
+					opts = append(opts, coordinator.WithClock(clock.NewMock()))
+				}
+				s, err := coordinator.New(opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				err = s.Shutdown(ctx)
+				var se *coordinator.ShutdownError
+				if !errors.As(err, &se) || !strings.Contains(se.Coordinator, "Close has not returned") {
+					t.Fatalf("Shutdown = %v; want a *ShutdownError saying the store's Close has not returned", err)
+				}
+				close(st.pass)
+				if err := s.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }
 
 // A logger's handler that blocks is named as what it is in Shutdown's

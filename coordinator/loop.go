@@ -106,9 +106,11 @@ func (s *Scheduler) run(l *loop) error {
 	// Every task is final now. Hand the state over for Info, then refuse
 	// requests.
 	if s.store != nil {
+		s.inStore.enter(&callClose)
 		if err := s.store.Close(); err != nil {
 			s.log.Error("coordinator: closing the store", "error", err)
 		}
+		s.inStore.leave()
 	}
 	s.final = st
 	close(s.loopDone)
@@ -144,9 +146,9 @@ func (l *loop) do(out *outbox) error {
 		}
 	}
 	if out.Failed == nil && out.Commit != nil {
-		l.s.inCommit.Store(true)
+		l.s.inStore.enter(&callCommit)
 		err := l.s.store.Commit(out.Commit)
-		l.s.inCommit.Store(false)
+		l.s.inStore.leave()
 		if err != nil {
 			out.Failed = commitFailure(err)
 		}

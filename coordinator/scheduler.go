@@ -36,7 +36,7 @@ type Scheduler struct {
 	store     Store                    // immutable: WithStore's (nil: not durable); the loop alone commits to it
 	closed    atomic.Bool              // Shutdown has begun
 	failed    atomic.Pointer[error]    // a commit failed (ErrStoreFailed, wrapped): set once by the loop
-	inCommit  atomic.Bool              // set by the loop while its store's Commit runs (Shutdown's error says so rather than wait for it)
+	inStore   storeCalls               // where the loop is in its store's code (Shutdown's error says so rather than wait for it)
 
 	mailbox  *actor.Mailbox[request] // requests to the loop
 	reports  chan lane.Report        // from the workers: how far each lane got
@@ -603,8 +603,9 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 }
 
 // shutdownAsk is how long a Shutdown whose context ended waits for the
-// coordinator to say which tasks still run (it answers in microseconds
-// unless a store's Commit holds it).
+// coordinator to say which tasks still run, on the scheduler's clock (it
+// answers in microseconds unless its store holds it, which it tells at
+// once: storeCalls).
 const shutdownAsk = 100 * time.Millisecond
 
 func (s *Scheduler) shutdownError(ctx context.Context) error {
@@ -612,16 +613,9 @@ func (s *Scheduler) shutdownError(ctx context.Context) error {
 	select {
 	case <-s.loopDone:
 	default:
-		if ids, ok := s.askRunning(); ok {
-			e.Running = append(e.Running, ids...)
-		} else {
-			e.Coordinator = "it did not answer: "
-			if s.inCommit.Load() {
-				e.Coordinator += "its store's Commit has not returned"
-			} else {
-				e.Coordinator += fmt.Sprintf("busy for %v", shutdownAsk)
-			}
-		}
+		ids, why := s.askRunning()
+		e.Running = append(e.Running, ids...)
+		e.Coordinator = why
 	}
 	slices.Sort(e.Running)
 	e.Running = slices.Compact(e.Running)
@@ -642,21 +636,25 @@ func (s *Scheduler) shutdownError(ctx context.Context) error {
 // errors.Is(err, context.DeadlineExceeded) (or Canceled) holds for it.
 type ShutdownError struct {
 	Err     error    // the context's error
-	Running []string // tasks whose functions had not returned, sorted
+	Running []string // tasks whose functions had not returned, sorted (only some of them if Coordinator is set)
 	// Subscribers describes each subscriber whose deliveries had not
 	// ended: where Subscribe was called, the event its callback was
 	// called with and has not returned from (a callback that blocks
 	// holds Shutdown up), and how many events still wait for it.
 	Subscribers []string
 	// Coordinator says why Running may be incomplete: the coordinator
-	// did not answer (its store's Commit had not returned, or it was
-	// busy); empty when it answered.
+	// did not answer (its store's Commit or Close had not returned, or
+	// it was busy); empty when it answered.
 	Coordinator string
 }
 
 func (e *ShutdownError) Error() string {
 	msg := fmt.Sprintf("coordinator: shutdown: %v", e.Err)
-	if len(e.Running) > 0 || len(e.Subscribers) == 0 {
+	switch {
+	case e.Coordinator != "" && len(e.Running) > 0:
+		msg += fmt.Sprintf("; still running: %v and perhaps more", e.Running)
+	case e.Coordinator != "":
+	case len(e.Running) > 0 || len(e.Subscribers) == 0:
 		msg += fmt.Sprintf("; still running: %v", e.Running)
 	}
 	if len(e.Subscribers) > 0 {
@@ -670,27 +668,40 @@ func (e *ShutdownError) Error() string {
 
 func (e *ShutdownError) Unwrap() error { return e.Err }
 
-// askRunning asks the coordinator which tasks run, unless its store's
-// Commit holds it, waiting for the answer at most shutdownAsk.
-func (s *Scheduler) askRunning() ([]string, bool) {
-	if s.inCommit.Load() {
-		return nil, false
+// askRunning asks the coordinator which tasks run. It returns at once,
+// saying why, if the loop is in its store's code or enters it before it
+// answers, and gives up after shutdownAsk.
+func (s *Scheduler) askRunning() (ids []string, why string) {
+	entered := s.inStore.entered()
+	if in := s.inStore.inside(); in != "" {
+		return nil, "it did not answer: its store's " + in + " has not returned"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	t := s.clk.Timer(shutdownAsk)
 	defer t.Stop()
+	var in atomic.Pointer[string] // what the loop entered, if that ended the wait
 	go func() {
 		select {
 		case <-t.C:
-			cancel()
+		case <-entered:
+			what := s.inStore.inside()
+			in.Store(&what)
 		case <-ctx.Done():
 		}
+		cancel()
 	}()
 	ids, err := actor.Call(ctx, s.mailbox, func(reply chan<- []string) request {
 		return runningReq{reply: reply}
 	})
-	return ids, err == nil
+	switch w := in.Load(); {
+	case err == nil:
+		return ids, ""
+	case w != nil && *w != "":
+		return nil, "it did not answer: its store's " + *w + " has not returned"
+	default:
+		return nil, fmt.Sprintf("it did not answer: busy for %v", shutdownAsk)
+	}
 }
 
 type runningReq struct{ reply chan<- []string }
