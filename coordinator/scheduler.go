@@ -551,9 +551,9 @@ func (s *Scheduler) Wait(ctx context.Context) error {
 // tasks whose functions have not returned, while the shutdown goes on in
 // the background (a subscriber's callback that has not returned is named
 // there too, as is how many events wait for it; a coordinator held in its
-// store's Commit cannot say which tasks run, and the error says so
-// instead: it returns at once, or within 100 ms of a busy coordinator's
-// silence). Called from a subscriber callback, it waits for
+// store's Commit or Close cannot say which tasks run, and the error says
+// so instead: it returns at once, or after 100 ms of the scheduler's clock
+// of a coordinator busy elsewhere). Called from a subscriber callback, it waits for
 // everything but the subscribers' deliveries (another callback may be in
 // Shutdown too, waiting for this one): they deliver the rest of their
 // events once their callbacks return, and a later Shutdown from outside
