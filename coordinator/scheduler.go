@@ -682,14 +682,23 @@ func (s *Scheduler) askRunning() (ids []string, why string) {
 	defer t.Stop()
 	var in atomic.Pointer[string] // what the loop entered, if that ended the wait
 	go func() {
-		select {
-		case <-t.C:
-		case <-entered:
-			what := s.inStore.inside()
-			in.Store(&what)
-		case <-ctx.Done():
+		defer cancel()
+		for {
+			select {
+			case <-t.C:
+				return
+			case <-entered:
+				// A call that has returned already holds nothing up:
+				// wait for the answer, or the next call.
+				entered = s.inStore.entered()
+				if what := s.inStore.inside(); what != "" {
+					in.Store(&what)
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
 		}
-		cancel()
 	}()
 	ids, err := actor.Call(ctx, s.mailbox, func(reply chan<- []string) request {
 		return runningReq{reply: reply}
@@ -697,7 +706,7 @@ func (s *Scheduler) askRunning() (ids []string, why string) {
 	switch w := in.Load(); {
 	case err == nil:
 		return ids, ""
-	case w != nil && *w != "":
+	case w != nil:
 		return nil, "it did not answer: its store's " + *w + " has not returned"
 	default:
 		return nil, fmt.Sprintf("it did not answer: busy for %v", shutdownAsk)
