@@ -688,6 +688,15 @@ func TestRerunRefusesWhatNoLongerFitsItsPool(t *testing.T) {
 		if err := s2.WaitTasks(context.Background(), "small"); err == nil || status(t, s2, "small") != coordinator.Failed {
 			t.Fatalf("small re-run = %v, %v; want failed again", err, status(t, s2, "small"))
 		}
+		// A child of a cancelled spawner that could not run either: the
+		// error says so rather than advise re-running the spawner.
+		if !s2.Cancel("sp") {
+			t.Fatal("Cancel(sp) = false")
+		}
+		_, err = s2.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"child"}})
+		if !errors.Is(err, coordinator.ErrNotRerunnable) || !strings.Contains(err.Error(), "cannot be re-run either") || !strings.Contains(err.Error(), "4 slots") {
+			t.Fatalf("Rerun(child) of a cancelled spawner of 4 slots on 2 workers = %v; want ErrNotRerunnable saying the spawner cannot be re-run either", err)
+		}
 	})
 }
 

@@ -195,6 +195,9 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		case hp.status == Failed && errors.Is(s.tasks[p].x.err, ErrChildFailed):
 			joins[p] = true
 		default:
+			if why := s.cannotRun(p); why != "" {
+				return RerunResult{}, refuse(t, "its spawner %s is %v, and cannot be re-run either: %s", quoteID(s.key(p)), s.status(p), why)
+			}
 			return RerunResult{}, refuse(t, "its spawner %s is %v: re-run %s instead", quoteID(s.key(p)), s.status(p), quoteID(s.key(p)))
 		}
 	}
@@ -210,12 +213,8 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		if gone[t] || joins[t] {
 			continue
 		}
-		pool := s.hot[t].pool
-		if x := s.tasks[t].x; x != nil && x.slots > int32(s.pools[pool].size) {
-			return RerunResult{}, refuse(t, "it takes %d slots, and its pool %s now has %d workers", x.slots, quoteID(s.pools[pool].name), s.pools[pool].size)
-		}
-		if s.dur != nil && s.dur.runs[pool] && s.spec(t).Run == nil {
-			return RerunResult{}, refuse(t, "it names no function (WithFunc), and its pool %s now has a worker that runs functions", quoteID(s.pools[pool].name))
+		if why := s.cannotRun(t); why != "" {
+			return RerunResult{}, refuse(t, "%s", why)
 		}
 	}
 
@@ -252,6 +251,21 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		res.Reopened[i] = s.key(t)
 	}
 	return res, nil
+}
+
+// cannotRun says why t could not run with its pool as New gave it ("":
+// it can): a store restored with a smaller pool, or another kind of
+// worker for it, keeps final tasks that no longer would (restore.go's
+// taskOf).
+func (s *state) cannotRun(t int32) string {
+	pool := s.hot[t].pool
+	if x := s.tasks[t].x; x != nil && x.slots > int32(s.pools[pool].size) {
+		return fmt.Sprintf("it takes %d slots, and its pool %s now has %d workers", x.slots, quoteID(s.pools[pool].name), s.pools[pool].size)
+	}
+	if s.dur != nil && s.dur.runs[pool] && s.spec(t).Run == nil {
+		return fmt.Sprintf("it names no function (WithFunc), and its pool %s now has a worker that runs functions", quoteID(s.pools[pool].name))
+	}
+	return ""
 }
 
 // rerunDownstream adds to the set, through add, every final task that did
