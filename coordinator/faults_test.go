@@ -46,13 +46,7 @@ func TestFaultTaskNeverReturns(t *testing.T) {
 		if info, _ := s.Info("deaf"); info.Status != coordinator.Failed || !errors.Is(info.Err, worker.ErrTimeout) {
 			t.Fatalf("Info(deaf) = %+v; want failed with ErrTimeout", info)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		err = s.Shutdown(ctx)
-		var se *coordinator.ShutdownError
-		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Shutdown = %v; want a *ShutdownError wrapping DeadlineExceeded", err)
-		}
+		se, _ := shutdownPastDeadline(t, s, time.Second)
 		if want := []string{"deaf", "hung"}; !slices.Equal(se.Running, want) {
 			t.Fatalf("ShutdownError.Running = %v; want %v", se.Running, want)
 		}
@@ -87,13 +81,7 @@ func TestShutdownNamesABlockedSubscriber(t *testing.T) {
 		if err := s.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = s.Shutdown(ctx)
-		var se *coordinator.ShutdownError
-		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Shutdown = %v; want a *ShutdownError wrapping DeadlineExceeded", err)
-		}
+		se, err := shutdownPastDeadline(t, s, time.Minute)
 		site := fmt.Sprintf("faults_test.go:%d", line-1)
 		if len(se.Running) != 0 || len(se.Subscribers) != 1 || !strings.Contains(se.Subscribers[0], site) ||
 			!strings.Contains(se.Subscribers[0], "in its callback for ") || !strings.Contains(err.Error(), "events not yet delivered") {
@@ -130,11 +118,8 @@ func TestShutdownReturnsWhileACommitHangs(t *testing.T) {
 		submitted := make(chan error, 1)
 		go func() { submitted <- s.Submit(coordinator.Task{ID: "a", Func: "ok"}) }()
 		synctest.Wait() // the loop is in Commit, which waits for a pass
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = s.Shutdown(ctx)
-		var se *coordinator.ShutdownError
-		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(se.Coordinator, "Commit") || !strings.Contains(err.Error(), "Commit has not returned") {
+		se, err := shutdownPastDeadline(t, s, time.Minute)
+		if !strings.Contains(se.Coordinator, "Commit") || !strings.Contains(err.Error(), "Commit has not returned") {
 			t.Fatalf("Shutdown while a commit hangs = %v; want a *ShutdownError saying the store's Commit has not returned", err)
 		}
 		st.hold.Store(false)
@@ -228,11 +213,8 @@ func TestShutdownNamesAHungClose(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				err = s.Shutdown(ctx)
-				var se *coordinator.ShutdownError
-				if !errors.As(err, &se) || !strings.Contains(se.Coordinator, "Close has not returned") {
+				se, err := shutdownPastDeadline(t, s, time.Minute)
+				if !strings.Contains(se.Coordinator, "Close has not returned") {
 					t.Fatalf("Shutdown = %v; want a *ShutdownError saying the store's Close has not returned", err)
 				}
 				close(st.pass)
@@ -260,11 +242,8 @@ func TestShutdownNamesABlockedLogger(t *testing.T) {
 		if err := s.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = s.Shutdown(ctx)
-		var se *coordinator.ShutdownError
-		if !errors.As(err, &se) || len(se.Subscribers) != 1 || !strings.HasPrefix(se.Subscribers[0], "WithLogger's handler in its callback for ") {
+		se, err := shutdownPastDeadline(t, s, time.Minute)
+		if len(se.Subscribers) != 1 || !strings.HasPrefix(se.Subscribers[0], "WithLogger's handler in its callback for ") {
 			t.Fatalf("Shutdown with a blocked logger = %v; want the logger's handler named", err)
 		}
 		close(block)
@@ -272,6 +251,21 @@ func TestShutdownNamesABlockedLogger(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// shutdownPastDeadline calls Shutdown with a context that ends after d
+// and fails the test unless it returns a *ShutdownError wrapping
+// DeadlineExceeded, which it returns with the error.
+func shutdownPastDeadline(t *testing.T, s *coordinator.Scheduler, d time.Duration) (*coordinator.ShutdownError, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	err := s.Shutdown(ctx)
+	var se *coordinator.ShutdownError
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v; want a *ShutdownError wrapping DeadlineExceeded", err)
+	}
+	return se, err
 }
 
 // blockingHandler is a slog.Handler whose Handle waits for block to close.
