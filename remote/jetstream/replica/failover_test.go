@@ -164,7 +164,9 @@ func (r *failoverRig) killLeader() (killed int64, took, election time.Duration, 
 	n := r.kids.waitNotice(func(n notice) bool { return n.Role == "leader" && n.Term > old }, "a takeover")
 	r.leader, r.term = n.Replica, n.Term
 	took = time.Duration(n.At - killed)
-	r.t.Logf("killed %s; %s leads %v later (its restore, from its claim: %v)", victim.name, n.Replica, took.Round(time.Millisecond), n.Restore.Round(time.Millisecond))
+	r.t.Logf("killed %s; %s leads %v later (its restore, from its claim: %v: claim %v, pools %v, scheduler %v, requests %v)", victim.name, n.Replica,
+		took.Round(time.Millisecond), n.Restore.Round(time.Millisecond), n.Claim.Round(time.Millisecond), n.Pools.Round(time.Millisecond),
+		n.Scheduler.Round(time.Millisecond), n.Requests.Round(time.Millisecond))
 	if wait, names := r.elections.during(n.At-int64(n.Restore), n.At); wait > 0 {
 		// The restore waited for JetStream to elect the leader of the
 		// new leader's results consumer: the cluster's time, not ours.

@@ -170,7 +170,12 @@ type notice struct {
 	At      int64         `json:"at"`
 	Tasks   int           `json:"tasks,omitempty"`
 	Restore time.Duration `json:"restore,omitempty"`
-	PID     int           `json:"pid"`
+	// Where Restore went (replica.Notice).
+	Claim     time.Duration `json:"claim,omitempty"`
+	Pools     time.Duration `json:"pools,omitempty"`
+	Scheduler time.Duration `json:"scheduler,omitempty"`
+	Requests  time.Duration `json:"requests,omitempty"`
+	PID       int           `json:"pid"`
 }
 
 // replicaChild is a replica of the test store: local tasks run the
@@ -226,7 +231,7 @@ func replicaChild() int {
 			out.Lock()
 			defer out.Unlock()
 			pn := notice{Replica: name, Role: n.Role.String(), Term: n.Term, Leader: n.Leader, At: n.At.UnixNano(),
-				Tasks: n.Tasks, Restore: n.Restore, PID: os.Getpid(), Fenced: errors.Is(n.Err, replica.ErrFenced)}
+				Tasks: n.Tasks, Restore: n.Restore, Claim: n.Claim, Pools: n.Pools, Scheduler: n.Scheduler, Requests: n.Requests, PID: os.Getpid(), Fenced: errors.Is(n.Err, replica.ErrFenced)}
 			if n.Err != nil {
 				pn.Err = n.Err.Error()
 			}

@@ -50,6 +50,13 @@ type Notice struct {
 	// Leader only.
 	Tasks   int           // tasks restored from the log
 	Restore time.Duration // from the term's beginning in the log to the restored scheduler's start
+	// Where Restore went, in its order (Leader only): the claim itself,
+	// from sending the term message to its append's acknowledgement and
+	// the start of the takeover (Claim); the remote pools' streams and
+	// consumers on JetStream (Pools); the scheduler's restore from the
+	// log, with its first commit (Scheduler); the requests' subscription
+	// (Requests). A slow takeover is told where it waited.
+	Claim, Pools, Scheduler, Requests time.Duration
 	// Quarantined, if not nil, makes this Notice the report of something
 	// of the log this replica did not apply (see Quarantined, the type),
 	// not a change of role: Role, Term and Leader are then as they were.
@@ -245,8 +252,12 @@ func instanceOf(store string) string {
 
 func (r *Replica) notify(n Notice) {
 	n.At = time.Now()
-	r.cfg.logger.Info("replica: "+n.Role.String(), "store", r.name, "replica", r.cfg.name, "term", n.Term,
-		"leader", n.Leader, "error", n.Err)
+	attrs := []any{"store", r.name, "replica", r.cfg.name, "term", n.Term, "leader", n.Leader, "error", n.Err}
+	if n.Role == Leader {
+		attrs = append(attrs, "tasks", n.Tasks, "restore", n.Restore, "claim", n.Claim, "pools", n.Pools,
+			"scheduler", n.Scheduler, "requests", n.Requests)
+	}
+	r.cfg.logger.Info("replica: "+n.Role.String(), attrs...)
 	if r.cfg.notify != nil {
 		r.cfg.notify(n)
 	}
@@ -309,6 +320,14 @@ func (r *Replica) run(ctx context.Context) {
 // scheduler restored from the log, the requests subject and the events.
 // end stops all that (shutdown: Replica.Shutdown's, not a fence).
 func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), error) {
+	began := st.sentAtClaim()
+	n := Notice{Role: Leader, Leader: r.cfg.name}
+	phase := time.Now()
+	n.Claim = phase.Sub(began)
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, phase = now.Sub(phase), now
+	}
 	var pools []*jetstream.Pool
 	closePools := func() {
 		for _, p := range pools {
@@ -332,6 +351,7 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		}
 		pools = append(pools, p)
 	}
+	lap(&n.Pools)
 	// The lease's middleware first (the outermost): an attempt it holds
 	// back reaches no other middleware.
 	remote := map[string]bool{}
@@ -343,8 +363,8 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	for i, rp := range r.cfg.remote {
 		opts = append(opts, coordinator.WithPool(rp.name, rp.size, pools[i]))
 	}
-	began := st.sentAtClaim()
 	s, err := coordinator.New(opts...)
+	lap(&n.Scheduler)
 	if err != nil {
 		// New closes the store only if it got as far as WithStore: close
 		// it here in every case (Close is idempotent), so that this
@@ -423,6 +443,7 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		closePools()
 		return nil, err
 	}
+	lap(&n.Requests)
 	_ = r.nc.Publish(readySubject(r.name), []byte(strconv.FormatUint(term, 10)))
 	events := eventsSubject(r.name)
 	unsubscribe := s.Subscribe(func(ev coordinator.Event) {
@@ -433,7 +454,8 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 	r.mu.Lock()
 	r.sched, r.term = s, term
 	r.mu.Unlock()
-	r.notify(Notice{Role: Leader, Term: term, Leader: r.cfg.name, Tasks: s.Counts().Total(), Restore: time.Since(began)})
+	n.Term, n.Tasks, n.Restore = term, s.Counts().Total(), time.Since(began)
+	r.notify(n)
 	end := func(shutdown bool) {
 		r.mu.Lock()
 		r.sched, r.term = nil, 0
