@@ -62,7 +62,7 @@ func PoolPermissions(pool, instance, inbox string) Permissions {
 			"$JS.API.CONSUMER.CREATE." + a + ".>", "$JS.API.CONSUMER.INFO." + a + "." + workConsumer,
 			"$JS.API.STREAM.CREATE." + r, "$JS.API.STREAM.UPDATE." + r, "$JS.API.STREAM.INFO." + r,
 			"$JS.API.STREAM.MSG.GET." + r,
-			"$JS.API.CONSUMER.CREATE." + r + ".>", "$JS.API.CONSUMER.LIST." + r, "$JS.API.CONSUMER.DELETE." + r + ".*",
+			"$JS.API.CONSUMER.CREATE." + r + ".>", "$JS.API.CONSUMER.NAMES." + r, "$JS.API.CONSUMER.DELETE." + r + ".*",
 			"$JS.API.CONSUMER.MSG.NEXT." + r + ".*", "$JS.ACK." + r + ".>",
 			attemptsSubject(pool), cancelSubject(pool), configSubject(pool),
 		},

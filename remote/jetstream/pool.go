@@ -488,7 +488,7 @@ func (p *Pool) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
-	if err := p.takeOver(ctx, name, filter); err != nil {
+	if err := p.takeOver(ctx, name); err != nil {
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
 	for _, s := range []struct {
@@ -532,15 +532,20 @@ func (p *Pool) start(ctx context.Context) error {
 // outcome delivered to a Pool that died before acknowledging it would
 // otherwise wait resultsAckWait for its redelivery, and one delivered to
 // a Pool that still runs would be applied there.
-func (p *Pool) takeOver(ctx context.Context, name, filter string) error {
+//
+// They are found by name (ownConsumer), from the consumers' names alone:
+// a list of their configurations asks each consumer's leader, and on a
+// cluster a consumer without one (in an election) holds the answer for
+// nats-server's 4 s and is left out of it.
+func (p *Pool) takeOver(ctx context.Context, name string) error {
 	var old []string
-	list := p.results.ListConsumers(ctx)
-	for info := range list.Info() {
-		if info.Name != name && info.Config.FilterSubject == filter {
-			old = append(old, info.Name)
+	names := p.results.ConsumerNames(ctx)
+	for c := range names.Name() {
+		if c != name && ownConsumer(c, p.cfg.instance) {
+			old = append(old, c)
 		}
 	}
-	if err := list.Err(); err != nil {
+	if err := names.Err(); err != nil {
 		return err
 	}
 	for _, c := range old {

@@ -3,12 +3,14 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 
 	"github.com/batonhq/baton/coordinator"
 	bjs "github.com/batonhq/baton/remote/jetstream"
 	"github.com/batonhq/baton/worker"
+	njs "github.com/nats-io/nats.go/jetstream"
 )
 
 // WithDetach: a Do whose scheduler stops (cause coordinator.ErrClosed)
@@ -64,5 +66,49 @@ func TestDetachedAttemptIsPickedUpByTheNextPool(t *testing.T) {
 	}
 	if st := first.Stats(); st.Outcomes != 0 {
 		t.Errorf("first Pool's Stats = %+v; want no outcome applied", st)
+	}
+}
+
+// A Pool takes its instance over from earlier Pools of that instance: their
+// results consumers are deleted as it starts, and those of other instances
+// stay, an instance whose name begins with this one's ("coord-x") among
+// them.
+func TestTakeOverDeletesOnlyItsInstancesConsumers(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), long)
+		defer cancel()
+		s, err := js.Stream(ctx, "BATON_own_RESULTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		l := s.ConsumerNames(ctx)
+		for n := range l.Name() {
+			got = append(got, n)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		return got
+	}
+	newPool(t, nc, "own", bjs.WithInstance("coord"))
+	newPool(t, nc, "own", bjs.WithInstance("coord-x"))
+	newPool(t, nc, "own", bjs.WithInstance("coord"))
+	before := names()
+	if len(before) != 2 {
+		t.Fatalf("results consumers after two Pools of coord and one of coord-x: %v; want one each", before)
+	}
+	newPool(t, nc, "own", bjs.WithInstance("coord-x"))
+	after := names()
+	if len(after) != 2 || !slices.Contains(after, before[0]) || slices.Contains(after, before[1]) {
+		t.Fatalf("results consumers %v, then %v after a new Pool of coord-x; want coord's kept and coord-x's replaced", before, after)
 	}
 }

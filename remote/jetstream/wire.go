@@ -85,6 +85,18 @@ func consumerCreatedSubject(pool string) string {
 // (gen tells the Pools of an instance apart).
 func resultsConsumer(instance, gen string) string { return "coord-" + instance + "-" + gen }
 
+// ownConsumer reports whether name is a results consumer of instance:
+// resultsConsumer's with a generation of 16 hex digits (NewPool's), so
+// that instance "a" does not take "a-b"'s.
+func ownConsumer(name, instance string) bool {
+	gen, ok := strings.CutPrefix(name, "coord-"+instance+"-")
+	if !ok || len(gen) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(gen)
+	return err == nil
+}
+
 // Headers of an attempt message, besides its Nats-Msg-Id (the attempt
 // key, which names the instance, round, attempt and task). Its body is
 // Payload.Data.
