@@ -22,6 +22,23 @@ func (r *Replica) Handlers(ctx context.Context, n int) error {
 	return nil
 }
 
+// HandlersBegun is how many of the leader's request handlers have
+// started so far; only for testing.
+func (r *Replica) HandlersBegun() int64 { return r.begun.Load() }
+
+// HandlerBegun waits until more than n request handlers have started, or
+// ctx ends (its error); only for testing.
+func (r *Replica) HandlerBegun(ctx context.Context, n int64) error {
+	for r.begun.Load() <= n {
+		select {
+		case <-r.began:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // SubmitRequest is the request a Client's Submit of tasks sends, and
 // APISubject where it goes for term; AnswerErr is the error an answer
 // carries. Only for testing.

@@ -162,6 +162,8 @@ type Replica struct {
 
 	handling atomic.Int64  // request handlers running now (only for testing: Handlers)
 	handled  chan struct{} // signalled (buffer 1, coalescing) when a handler returns; only for testing
+	begun    atomic.Int64  // request handlers started so far (only for testing: HandlerBegun)
+	began    chan struct{} // signalled (buffer 1, coalescing) when a handler starts; only for testing
 }
 
 // New starts a replica of the store called name (1-64 letters, digits,
@@ -191,7 +193,7 @@ func New(nc *nats.Conn, name string, opts ...Option) (*Replica, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	r := &Replica{nc: nc, name: name, cfg: cfg, client: client, view: newView(), stop: stop, done: make(chan struct{}),
-		handled: make(chan struct{}, 1)}
+		handled: make(chan struct{}, 1), began: make(chan struct{}, 1)}
 	lead, err := nc.Subscribe(leadSubject(name), r.answerLead)
 	if err != nil {
 		stop()
@@ -421,6 +423,11 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 			wctx, end = waits.begin(sctx, m.Reply, req.Timeout)
 		}
 		r.handling.Add(1)
+		r.begun.Add(1)
+		select {
+		case r.began <- struct{}{}:
+		default:
+		}
 		handlers.Go(func() {
 			defer func() {
 				end()

@@ -28,7 +28,11 @@ type downProxy struct {
 	mu      sync.Mutex
 	conns   []net.Conn
 	fired   chan struct{}
-	once    sync.Once
+	// read, if set before armed, waits until the client has read what
+	// was delivered before the proxy drops the connection (a reset
+	// could discard it unread).
+	read func()
+	once sync.Once
 }
 
 func newDownProxy(t *testing.T, target, trigger string, down time.Duration) *downProxy {
@@ -66,7 +70,9 @@ func newDownProxy(t *testing.T, target, trigger string, down time.Duration) *dow
 						if p.armed.Load() && bytes.Contains(buf[:n], p.trigger) {
 							p.armed.Store(false)
 							p.until.Store(time.Now().Add(p.down).UnixNano())
-							time.Sleep(20 * time.Millisecond) // let the leader read it
+							if p.read != nil {
+								p.read()
+							}
 							p.closeAll()
 							p.once.Do(func() { close(p.fired) })
 							return
@@ -119,7 +125,7 @@ func TestResendDuringLeaderReconnectIsNotALeadMove(t *testing.T) {
 	}
 	t.Cleanup(lnc.Close)
 	na, aNotices := notices()
-	_ = startReplica(t, lnc, "gap", "a", funcs, na, replica.WithLease(20*time.Second))
+	r := startReplica(t, lnc, "gap", "a", funcs, na, replica.WithLease(20*time.Second))
 	n := waitRole(t, aNotices, replica.Leader)
 	defer close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -137,6 +143,12 @@ func TestResendDuringLeaderReconnectIsNotALeadMove(t *testing.T) {
 	defer cl.Close()
 	if _, _, err := cl.Leader(ctx); err != nil {
 		t.Fatal(err)
+	}
+	begun := r.HandlersBegun()
+	p.read = func() { // the leader has read the Submit: its handler began
+		if err := r.HandlerBegun(ctx, begun); err != nil {
+			t.Errorf("the leader never began to handle the Submit: %v", err)
+		}
 	}
 	p.armed.Store(true)
 	if err := cl.Submit(ctx, coordinator.Task{ID: "s1", Func: "hold"}); err != nil {
