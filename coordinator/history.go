@@ -179,11 +179,26 @@ type historyTable struct {
 	recN        int            // records in the ring
 	ringPos     int            // where the next record goes: (nextSerial-1) % histCap
 	nextSerial  uint64         // the serial of the next record
-	histHead    []uint64       // per task: the link to its newest record (0: none)
-	histCount   []int32        // per task: attempts recorded since it was submitted (History's Dropped)
+	histHead    []uint64       // per task: the link to its newest record (0: none; deadLink: none kept, some dropped)
+	histCount   []int32        // per task: attempts recorded since it was submitted (History's Dropped); 0 with a shared link for a head: 1 (histN)
 	details     map[uint64]*attemptDetail
 	openShared  uint64      // the serial of the shared record that plain successes like it join (0: none)
 	openRec     *attemptRec // its slot (which holds another serial once the ring turned)
+}
+
+// deadLink is the head of a task whose records are all dropped (a restore
+// of a history that kept none): a serial never reached, so that the task's
+// head is not 0, which says it has no history (rememberEnd's fast path).
+const deadLink = sharedLink - 1
+
+// histN is how many attempts of t were recorded since it was submitted:
+// a plain first success (rememberShared) writes only its head, so that
+// the common case costs one write a task.
+func (s *state) histN(t int32) int32 {
+	if n := s.histCount[t]; n != 0 || s.histHead[t]&sharedLink == 0 {
+		return n
+	}
+	return 1
 }
 
 // historyOn reports whether attempts are remembered.
@@ -274,7 +289,7 @@ func (s *state) link(t int32, l uint64) *attemptRec {
 // (d: nil or empty for none; copied). A durable scheduler's caller marks
 // the history to be written (historyChanged).
 func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outcome, d *attemptDetail, handed, started, ended int64) {
-	if o == OutcomeSucceeded && attempt == 1 && run == 1 && rerun == 0 && lane >= 0 && s.histCount[t] == 0 && (d == nil || d.empty()) {
+	if o == OutcomeSucceeded && attempt == 1 && run == 1 && rerun == 0 && lane >= 0 && s.histHead[t] == 0 && (d == nil || d.empty()) {
 		s.rememberShared(t, lane, handed, started, ended)
 		return
 	}
@@ -291,8 +306,8 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 		s.details[sr] = dd
 		r.detail = true
 	}
+	s.histCount[t] = s.histN(t) + 1
 	s.histHead[t] = sr
-	s.histCount[t]++
 	if s.histCount[t] > s.histPerTask {
 		s.trimHistory(t)
 	}
@@ -351,8 +366,7 @@ func (s *state) rememberShared(t, lane int32, handed, started, ended int64) {
 	}
 	r.shared++
 	s.recorded++
-	s.histHead[t] = r.serial | sharedLink
-	s.histCount[t] = 1
+	s.histHead[t] = r.serial | sharedLink // histN: 1
 }
 
 // trimHistory cuts task t's chain after its newest perTask records.
@@ -401,10 +415,23 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 	}
 	ls.lastEnd = ended
 	touched := ls.l.Touched(seq)
-	if o == OutcomeSucceeded && !touched && r.attempts == 1 && r.runs == 0 && r.x == nil && s.histCount[t] == 0 {
-		// Most attempts: a plain first success (no re-run: that needs x).
-		s.rememberShared(t, int32(ls.l.ID), handed, started, ended)
-		s.historyChanged(t)
+	if o == OutcomeSucceeded && !touched && r.attempts == 1 && r.runs == 0 && r.x == nil && s.histHead[t] == 0 {
+		// Most attempts: a plain first success (no re-run: that needs x),
+		// most of them joining the open shared record (rememberShared's
+		// test, written out here: this is the history's whole cost for
+		// most attempts).
+		lane := int32(ls.l.ID)
+		if o := s.openRec; o != nil && o.serial == s.openShared && s.openShared == s.nextSerial-1 && o.lane == lane &&
+			o.handed == handed && o.started == started && o.ended == ended && o.shared < math.MaxUint8 {
+			o.shared++
+			s.recorded++
+			s.histHead[t] = o.serial | sharedLink
+		} else {
+			s.rememberShared(t, lane, handed, started, ended)
+		}
+		if s.dur != nil {
+			s.historyChanged(t)
+		}
 		return
 	}
 	var d *attemptDetail // most attempts have none: no copy of an empty one
@@ -499,7 +526,7 @@ func (s *state) history(t int32, now time.Time) History {
 		for i, j := 0, len(h.Attempts)-1; i < j; i, j = i+1, j-1 {
 			h.Attempts[i], h.Attempts[j] = h.Attempts[j], h.Attempts[i]
 		}
-		h.Dropped = int(s.histCount[t]) - len(h.Attempts)
+		h.Dropped = int(s.histN(t)) - len(h.Attempts)
 	}
 	if a, ok := s.runningAttempt(t, pool); ok {
 		h.Attempts = append(h.Attempts, a)
@@ -706,7 +733,7 @@ func (s *state) historyRecord(t int32) (record.History, bool) {
 		sr = r.prev
 	}
 	slices.Reverse(h.Attempts)
-	h.Dropped = s.histCount[t] - int32(len(h.Attempts))
+	h.Dropped = s.histN(t) - int32(len(h.Attempts))
 	if h.Dropped == 0 && len(h.Attempts) == 1 {
 		// The state's Last holds such an attempt whole, its worker's
 		// name included (a remote pool names every worker): no record.
@@ -733,6 +760,9 @@ func (s *state) restoreHistory(stored []storedTask) {
 				all = append(all, ended{t, a})
 			}
 			s.histCount[t] = st.hist.Dropped
+			if st.hist.Dropped > 0 {
+				s.histHead[t] = deadLink // remember chains its attempts after it
+			}
 		case st.state.Last != nil:
 			all = append(all, ended{t, *st.state.Last})
 		}

@@ -1,6 +1,11 @@
 package coordinator
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/batonhq/baton/internal/record"
+)
 
 // A shared record names its first task (a Feed tells a record of one task
 // by its ID) until that task's history lets go of it: forgotten, or cut
@@ -34,3 +39,35 @@ func TestSharedRecordForgetsItsFirstTask(t *testing.T) {
 		})
 	}
 }
+
+// A task's count of attempts survives what its head says: a plain first
+// success writes only its head (a shared link, counted as one), and a
+// restored history that kept none of its attempts (all dropped) has a
+// head that names no record, so that a first success after it is not
+// taken for the task's first attempt (its Dropped would lose them).
+func TestHistoryCountBesideItsHead(t *testing.T) {
+	r := newRig(1)
+	r.s.startHistory(3, 16)
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop})
+	a, _ := r.s.findLive("a")
+	b, _ := r.s.findLive("b")
+	r.s.remember(a, 0, 1, 1, 0, OutcomeSucceeded, nil, 1, 2, 3)
+	if h := r.s.history(a, t0); len(h.Attempts) != 1 || h.Dropped != 0 {
+		t.Fatalf("History(a) after a plain first success = %+v; want it, none dropped", h)
+	}
+	r.s.remember(a, 0, 1, 2, 0, OutcomeFailed, &attemptDetail{err: errHistBoom}, 4, 5, 6)
+	if h := r.s.history(a, t0); len(h.Attempts) != 2 || h.Dropped != 0 || h.Attempts[1].Err != errHistBoom {
+		t.Fatalf("History(a) after a second run = %+v; want both, none dropped", h)
+	}
+	// b's stored history: 2 attempts, none kept.
+	r.s.restoreHistory([]storedTask{{}, {hist: &record.History{Dropped: 2}}})
+	r.s.remember(b, 0, 1, 1, 0, OutcomeSucceeded, nil, 7, 8, 9)
+	if h := r.s.history(b, t0); len(h.Attempts) != 1 || h.Dropped != 2 {
+		t.Fatalf("History(b) after a restore that kept none of 2 = %+v; want 1 attempt, 2 dropped", h)
+	}
+	if r.s.histHead[b]&sharedLink != 0 {
+		t.Errorf("b's success after its dropped attempts joined a shared record")
+	}
+}
+
+var errHistBoom = errors.New("boom")
