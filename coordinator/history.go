@@ -434,6 +434,15 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		}
 		return
 	}
+	s.rememberOther(ls, seq, t, o, err, touched, handed, started, ended)
+}
+
+// rememberOther is rememberEnd for an attempt that is not a plain first
+// success, with its times; apart, so that the common case's frame is small.
+//
+//go:noinline
+func (s *state) rememberOther(ls *laneState, seq uint32, t int32, o Outcome, err error, touched bool, handed, started, ended int64) {
+	r := &s.tasks[t]
 	var d *attemptDetail // most attempts have none: no copy of an empty one
 	if err != nil || touched {
 		var dv attemptDetail
@@ -459,29 +468,41 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 // attemptTimes returns when the attempt at seq was handed out and when the
 // coordinator saw it start (UnixNano; 0: unknown).
 func (ls *laneState) attemptTimes(seq uint32) (handed, seen int64) {
-	if ls.times == nil {
+	if ls.handed == nil {
 		return 0, 0
 	}
-	tm := &ls.times[seq&(lane.Size-1)]
-	return tm[0], tm[1]
+	i := seq & (lane.Size - 1)
+	if ls.seen != nil {
+		seen = ls.seen[i]
+	}
+	return ls.handed[i], seen
 }
 
 // handedOut records, for the history, when the item at seq of ls was
 // put; the worker times an attempt with a timeout itself (it reads the
 // clock for the deadline anyway).
 func (s *state) handedOut(ls *laneState, seq uint32, now time.Time) {
-	if ls.times == nil {
-		ls.times = new([lane.Size][2]int64)
+	if ls.handed == nil {
+		ls.handed = new([lane.Size]int64)
 	}
-	ls.times[seq&(lane.Size-1)] = [2]int64{now.UnixNano(), 0}
+	i := seq & (lane.Size - 1)
+	ls.handed[i] = now.UnixNano()
+	if ls.seen != nil {
+		ls.seen[i] = 0
+	}
 }
 
 // sawStart records, for the history, when the coordinator saw the item at
-// seq of ls started.
+// seq of ls started. The slots' start times are kept once a start is
+// seen (a scheduler that watches starts), each zeroed at hand-out.
 func (ls *laneState) sawStart(seq uint32, now time.Time) {
-	if ls.times != nil {
-		ls.times[seq&(lane.Size-1)][1] = now.UnixNano()
+	if ls.handed == nil {
+		return
 	}
+	if ls.seen == nil {
+		ls.seen = new([lane.Size]int64)
+	}
+	ls.seen[seq&(lane.Size-1)] = now.UnixNano()
 }
 
 // workerName is how History names lane li's worker: its place in its pool.

@@ -248,7 +248,8 @@ type laneState struct {
 	head    uint32               // the item its worker was last seen running (unstick)
 	headAt  time.Time            // since when (zero: it was running nothing)
 	holder  int32                // 1 + the task of several slots this idle lane is held for (0: none; flow.go); -(1 + a hold) for an abandoned attempt (abandon.go)
-	times   *[lane.Size][2]int64 // per slot: when its item was handed out and seen started (UnixNano), for the history (history.go); nil until used
+	handed  *[lane.Size]int64 // per slot: when its item was handed out (UnixNano), for the history (history.go); nil until used
+	seen    *[lane.Size]int64 // per slot: when the coordinator saw its item started (UnixNano; 0: not seen); nil until it watches starts
 	lastEnd int64                // when the history's last item of this lane ended (UnixNano): where the next one's start is inferred from
 }
 

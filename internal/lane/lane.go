@@ -136,6 +136,7 @@ const (
 	itemStartBy                    // the worker must claim it by its slot's startBy time (SetStartBy)
 	itemCareful                    // claimed, the worker calls nothing until the coordinator lets it (SetCareful, Go)
 	itemGo                         // set by the coordinator: the careful item's start is committed
+	itemStamped                    // set by the worker: its stamps hold this item's times (StampTimed)
 )
 
 // Outcome is what a worker says of an attempt that failed.
@@ -266,9 +267,10 @@ type Lane struct {
 	ctxs    [Size]*Context // one per slot, reused while no function looked at it
 	outs    [Size]Outcome  // written by the worker for a failure only
 	// stamps: when the function of the slot's item started and returned
-	// (UnixNano, on the workers' clock), zeroed by Put, written by the
-	// worker for an item with a Timeout (StampTimed), read by the
-	// coordinator (Stamps).
+	// (UnixNano, on the workers' clock), written by the worker for an
+	// item with a Timeout (StampTimed), which then flags the item
+	// itemStamped, read by the coordinator (Stamps) only for an item so
+	// flagged: a plain item's slot is neither written nor read.
 	stamps *[Size][2]int64 // allocated by StampTimed, before the first item is published
 
 	// Owned by the worker goroutine.
@@ -296,12 +298,6 @@ func (l *Lane) Put(seq uint32, task int32, parent uint32, fused bool, attempt, r
 	i := seq & mask
 	it := &l.items[i]
 	it.state, it.task, it.parent, it.flags = Free, task, parent, 0
-	if l.stamps != nil {
-		// The slot's last item's, which the coordinator has applied; plain
-		// stores (an atomic one is a full fence: 20 ns an item): the
-		// publication orders them before the worker's.
-		l.stamps[i] = [2]int64{}
-	}
 	if fused {
 		it.flags |= itemFused
 	}
@@ -359,10 +355,10 @@ func (l *Lane) StampTimed() {
 // StampTimed, or not yet started or returned). The coordinator may call
 // it while the item runs.
 func (l *Lane) Stamps(seq uint32) (started, ended int64) {
-	if l.stamps == nil {
+	i := seq & mask
+	if l.stamps == nil || atomic.LoadUint32(&l.items[i].flags)&itemStamped == 0 {
 		return 0, 0
 	}
-	i := seq & mask
 	return atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
 }
 
@@ -645,7 +641,11 @@ func (l *Lane) runOne() {
 		return
 	}
 	if l.stamps != nil && spec.X != nil && spec.X.Timeout > 0 {
+		// The slot's times are this item's once flagged: its end is 0
+		// until it returns.
+		atomic.StoreInt64(&l.stamps[i][1], 0)
 		atomic.StoreInt64(&l.stamps[i][0], l.env.Clock.Now().UnixNano())
+		atomic.OrUint32(&it.flags, itemStamped)
 		l.timing = true
 	}
 	var err error
