@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -720,8 +721,21 @@ func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
 			wc := connect(t, srv.ClientURL())
 			const lease = 10 * time.Second
 			pool := newPool(t, nc, "midstop", bjs.WithLease(lease))
+			// A's hand-backs: a delivery it did not start (it reached a
+			// pull after A stopped) is one more than its handlers' starts.
+			var naks, startsA atomic.Int32
+			acks, err := nc.Subscribe("$JS.ACK.BATON_midstop_ATTEMPTS.>", func(m *nats.Msg) {
+				if bytes.HasPrefix(m.Data, []byte("-NAK")) {
+					naks.Add(1)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer acks.Unsubscribe()
 			firstA := make(chan struct{}, 1)
 			a := serveStoppable(t, wc, "midstop", map[string]bjs.Handler{"w": func(ctx context.Context, _ []byte) ([]byte, error) {
+				startsA.Add(1)
 				select {
 				case firstA <- struct{}{}:
 				default:
@@ -745,7 +759,7 @@ func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
 					time.AfterFunc(offset, a.cancel)
 				}
 				go do(i)
-				time.Sleep(100 * time.Microsecond) // a steady stream, so that some are on their way to A as it stops
+				time.Sleep(100 * time.Microsecond) // a steady stream, so that some are on their way to A as it stops: the test's input (checked below)
 			}
 			a.wait(t)
 			serve(t, wc, "midstop", map[string]bjs.Handler{"w": echo}, bjs.WithConcurrency(8), bjs.WithWorkerName("B"))
@@ -757,6 +771,14 @@ func TestStoppedServeHandsBackWhatItsPullsReceive(t *testing.T) {
 			}
 			if slow > 0 {
 				t.Errorf("%d attempts waited about a lease after A stopped; want none", slow)
+			}
+			if err := nc.Flush(); err != nil { // the hand-backs came before the redeliveries that ended the Dos
+				t.Fatal(err)
+			}
+			if unstarted := naks.Load() - startsA.Load(); unstarted <= 0 {
+				t.Errorf("A handed back %d deliveries and started %d handlers: none reached its pulls after it stopped, which is what this tests", naks.Load(), startsA.Load())
+			} else {
+				t.Logf("A handed back %d deliveries it never started (and %d it started)", unstarted, startsA.Load())
 			}
 		})
 	}
