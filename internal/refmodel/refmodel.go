@@ -499,11 +499,33 @@ func (m *Model) Resume(pool string) {
 }
 
 func (m *Model) finish(r *Record, s Status, event string) {
+	wasReady := r.Status == Ready
 	r.Status = s
 	r.Events = append(r.Events, event)
 	r.finalAt = m.Now
 	r.settled = s != Skipped
+	if wasReady && m.keyed {
+		m.leftReady(r)
+	}
 	m.childEnded(r)
+}
+
+// leftReady is called when ready task r ended without a hand-out
+// (cancelled, skipped): if it was its key's last ready task at its level,
+// the key's turn there ends now, as the scheduler's does (unqueueKeyed),
+// so that a task of the key ready later gets a turn at the back, behind
+// those given meanwhile, rather than the old turn's place.
+func (m *Model) leftReady(r *Record) {
+	lv := level{r.Pool, r.Priority}
+	if m.oldest(lv, r.Key) >= 0 {
+		return
+	}
+	i := slices.IndexFunc(m.turns[lv], func(u *turn) bool { return u.key == r.Key })
+	if i < 0 {
+		return
+	}
+	m.turns[lv] = slices.Delete(m.turns[lv], i, i+1)
+	m.passTurn(lv, r.Key)
 }
 
 // The trigger-rule cascade. A task's end without success reaches what
