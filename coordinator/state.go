@@ -233,24 +233,24 @@ type poolState struct {
 type laneState struct {
 	l       *lane.Lane
 	pool    int
-	n       uint32               // items written
-	pub     uint32               // items handed out: published, or to be by the loop (outbox.Publish)
-	shown   uint32               // items the loop was told to publish
-	end     uint32               // items from here to n are revoked: where stealing starts
-	applied uint32               // items reported done and applied
-	peek    uint32               // first item not yet seen claimed (EventStarted)
-	fuseAt  uint32               // first item whose successors fusion has not fully considered
-	live    int                  // published items neither applied nor revoked
-	open    bool                 // the worker has work or has not yet reported itself idle
-	refill  bool                 // it reported progress this iteration: top it up
-	worst   int32                // the worst priority published since it opened
-	best    int32                // the best priority published since it opened
-	head    uint32               // the item its worker was last seen running (unstick)
-	headAt  time.Time            // since when (zero: it was running nothing)
-	holder  int32                // 1 + the task of several slots this idle lane is held for (0: none; flow.go); -(1 + a hold) for an abandoned attempt (abandon.go)
+	n       uint32            // items written
+	pub     uint32            // items handed out: published, or to be by the loop (outbox.Publish)
+	shown   uint32            // items the loop was told to publish
+	end     uint32            // items from here to n are revoked: where stealing starts
+	applied uint32            // items reported done and applied
+	peek    uint32            // first item not yet seen claimed (EventStarted)
+	fuseAt  uint32            // first item whose successors fusion has not fully considered
+	live    int               // published items neither applied nor revoked
+	open    bool              // the worker has work or has not yet reported itself idle
+	refill  bool              // it reported progress this iteration: top it up
+	worst   int32             // the worst priority published since it opened
+	best    int32             // the best priority published since it opened
+	head    uint32            // the item its worker was last seen running (unstick)
+	headAt  time.Time         // since when (zero: it was running nothing)
+	holder  int32             // 1 + the task of several slots this idle lane is held for (0: none; flow.go); -(1 + a hold) for an abandoned attempt (abandon.go)
 	handed  *[lane.Size]int64 // per slot: when its item was handed out (UnixNano), for the history (history.go); nil until used
 	seen    *[lane.Size]int64 // per slot: when the coordinator saw its item started (UnixNano; 0: not seen); nil until it watches starts
-	lastEnd int64                // when the history's last item of this lane ended (UnixNano): where the next one's start is inferred from
+	lastEnd int64             // when the history's last item of this lane ended (UnixNano): where the next one's start is inferred from
 }
 
 // state is all scheduling state. It has no goroutines, channels or clock;
