@@ -413,6 +413,11 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 	if ended == 0 {
 		ended = now.UnixNano()
 	}
+	if started > ended {
+		// Inferred from the end of a timed item before it, which its
+		// worker stamped after this iteration's clock reading.
+		started = ended
+	}
 	ls.lastEnd = ended
 	touched := ls.l.Touched(seq)
 	if o == OutcomeSucceeded && !touched && r.attempts == 1 && r.runs == 0 && r.x == nil && s.histHead[t] == 0 {

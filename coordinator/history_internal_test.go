@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/internal/record"
 )
@@ -71,3 +72,26 @@ func TestHistoryCountBesideItsHead(t *testing.T) {
 }
 
 var errHistBoom = errors.New("boom")
+
+// An attempt's start that the coordinator infers (the end of the item
+// before it in its lane) is never after its end: the item before it was
+// timed, and its worker stamped its end after the clock reading with which
+// the coordinator applies this one's (a review found Started after Ended
+// by up to 500 µs for untimed attempts behind timed ones).
+func TestInferredStartIsNotAfterTheEnd(t *testing.T) {
+	r := newRig(1)
+	r.s.startHistory(3, 16)
+	r.submit(t, Task{ID: "a", Run: noop})
+	a, _ := r.s.findLive("a")
+	ls := &r.s.lanes[0]
+	r.s.handedOut(ls, 0, t0)
+	ls.lastEnd = t0.Add(10 * time.Millisecond).UnixNano() // the timed item before it, by its worker's clock
+	r.s.rememberEnd(ls, 0, a, OutcomeSucceeded, nil, t0.Add(5*time.Millisecond))
+	h := r.s.history(a, t0)
+	if len(h.Attempts) != 1 {
+		t.Fatalf("History(a) = %+v; want one attempt", h)
+	}
+	if at := h.Attempts[0]; at.Started.After(at.Ended) || at.Started.Before(at.HandedOut) {
+		t.Errorf("attempt handed out %v, started %v, ended %v; want handed out <= started <= ended", at.HandedOut, at.Started, at.Ended)
+	}
+}
