@@ -1237,6 +1237,13 @@ func TestModelFlowRegressions(t *testing.T) {
 // had met, and started a task of that key submitted later ahead of one of
 // key "a" submitted before it in its batch; the scheduler rightly ends
 // the turn as its last ready task leaves (TestKeyWhoseTasksLeftHasNoTurn).
+// default-rerun-of-a-spawner-with-a-dependency-of-its-family is a re-run
+// of a spawner and of a child whose join re-opens a task the spawner's
+// family depends on, in one request: that task counted the forgotten
+// family's records among its dependents again (an earlier re-run of it
+// had added them to its successors), the new family took those records,
+// and its success released them twice: a child started while its
+// dependency, a sibling, had not succeeded.
 func TestModelDefaultConfigRegressions(t *testing.T) {
 	checkFailfiles(t, "testdata/regressions/default-*.fail", false, func(t *testing.T, p program) string { return runProgramAs(t, p, false) })
 }

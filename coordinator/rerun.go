@@ -486,6 +486,12 @@ func (s *state) recountAfterRerun(reopened []int32, dependents map[int32][]int32
 			known[c] = true
 		}
 		for _, c := range dependents[t] {
+			if st := s.hot[c].status; st == dropped || st == reserved {
+				// Forgotten with a family this re-run replaced (dropFamily):
+				// its record, reused by the new family's spawn, must not be
+				// among t's successors twice.
+				continue
+			}
 			touched[c] = true
 			if !known[c] {
 				x := s.extra(t)
