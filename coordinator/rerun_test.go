@@ -524,3 +524,60 @@ func TestRerunEndReachesOnlyItsDependents(t *testing.T) {
 		}
 	})
 }
+
+// A spawner re-run with a task its family depends on, in one request: the
+// old family's records, forgotten, go to the new family, and the task
+// re-opened must not count them among its dependents again, or its success
+// releases the new children twice: c2 started while c1, which it depends
+// on, still ran (a model program found it; the rule: a task starts only
+// after every dependency succeeded).
+func TestRerunOfASpawnerWithADependencyOfItsFamily(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, coordinator.WithWorkers(2))
+		var aRuns atomic.Int32
+		aGate, c1Gate := make(chan struct{}), make(chan struct{})
+		var c2Started atomic.Bool
+		a := coordinator.Task{ID: "a", Run: func(context.Context) error {
+			if aRuns.Add(1) == 1 {
+				return errors.New("a's first run fails")
+			}
+			<-aGate // until the new family waits for it
+			return nil
+		}}
+		sp := coordinator.Task{ID: "s", Run: func(ctx context.Context) error {
+			return coordinator.Spawn(ctx,
+				coordinator.Task{ID: "c1", Deps: []string{"a"}, Run: func(context.Context) error { <-c1Gate; return nil }},
+				coordinator.Task{ID: "c2", Deps: []string{"c1", "a"}, Run: func(context.Context) error { c2Started.Store(true); return nil }})
+		}}
+		if err := s.Submit(a); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := s.Submit(sp); err != nil { // a has failed: its children are skipped, its join fails
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if info, _ := s.Info("s"); info.Status != coordinator.Failed {
+			t.Fatalf("s = %v after its children were skipped; want failed", info.Status)
+		}
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a", "s"}}); err != nil {
+			t.Fatalf("Rerun(a, s) = %v", err)
+		}
+		synctest.Wait() // s ran again: its new family waits for a
+		close(aGate)
+		synctest.Wait()
+		if info, _ := s.Info("c1"); info.Status != coordinator.Running {
+			t.Fatalf("c1 = %v once a succeeded; want running", info.Status)
+		}
+		if c2Started.Load() {
+			t.Fatalf("c2 started while c1, its dependency, was still running")
+		}
+		close(c1Gate)
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !c2Started.Load() {
+			t.Errorf("c2 never ran after c1 succeeded")
+		}
+	})
+}
