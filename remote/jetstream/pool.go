@@ -477,7 +477,7 @@ func (p *Pool) provision(ctx context.Context) error {
 // start subscribes to outcomes, max-delivery advisories
 // and connection events, in this order of importance.
 func (p *Pool) start(ctx context.Context) error {
-	var g [8]byte
+	var g [genBytes]byte
 	_, _ = rand.Read(g[:])
 	name, filter := resultsConsumer(p.cfg.instance, hex.EncodeToString(g[:])), resultsSubject(p.name, p.cfg.instance)+".>"
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{

@@ -82,15 +82,19 @@ func consumerCreatedSubject(pool string) string {
 }
 
 // resultsConsumer names the results consumer of one Pool of instance
-// (gen tells the Pools of an instance apart).
+// (gen, genBytes random bytes in hex, tells the Pools of an instance
+// apart).
 func resultsConsumer(instance, gen string) string { return "coord-" + instance + "-" + gen }
 
+// genBytes is the size of a results consumer's generation (NewPool's).
+const genBytes = 8
+
 // ownConsumer reports whether name is a results consumer of instance:
-// resultsConsumer's with a generation of 16 hex digits (NewPool's), so
-// that instance "a" does not take "a-b"'s.
+// resultsConsumer's with a generation of genBytes in hex, so that
+// instance "a" does not take "a-b"'s.
 func ownConsumer(name, instance string) bool {
-	gen, ok := strings.CutPrefix(name, "coord-"+instance+"-")
-	if !ok || len(gen) != 16 {
+	gen, ok := strings.CutPrefix(name, resultsConsumer(instance, ""))
+	if !ok || len(gen) != 2*genBytes {
 		return false
 	}
 	_, err := hex.DecodeString(gen)
