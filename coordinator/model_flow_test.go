@@ -107,6 +107,15 @@ func runFlowProgram(t *testing.T, prog program) (diff string) {
 					m.Release(st.free)
 				}
 			}
+			// Let the step settle before Wait's request wakes the
+			// coordinator: a request that comes between a released task's
+			// end and its worker's report that it is idle has the end
+			// applied while that worker is not yet idle, and another pool
+			// may then take the key's place the model gives to the
+			// released worker's pool (the model's workers end and go idle
+			// as one step). That order is the scheduler's to choose (it
+			// hands out to the workers it has); the model's is one of them.
+			synctest.Wait()
 			waited := make(chan struct{})
 			go func() { s.Wait(context.Background()); close(waited) }()
 			synctest.Wait()
