@@ -356,7 +356,11 @@ func (l *Lane) StampTimed() {
 // it while the item runs.
 func (l *Lane) Stamps(seq uint32) (started, ended int64) {
 	i := seq & mask
-	if l.stamps == nil || atomic.LoadUint32(&l.items[i].flags)&itemStamped == 0 {
+	// The item's flag first: l.stamps shares a cache line with the
+	// worker's next, which it writes for every item, so that reading it
+	// for every item made the line travel between the cores (the attempt
+	// history's largest cost). The flag is set only once stamps exist.
+	if atomic.LoadUint32(&l.items[i].flags)&itemStamped == 0 || l.stamps == nil {
 		return 0, 0
 	}
 	return atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
