@@ -404,7 +404,7 @@ func (s *state) trimHistory(t int32) {
 func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err error, now time.Time) {
 	r := &s.tasks[t]
 	handed, seen := ls.attemptTimes(seq)
-	started, ended := ls.l.Stamps(seq)
+	started, ended, touched := ls.l.Ending(seq)
 	if started == 0 {
 		started = max(handed, ls.lastEnd) // behind the item before it, or handed to an idle worker
 		if seen != 0 {
@@ -420,7 +420,6 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		started = ended
 	}
 	ls.lastEnd = ended
-	touched := ls.l.Touched(seq)
 	if o == OutcomeSucceeded && !touched && r.attempts == 1 && r.runs == 0 && r.x == nil && s.histHead[t] == 0 {
 		// Most attempts: a plain first success (no re-run: that needs x),
 		// most of them joining the open shared record (rememberShared's

@@ -366,6 +366,18 @@ func (l *Lane) Stamps(seq uint32) (started, ended int64) {
 	return atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
 }
 
+// Ending returns Stamps and Touched of the item at seq, which is done,
+// with one read of its flags: what the coordinator's attempt history
+// reads of every item it applies. Coordinator only.
+func (l *Lane) Ending(seq uint32) (started, ended int64, touched bool) {
+	i := seq & mask
+	f := atomic.LoadUint32(&l.items[i].flags)
+	if f&itemStamped != 0 && l.stamps != nil {
+		started, ended = atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
+	}
+	return started, ended, f&itemTouched != 0
+}
+
 // Go lets the careful item at seq, claimed, call its function.
 // Coordinator only.
 func (l *Lane) Go(seq uint32) {
