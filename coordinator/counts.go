@@ -130,7 +130,7 @@ func (s *state) census(byPool bool, want Status, limit int, now time.Time) censu
 	for t := range s.hot {
 		h := &s.hot[t]
 		st := h.status
-		if st == dropped || st == reserved {
+		if hidden(st) {
 			continue
 		}
 		if st >= dispatched {

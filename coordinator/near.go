@@ -43,7 +43,7 @@ func (s *state) near(roots []int32, f *SnapshotFilter, picked bitset) (cut bool)
 		}
 	}
 	visit := func(t int32, dir int) bool {
-		if st := s.hot[t].status; picked.has(t) || st == dropped || st == reserved {
+		if picked.has(t) || hidden(s.hot[t].status) {
 			return true
 		}
 		if taken == f.Limit {

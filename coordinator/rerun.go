@@ -282,7 +282,7 @@ func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]
 		if join {
 			joins[c] = true // its join re-opens; it does not run again
 		}
-		if !seen[c] && s.hot[c].status != dropped && s.hot[c].status != reserved {
+		if !seen[c] && !hidden(s.hot[c].status) {
 			seen[c] = true
 			work = append(work, c)
 			if st := s.status(c); !join && st.Final() && st != Succeeded {
@@ -486,7 +486,7 @@ func (s *state) recountAfterRerun(reopened []int32, dependents map[int32][]int32
 			known[c] = true
 		}
 		for _, c := range dependents[t] {
-			if st := s.hot[c].status; st == dropped || st == reserved {
+			if hidden(s.hot[c].status) {
 				// Forgotten with a family this re-run replaced (dropFamily):
 				// its record, reused by the new family's spawn, must not be
 				// among t's successors twice.
@@ -532,7 +532,7 @@ func (s *state) dependentsIndex() map[int32][]int32 {
 	out := map[int32][]int32{}
 	for c := range s.tasks {
 		c := int32(c)
-		if st := s.hot[c].status; st == dropped || st == reserved {
+		if hidden(s.hot[c].status) {
 			continue
 		}
 		r := &s.tasks[c]
@@ -651,7 +651,7 @@ func (s *state) pruneSuccessors(t int32) {
 	r := &s.tasks[t]
 	seen := map[int32]bool{}
 	keep := func(c int32) bool {
-		if st := s.hot[c].status; st == dropped || st == reserved || seen[c] {
+		if hidden(s.hot[c].status) || seen[c] {
 			return false
 		}
 		if !containsTask(s.edges(&s.tasks[c], s.tasks[c].deps), t) {

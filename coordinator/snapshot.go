@@ -135,7 +135,7 @@ func (s *state) snapshot(f *SnapshotFilter, now time.Time) (*Snapshot, error) {
 	in := newBitset(len(s.hot))
 	var order []int32
 	consider := func(t int32) bool {
-		if st := s.hot[t].status; st == dropped || st == reserved || (len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.status(t))) {
+		if hidden(s.hot[t].status) || (len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.status(t))) {
 			return true
 		}
 		if f.Limit > 0 && len(order) == f.Limit {
@@ -246,7 +246,7 @@ func (s *state) walk(roots []int32, depth int, picked bitset, next func(t int32,
 	}
 	var found []int32
 	visit := func(t int32) {
-		if st := s.hot[t].status; !seen.has(t) && st != dropped && st != reserved {
+		if !seen.has(t) && !hidden(s.hot[t].status) {
 			seen.set(t)
 			picked.set(t)
 			found = append(found, t)

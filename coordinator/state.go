@@ -70,6 +70,11 @@ const (
 	joining
 )
 
+// hidden reports whether a record of status st is no task a reader sees:
+// dropped (forgotten, awaiting reuse) or reserved (spawned by an attempt
+// still running).
+func hidden(st Status) bool { return st == dropped || st == reserved }
+
 // rec flags.
 const (
 	fCancelReq uint8 = 1 << iota // Cancel or Shutdown reached it while its function ran
