@@ -162,7 +162,7 @@ func Logger(ctx context.Context) *slog.Logger {
 		attrs = append(attrs, slog.String(LogKeyPool, pool))
 	}
 	attrs = append(attrs, slog.Int(LogKeyAttempt, attempt), slog.Int(LogKeyRun, run))
-	return slog.New(&taskHandler{log: func() *attemptLog { return attemptLogOf(c, s) }, next: s.log.Handler().WithAttrs(attrs)})
+	return slog.New(&taskHandler{add: func(line LogLine) { keepLines(c, s, line) }, next: s.log.Handler().WithAttrs(attrs)})
 }
 
 // poolOfTask is the pool of the attempt c runs in.
@@ -181,32 +181,44 @@ func (s *Scheduler) poolOfTask(c *lane.Context) string {
 // time before 1678 or after 2262 as the nearest it can). It returns ErrNoAttempt if ctx is not a running
 // attempt's context. It does not block and is safe for concurrent use.
 func AppendLog(ctx context.Context, lines ...LogLine) error {
-	l, err := runningLog(ctx)
+	c, s, err := runningAttempt(ctx)
 	if err != nil {
 		return err
 	}
-	for _, line := range lines {
-		l.add(line)
+	if !keepLines(c, s, lines...) {
+		return ErrNoAttempt
 	}
 	return nil
 }
 
-// runningLog is the log of the running attempt whose context is ctx, or
-// ErrNoAttempt.
-func runningLog(ctx context.Context) (*attemptLog, error) {
+// runningAttempt is the context and scheduler of the running attempt whose
+// context is ctx, or ErrNoAttempt.
+func runningAttempt(ctx context.Context) (*lane.Context, *Scheduler, error) {
 	c, ok := lane.Of(ctx)
 	if !ok {
-		return nil, ErrNoAttempt
+		return nil, nil, ErrNoAttempt
 	}
 	_, owner, ok := c.Attempt()
 	s, _ := owner.(*Scheduler)
 	if !ok || s == nil {
-		return nil, ErrNoAttempt
+		return nil, nil, ErrNoAttempt
 	}
-	if l := attemptLogOf(c, s); l != nil {
-		return l, nil
-	}
-	return nil, ErrNoAttempt
+	return c, s, nil
+}
+
+// keepLines adds lines to the log of the attempt c runs, unless the
+// attempt is over: its function returned (or was abandoned at its
+// timeout), which closes it to them as one step with the worker's
+// Finish, so that a line logged later (by a goroutine the function left
+// running) is never kept, whether or not the coordinator has read the
+// log yet. It reports whether they were kept.
+func keepLines(c *lane.Context, s *Scheduler, lines ...LogLine) bool {
+	l := attemptLogOf(c, s)
+	return l != nil && c.Keep(func() {
+		for _, line := range lines {
+			l.add(line)
+		}
+	})
 }
 
 // AddLogsDropped counts n lines that the running attempt whose context is
@@ -217,14 +229,19 @@ func runningLog(ctx context.Context) (*attemptLog, error) {
 // ctx is not a running attempt's context. It does not block and is safe
 // for concurrent use.
 func AddLogsDropped(ctx context.Context, n int) error {
-	l, err := runningLog(ctx)
+	c, s, err := runningAttempt(ctx)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		l.mu.Lock()
-		l.dropped = min(l.dropped+min(n, math.MaxInt32), math.MaxInt32)
-		l.mu.Unlock()
+	l := attemptLogOf(c, s)
+	if l == nil || !c.Keep(func() {
+		if n > 0 {
+			l.mu.Lock()
+			l.dropped = min(l.dropped+min(n, math.MaxInt32), math.MaxInt32)
+			l.mu.Unlock()
+		}
+	}) {
+		return ErrNoAttempt
 	}
 	return nil
 }
@@ -269,7 +286,7 @@ func (c *LogCollector) Logger() *slog.Logger {
 	if next == nil {
 		next = slog.DiscardHandler
 	}
-	return slog.New(&taskHandler{log: func() *attemptLog { return &c.log }, next: next})
+	return slog.New(&taskHandler{add: c.log.add, next: next})
 }
 
 // Lines returns the lines kept, oldest first, and how many lines were
@@ -280,10 +297,10 @@ func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.sna
 // taskHandler is Logger's handler: it keeps each record with the attempt
 // and passes it on to next.
 type taskHandler struct {
-	log    func() *attemptLog // the attempt's log; nil once the attempt is over
-	next   slog.Handler       // the scheduler's, with the task's attributes and WithAttrs's
-	prefix string             // WithGroup's, as "a.b."
-	attrs  string             // WithAttrs's, as text
+	add    func(LogLine) // keeps a line with the attempt (once the attempt is over: not)
+	next   slog.Handler  // the scheduler's, with the task's attributes and WithAttrs's
+	prefix string        // WithGroup's, as "a.b."
+	attrs  string        // WithAttrs's, as text
 }
 
 func (h *taskHandler) Enabled(context.Context, slog.Level) bool { return true } // kept whatever the scheduler's logger enables
@@ -295,9 +312,7 @@ func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
 		appendAttr(&b, h.prefix, a)
 		return true
 	})
-	if l := h.log(); l != nil {
-		l.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: b.String()})
-	}
+	h.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: b.String()})
 	if h.next.Enabled(ctx, r.Level) {
 		return h.next.Handle(ctx, r)
 	}
@@ -310,14 +325,14 @@ func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	for _, a := range attrs {
 		appendAttr(&b, h.prefix, a)
 	}
-	return &taskHandler{log: h.log, next: h.next.WithAttrs(attrs), prefix: h.prefix, attrs: b.String()}
+	return &taskHandler{add: h.add, next: h.next.WithAttrs(attrs), prefix: h.prefix, attrs: b.String()}
 }
 
 func (h *taskHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &taskHandler{log: h.log, next: h.next.WithGroup(name), prefix: h.prefix + name + ".", attrs: h.attrs}
+	return &taskHandler{add: h.add, next: h.next.WithGroup(name), prefix: h.prefix + name + ".", attrs: h.attrs}
 }
 
 // appendAttr writes a as key=value (groups flattened with dots, values

@@ -270,3 +270,59 @@ func TestWorkerNameWritesNoHistoryRecord(t *testing.T) {
 		t.Errorf("%d records with worker names, %d without; want as many", records[true], records[false])
 	}
 }
+
+// A line logged after the attempt's function returned (by a goroutine it
+// left running, with the logger it took) reaches the scheduler's logger
+// only, never the attempt's kept log, however soon the coordinator reads
+// that log; AppendLog and AddLogsDropped then say ErrNoAttempt. The late
+// line comes while the next task runs on the same worker, before the
+// worker reports the first one's end (which it did in about two runs of
+// five before the log was closed with the function's return).
+func TestLineLoggedAfterTheFunctionReturnedIsNotKept(t *testing.T) {
+	for round := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			var out logBuffer
+			s, err := coordinator.New(coordinator.WithWorkers(1), coordinator.WithLogger(out.logger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown(context.Background())
+			late, logged := make(chan struct{}), make(chan struct{})
+			var appendErr, droppedErr error
+			if err := s.Submit(
+				coordinator.Task{ID: "a", Run: func(ctx context.Context) error {
+					log := coordinator.Logger(ctx)
+					log.Info("during")
+					go func() {
+						<-late
+						log.Info("after return")
+						appendErr = coordinator.AppendLog(ctx, coordinator.LogLine{Message: "appended after return"})
+						droppedErr = coordinator.AddLogsDropped(ctx, 3)
+						close(logged)
+					}()
+					return nil
+				}},
+				coordinator.Task{ID: "b", Run: func(ctx context.Context) error { close(late); <-logged; return nil }},
+			); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			h, _ := s.History("a")
+			if len(h.Attempts) != 1 {
+				t.Fatalf("round %d: History(a) = %+v; want one attempt", round, h)
+			}
+			a := h.Attempts[0]
+			if len(a.Logs) != 1 || a.Logs[0].Message != "during" || a.LogsDropped != 0 {
+				t.Errorf("round %d: a's kept log = %+v, %d dropped; want only the line logged during its attempt", round, a.Logs, a.LogsDropped)
+			}
+			if !errors.Is(appendErr, coordinator.ErrNoAttempt) || !errors.Is(droppedErr, coordinator.ErrNoAttempt) {
+				t.Errorf("round %d: after a returned, AppendLog = %v, AddLogsDropped = %v; want ErrNoAttempt", round, appendErr, droppedErr)
+			}
+			if !out.contains("after return") {
+				t.Errorf("round %d: the late line did not reach the scheduler's logger:\n%s", round, out.String())
+			}
+		})
+	}
+}
