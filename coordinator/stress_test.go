@@ -120,6 +120,13 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	}
 	rec := &calls{} // the functions' calls and returns, in either mode
 	ops := &opLog{rec: rec}
+	if observe {
+		ops.events = func() []coordinator.Event {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(log)
+		}
+	}
 	stressOps = ops
 	g := newStressGrowth()
 	accepted := map[string]stressTask{}
@@ -183,7 +190,8 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 				switch {
 				case err == nil:
 					for _, tk := range batch {
-						ops.add(fmt.Sprintf("submitted %s deps %v", tk.ID, tk.Deps), append([]string{tk.ID}, tk.Deps...)...)
+						ops.add(fmt.Sprintf("submitted %s deps %v pool %q prio %d key %q slots %d retry %+v timeout %v delay %v every %v×%d", tk.ID, tk.Deps,
+							tk.Pool, tk.Priority, tk.Key, tk.Slots, tk.Retry, tk.Timeout, tk.Delay, tk.Every, tk.Times), append([]string{tk.ID}, tk.Deps...)...)
 					}
 					mu.Lock()
 					for _, tk := range batch {
@@ -578,9 +586,10 @@ func eventsOf(log []coordinator.Event, ids ...string) string {
 // placed among the functions' calls (the length of the call log then),
 // for a failure's message.
 type opLog struct {
-	rec *calls
-	mu  sync.Mutex
-	ops []opEntry
+	rec    *calls
+	mu     sync.Mutex
+	ops    []opEntry
+	events func() []coordinator.Event // the run's events, if observed (nil: not)
 }
 
 type opEntry struct {
@@ -607,10 +616,14 @@ var stressOps *opLog
 func about(s *coordinator.Scheduler, log []call, ids ...string) string {
 	var b strings.Builder
 	var ops []opEntry
+	var events []coordinator.Event
 	if stressOps != nil {
 		stressOps.mu.Lock()
 		ops = slices.Clone(stressOps.ops)
 		stressOps.mu.Unlock()
+		if stressOps.events != nil {
+			events = stressOps.events()
+		}
 	}
 	k := 0
 	for i, c := range log {
@@ -626,6 +639,11 @@ func about(s *coordinator.Scheduler, log []call, ids ...string) string {
 	for ; k < len(ops); k++ {
 		if slices.ContainsFunc(ops[k].ids, func(id string) bool { return slices.Contains(ids, id) }) {
 			fmt.Fprintf(&b, "  op: %s\n", ops[k].text)
+		}
+	}
+	for i, e := range events {
+		if slices.Contains(ids, e.TaskID) {
+			fmt.Fprintf(&b, "  event %d: %s %v attempt %d run %d err=%v cause=%q\n", i, e.TaskID, e.Kind, e.Attempt, e.Run, e.Err, e.Cause)
 		}
 	}
 	for _, id := range ids {
