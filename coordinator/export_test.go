@@ -92,5 +92,67 @@ func (s *state) queueViolation() string {
 			return fmt.Sprintf("task %q (%v) has %d live ready entries", s.key(int32(t)), s.hot[t].status, c)
 		}
 	}
+	if s.keyed {
+		return s.keyViolation()
+	}
+	return ""
+}
+
+// keyViolation returns what breaks the key queues' invariants, or "":
+// each Ready task's live entry is in its own key queue (queueOf); a
+// limited key's ready count in each pool is its queues' there, and its
+// heap of queues with ready tasks holds exactly those, with their
+// places; each pool's readyLive counts the live tasks of the keys not at
+// their limit.
+func (s *state) keyViolation() string {
+	for qi := range s.kqs {
+		q := &s.kqs[qi]
+		for k := range q.tasks.Len() {
+			e := q.tasks.At(k)
+			t := int32(uint32(e))
+			if s.hot[t].status == Ready && s.hot[t].rseq == uint32(e>>32) && s.queueOf(t) != int32(qi) {
+				return fmt.Sprintf("task %q's live entry is in key queue %d, its queue is %d", s.key(t), qi, s.queueOf(t))
+			}
+		}
+	}
+	readyLive := make([]int, len(s.pools))
+	for kn := range s.keys {
+		k := &s.keys[kn]
+		if k.name == "" && kn != 0 {
+			continue // forgotten, free
+		}
+		byPool := make([]int32, len(s.pools))
+		inHeap := map[int32]bool{}
+		for _, qi := range k.queues {
+			q := &s.kqs[qi]
+			byPool[q.pool] += q.live
+			if !k.blocked {
+				readyLive[q.pool] += int(q.live)
+			}
+			if k.limit > 0 && (q.live > 0) != (q.hpos >= 0) {
+				return fmt.Sprintf("key %q queue %d: live %d, place in its heap %d", k.name, qi, q.live, q.hpos)
+			}
+		}
+		if k.limit == 0 {
+			continue
+		}
+		for i := range k.pools {
+			kp := &k.pools[i]
+			if kp.live != byPool[i] {
+				return fmt.Sprintf("key %q pool %d: live %d, its queues' %d", k.name, i, kp.live, byPool[i])
+			}
+			for pos, qi := range kp.best {
+				if s.kqs[qi].hpos != int32(pos) || inHeap[qi] || s.kqs[qi].live == 0 {
+					return fmt.Sprintf("key %q pool %d: heap place %d holds queue %d (its place %d, live %d)", k.name, i, pos, qi, s.kqs[qi].hpos, s.kqs[qi].live)
+				}
+				inHeap[qi] = true
+			}
+		}
+	}
+	for pi := range s.pools {
+		if s.pools[pi].readyLive != readyLive[pi] {
+			return fmt.Sprintf("pool %d: readyLive %d, its key queues' live tasks %d", pi, s.pools[pi].readyLive, readyLive[pi])
+		}
+	}
 	return ""
 }

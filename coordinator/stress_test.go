@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,8 +21,9 @@ import (
 )
 
 var (
-	stressRuns = flag.Int("baton.stress", 3, "iterations of TestConcurrentStress")
-	stressSeed = flag.Uint64("baton.seed", 0, "seed of TestConcurrentStress (0: a new one, printed on failure)")
+	stressRuns  = flag.Int("baton.stress", 3, "iterations of TestConcurrentStress")
+	stressCheck = flag.Bool("baton.stresscheck", false, "TestConcurrentStress: check the ready and key queues' invariants after every coordinator iteration (WithQueueCheck; slower)")
+	stressSeed  = flag.Uint64("baton.seed", 0, "seed of TestConcurrentStress (0: a new one, printed on failure)")
 )
 
 // stressWorker is a custom worker type for the second pool: it runs the
@@ -104,6 +106,20 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 		if r.IntN(2) == 0 {
 			opts = append(opts, coordinator.WithRateLimit("dev", float64(2000+r.IntN(5000)), 1+r.IntN(5)))
 		}
+	}
+	var violation struct {
+		sync.Mutex
+		first string
+	}
+	if *stressCheck {
+		opts = append(opts, coordinator.WithQueueCheck(func(v string) {
+			violation.Lock()
+			defer violation.Unlock()
+			if violation.first == "" {
+				violation.first = v
+				fmt.Fprintf(os.Stderr, "seed %d: the ready queues: %s\n", seed, v) // at once: a run may hang after it
+			}
+		}))
 	}
 	s, err := coordinator.New(opts...)
 	if err != nil {
@@ -294,6 +310,12 @@ func stressOnce(seed uint64, observe bool) (tasks, events int, err error) {
 	wg.Wait()
 	if err := s.Shutdown(context.Background()); err != nil {
 		return 0, 0, fmt.Errorf("second Shutdown = %v", err)
+	}
+	violation.Lock()
+	v := violation.first
+	violation.Unlock()
+	if v != "" {
+		return 0, 0, fmt.Errorf("the ready queues: %s", v)
 	}
 	all := g.joined(s, accepted, rec.all(), log, observe) // with the children that joined the graph
 	redone := g.redone(reopened)
