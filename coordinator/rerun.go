@@ -121,6 +121,9 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 	refuse := func(t int32, why string, args ...any) error {
 		return &TaskError{ID: s.key(t), Err: ErrNotRerunnable, Detail: fmt.Sprintf(why, args...)}
 	}
+	if s.retain {
+		s.settleEnds() // the ends this iteration settled before it, counted first (settleEnds)
+	}
 	var named []int32
 	for _, id := range req.IDs {
 		t, ok := s.findLive(id)

@@ -23,6 +23,24 @@ func (s *state) settle(now time.Time) {
 		s.finalized, s.settledEnds = s.finalized[:0], s.settledEnds[:0]
 		return
 	}
+	s.settleEnds()
+	for _, t := range s.finalized {
+		s.expiry = append(s.expiry, retention{at: now, t: t, rerun: s.reruns(t)})
+	}
+	s.finalized = s.finalized[:0]
+	s.expire(now)
+}
+
+// settleEnds lets the successors of the tasks whose ends settled since
+// it last ran go (their preds), and drops those that nothing else holds.
+// settle runs it after every operation; rerun runs it first, so that the
+// counts it makes again (recountAfterRerun) start from ends already
+// counted: an end that settled earlier in the same iteration, of a task
+// the re-run re-opens, would otherwise be counted once more afterwards,
+// and a dependent it still holds dropped while that task is live again,
+// its record reused by an unrelated task that the task's next end then
+// reached as its successor.
+func (s *state) settleEnds() {
 	for _, t := range s.settledEnds {
 		for c := range s.successors(t) {
 			s.held[c].preds--
@@ -30,11 +48,6 @@ func (s *state) settle(now time.Time) {
 		}
 	}
 	s.settledEnds = s.settledEnds[:0]
-	for _, t := range s.finalized {
-		s.expiry = append(s.expiry, retention{at: now, t: t, rerun: s.reruns(t)})
-	}
-	s.finalized = s.finalized[:0]
-	s.expire(now)
 }
 
 // expire drops the tasks whose retention time is up, or marks them to be
