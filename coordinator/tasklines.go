@@ -213,12 +213,18 @@ func runningAttempt(ctx context.Context) (*lane.Context, *Scheduler, error) {
 // running) is never kept, whether or not the coordinator has read the
 // log yet. It reports whether they were kept.
 func keepLines(c *lane.Context, s *Scheduler, lines ...LogLine) bool {
-	l := attemptLogOf(c, s)
-	return l != nil && c.Keep(func() {
+	return keepInLog(c, s, func(l *attemptLog) {
 		for _, line := range lines {
 			l.add(line)
 		}
 	})
+}
+
+// keepInLog runs f on the log of the attempt c runs unless the attempt is
+// over (keepLines), and reports whether it ran.
+func keepInLog(c *lane.Context, s *Scheduler, f func(*attemptLog)) bool {
+	l := attemptLogOf(c, s)
+	return l != nil && c.Keep(func() { f(l) })
 }
 
 // AddLogsDropped counts n lines that the running attempt whose context is
@@ -233,8 +239,7 @@ func AddLogsDropped(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	l := attemptLogOf(c, s)
-	if l == nil || !c.Keep(func() {
+	if !keepInLog(c, s, func(l *attemptLog) {
 		if n > 0 {
 			l.mu.Lock()
 			l.dropped = min(l.dropped+min(n, math.MaxInt32), math.MaxInt32)

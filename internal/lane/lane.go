@@ -355,15 +355,8 @@ func (l *Lane) StampTimed() {
 // StampTimed, or not yet started or returned). The coordinator may call
 // it while the item runs.
 func (l *Lane) Stamps(seq uint32) (started, ended int64) {
-	i := seq & mask
-	// The item's flag first: l.stamps shares a cache line with the
-	// worker's next, which it writes for every item, so that reading it
-	// for every item made the line travel between the cores (the attempt
-	// history's largest cost). The flag is set only once stamps exist.
-	if atomic.LoadUint32(&l.items[i].flags)&itemStamped == 0 || l.stamps == nil {
-		return 0, 0
-	}
-	return atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
+	started, ended, _ = l.Ending(seq)
+	return started, ended
 }
 
 // Ending returns Stamps and Touched of the item at seq, which is done,
@@ -371,6 +364,10 @@ func (l *Lane) Stamps(seq uint32) (started, ended int64) {
 // reads of every item it applies. Coordinator only.
 func (l *Lane) Ending(seq uint32) (started, ended int64, touched bool) {
 	i := seq & mask
+	// The item's flag first: l.stamps shares a cache line with the
+	// worker's next, which it writes for every item, so that reading it
+	// for every item made the line travel between the cores (the attempt
+	// history's largest cost). The flag is set only once stamps exist.
 	f := atomic.LoadUint32(&l.items[i].flags)
 	if f&itemStamped != 0 && l.stamps != nil {
 		started, ended = atomic.LoadInt64(&l.stamps[i][0]), atomic.LoadInt64(&l.stamps[i][1])
