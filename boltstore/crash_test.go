@@ -43,7 +43,7 @@ var (
 const countedAfter = 150 * time.Millisecond
 
 const (
-	crashChildEnv = "BOLTSTORE_CRASH_CHILD" // "seed generation db log"
+	crashChildEnv = "BOLTSTORE_CRASH_CHILD" // "seed generation db log retain lose"
 	crashBatches  = 8
 	crashBatch    = 50
 	maxKills      = 8 // per round: then a child runs to the end
@@ -209,8 +209,10 @@ func growthOf(graph []crashTask) crashGrowth {
 	return g
 }
 
-// sideLog is the children's append-only record: "run ID gen", "submitted
-// batch gen". Appends reach the kernel before the function works; a
+// sideLog is the children's append-only record: "run ID gen at pool",
+// "end ID gen at", "submitting batch gen" (before its Submit), "submitted
+// batch gen" (once it returned, or once a later child found it in),
+// "chose", "rerun" and "reran". Appends reach the kernel before the function works; a
 // SIGKILL loses none (the machine is not the one crashing).
 type sideLog struct {
 	mu sync.Mutex
@@ -234,6 +236,7 @@ func crashChild() {
 	seed, _ := strconv.ParseUint(f[0], 10, 64)
 	gen, dbFile, logFile := f[1], f[2], f[3]
 	retain := f[4] == "1"
+	lose := f[5] == "1" // write no "submitted" line, as if killed before each
 	lf, err := os.OpenFile(logFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		panic(err)
@@ -348,8 +351,8 @@ func crashChild() {
 		fmt.Fprintln(os.Stderr, "child: New:", err)
 		os.Exit(3)
 	}
-	fmt.Println("up")              // the parent's kill timer starts now
-	in := submittedBefore(logFile) // batches in since an earlier life (retention may have forgotten them)
+	fmt.Println("up")                          // the parent's kill timer starts now
+	in, tried, ran := submittedBefore(logFile) // what earlier lives submitted and ran (retention may have forgotten it)
 	for b := range crashBatches {
 		var batch []coordinator.Task
 		for _, ct := range graph {
@@ -357,20 +360,33 @@ func crashChild() {
 				batch = append(batch, ct.task)
 			}
 		}
-		if _, ok := s.Info(batch[0].ID); ok || in[b] {
+		if in[b] {
 			continue // in since an earlier life
 		}
+		if tried[b] && slices.ContainsFunc(batch, func(t coordinator.Task) bool {
+			_, known := s.Info(t.ID)
+			return known || ran[t.ID]
+		}) {
+			// An earlier life's Submit was committed, and a kill came
+			// before its "submitted" line. A task of it is known, or ran:
+			// with retention the rest may be forgotten, and would be
+			// accepted again (a forgotten ID may be reused).
+			if !lose {
+				log.printf("submitted %d %s", b, gen)
+			}
+			continue
+		}
+		log.printf("submitting %d %s", b, gen)
 		if err := s.Submit(batch...); err != nil {
-			switch {
-			case retain && errors.Is(err, coordinator.ErrDuplicateID):
-				continue // submitted just before a kill that came before the side log's line
-			case retain && errors.Is(err, coordinator.ErrUnknownDependency):
+			if retain && errors.Is(err, coordinator.ErrUnknownDependency) {
 				continue // a dependency ended and was forgotten: the batch is refused, as documented
 			}
-			fmt.Fprintln(os.Stderr, "child: Submit:", err)
+			fmt.Fprintln(os.Stderr, "child: Submit:", err) // ErrDuplicateID included: a batch in is never submitted again
 			os.Exit(3)
 		}
-		log.printf("submitted %d %s", b, gen)
+		if !lose {
+			log.printf("submitted %d %s", b, gen)
+		}
 	}
 	for _, ct := range graph {
 		if ct.cancel {
@@ -402,18 +418,25 @@ func crashChild() {
 	os.Exit(0)
 }
 
-// submittedBefore reads, in a child, the batches an earlier child
-// submitted, from the side log.
-func submittedBefore(path string) map[int]bool {
-	in := map[int]bool{}
+// submittedBefore reads, in a child, what earlier children did, from the
+// side log: the batches whose Submit returned (in), those whose Submit
+// was called (tried: committed or not, the kill may have come before the
+// call returned), and the tasks that started (ran).
+func submittedBefore(path string) (in, tried map[int]bool, ran map[string]bool) {
+	in, tried, ran = map[int]bool{}, map[int]bool{}, map[string]bool{}
 	data, _ := os.ReadFile(path)
 	for line := range strings.Lines(string(data)) {
-		if w := strings.Fields(line); len(w) == 3 && w[0] == "submitted" {
+		w := strings.Fields(line)
+		switch {
+		case len(w) == 3 && (w[0] == "submitted" || w[0] == "submitting"):
 			b, _ := strconv.Atoi(w[1])
-			in[b] = true
+			tried[b] = true
+			in[b] = in[b] || w[0] == "submitted"
+		case len(w) == 5 && w[0] == "run":
+			ran[w[1]] = true
 		}
 	}
-	return in
+	return in, tried, ran
 }
 
 // snapshot is every task's state as the parent read it between children.
@@ -539,6 +562,11 @@ func TestCrashRestart(t *testing.T) {
 		rounds++
 		seed := first*1000 + uint64(rounds)
 		retain := rounds % 2 // every other round forgets final tasks at once (WithRetention(0))
+		// Every other retention round, the first child writes no
+		// "submitted" line, as if each Submit were committed and the kill
+		// came before its line: a later child must still not submit a
+		// batch twice once retention has forgotten it.
+		lose := rounds%4 == 1
 		dir := t.TempDir()
 		dbFile, logFile := filepath.Join(dir, "baton.db"), filepath.Join(dir, "side.log")
 		graph := crashGraph(seed)
@@ -548,7 +576,7 @@ func TestCrashRestart(t *testing.T) {
 		for gen := 1; ; gen++ {
 			gens++
 			cmd := exec.Command(exe, "-test.run=^$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %s %s %d", crashChildEnv, seed, gen, dbFile, logFile, retain))
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %s %s %d %d", crashChildEnv, seed, gen, dbFile, logFile, retain, b2i(lose && gen == 1)))
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			stdout, err := cmd.StdoutPipe()
@@ -1246,4 +1274,11 @@ func parentOf(id string) string {
 		return id[:i]
 	}
 	return ""
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
