@@ -236,10 +236,10 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 	if st == Skipped && s.notChosenCause(r.link) {
 		ti.Err = ErrNotChosen
 	}
+	if st != Succeeded && st != Skipped {
+		ti.Err = s.errOf(t)
+	}
 	if x := r.x; x != nil {
-		if st != Succeeded && st != Skipped {
-			ti.Err = x.err
-		}
 		if x.hasResult {
 			ti.Result = x.result
 		}

@@ -305,8 +305,11 @@ func (s *state) cancelled(t int32, now time.Time) {
 	cause := ErrCancelled
 	if h.flags&fClosed != 0 || (s.closing && h.flags&fCancelReq == 0) {
 		cause = ErrClosed
+		h.flags |= fClosed // errOf tells the cause from the flag
 	}
-	s.extra(t).err = cause
+	if x := s.tasks[t].x; x != nil {
+		x.err = cause
+	} // else errOf tells it: no extra for each of a million tasks a Shutdown cancels
 	s.finish(t, Cancelled, now)
 	if e := s.emit(EventCancelled, t, now); e != nil {
 		e.Err = cause
@@ -314,6 +317,22 @@ func (s *state) cancelled(t int32, now time.Time) {
 	if !s.closing {
 		s.endedBadly(t, now) // under Shutdown every waiting task is cancelled instead
 	}
+}
+
+// errOf is task t's error: its last failed attempt's, or the cause of its
+// cancel, which a task without an extra record does not store (ErrClosed
+// if fClosed, else ErrCancelled). Nil if it has none.
+func (s *state) errOf(t int32) error {
+	if x := s.tasks[t].x; x != nil && x.err != nil {
+		return x.err
+	}
+	if h := &s.hot[t]; h.status == Cancelled {
+		if h.flags&fClosed != 0 {
+			return ErrClosed
+		}
+		return ErrCancelled
+	}
+	return nil
 }
 
 func (s *state) finish(t int32, st Status, now time.Time) {

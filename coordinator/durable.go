@@ -347,7 +347,7 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 			status, st.Joining = Pending, true
 			break
 		}
-		if x != nil && x.err == ErrClosed && s.closing {
+		if s.errOf(t) == ErrClosed && s.closing {
 			// Shutdown's doing: a durable scheduler resumes the task after
 			// a restart. One the user cancelled stays cancelled; one whose
 			// attempt Shutdown stopped runs again, the attempt not counted;
@@ -358,7 +358,7 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 				return st, true
 			case h.flags&fCancelReq != 0:
 				st.Status, st.Attempts = uint8(Ready), r.attempts-1
-				if x.recurring() {
+				if x != nil && x.recurring() {
 					st.Planned = x.planned
 				}
 				return st, true
@@ -370,12 +370,12 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	if !status.Final() && s.dur.cancels[t] {
 		st.CancelReq = true
 	}
+	if err := s.errOf(t); err != nil && status != Succeeded && status != Skipped {
+		st.ErrKind, st.ErrMsg, st.Timeout = errKindOf(err)
+	}
 	if x != nil {
 		if x.recurring() {
 			st.Planned = x.planned
-		}
-		if x.err != nil && status != Succeeded && status != Skipped {
-			st.ErrKind, st.ErrMsg, st.Timeout = errKindOf(x.err)
 		}
 		if x.hasResult {
 			if b, ok := x.result.([]byte); ok || x.result == nil {

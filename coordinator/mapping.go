@@ -193,7 +193,7 @@ func (s *state) depErrs(t int32) depsReply {
 		switch st := s.status(d); st {
 		case Succeeded:
 		case Failed, Cancelled:
-			errs[i] = s.tasks[d].x.err
+			errs[i] = s.errOf(d)
 		default:
 			errs[i] = fmt.Errorf("%w: %s is %v", ErrNoResult, quoteID(s.key(d)), st)
 		}

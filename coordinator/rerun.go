@@ -195,7 +195,7 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		}
 		switch hp := &s.hot[p]; {
 		case hp.status == joining:
-		case hp.status == Failed && errors.Is(s.tasks[p].x.err, ErrChildFailed):
+		case hp.status == Failed && errors.Is(s.errOf(p), ErrChildFailed):
 			joins[p] = true
 		default:
 			if why := s.cannotRun(p); why != "" {
@@ -300,7 +300,7 @@ func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]
 			visit(c, false)
 		}
 		if s.fam != nil {
-			if p := s.fam[t].parent; p != noTask && s.hot[p].status == Failed && errors.Is(s.tasks[p].x.err, ErrChildFailed) {
+			if p := s.fam[t].parent; p != noTask && s.hot[p].status == Failed && errors.Is(s.errOf(p), ErrChildFailed) {
 				visit(p, true)
 			}
 		}

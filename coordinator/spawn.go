@@ -757,9 +757,7 @@ func (s *state) joinError(t int32) error {
 		e.Children = append(e.Children, ti)
 		err := ti.Err
 		if err == nil && ti.Status == Skipped {
-			if rx := s.tasks[s.root(c)].x; rx != nil {
-				err = rx.err
-			}
+			err = s.errOf(s.root(c))
 		}
 		if err != nil {
 			e.errs = append(e.errs, err)
