@@ -181,7 +181,7 @@ func (s *Scheduler) poolOfTask(c *lane.Context) string {
 // time before 1678 or after 2262 as the nearest it can). It returns ErrNoAttempt if ctx is not a running
 // attempt's context. It does not block and is safe for concurrent use.
 func AppendLog(ctx context.Context, lines ...LogLine) error {
-	c, s, err := runningAttempt(ctx)
+	c, s, err := attemptOfContext(ctx)
 	if err != nil {
 		return err
 	}
@@ -191,9 +191,9 @@ func AppendLog(ctx context.Context, lines ...LogLine) error {
 	return nil
 }
 
-// runningAttempt is the context and scheduler of the running attempt whose
+// attemptOfContext is the context and scheduler of the running attempt whose
 // context is ctx, or ErrNoAttempt.
-func runningAttempt(ctx context.Context) (*lane.Context, *Scheduler, error) {
+func attemptOfContext(ctx context.Context) (*lane.Context, *Scheduler, error) {
 	c, ok := lane.Of(ctx)
 	if !ok {
 		return nil, nil, ErrNoAttempt
@@ -235,7 +235,7 @@ func keepInLog(c *lane.Context, s *Scheduler, f func(*attemptLog)) bool {
 // ctx is not a running attempt's context. It does not block and is safe
 // for concurrent use.
 func AddLogsDropped(ctx context.Context, n int) error {
-	c, s, err := runningAttempt(ctx)
+	c, s, err := attemptOfContext(ctx)
 	if err != nil {
 		return err
 	}
