@@ -31,7 +31,7 @@ func WithQueueCheck(report func(violation string)) Option {
 }
 
 // queueViolation returns what breaks the ready queues' invariants, or "":
-// every Ready task has exactly one live entry (one that names its current
+// only Pending tasks wait in the delayed set; every Ready task has exactly one live entry (one that names its current
 // rseq), the live counts (readyLive without keys, each key queue's live)
 // count the live entries, and each level (without keys) and each key
 // queue holds its task entries in the order they became ready
@@ -90,6 +90,11 @@ func (s *state) queueViolation() string {
 	for t := range s.hot {
 		if c := live[int32(t)]; c > 1 || s.hot[t].status == Ready && c != 1 {
 			return fmt.Sprintf("task %q (%v) has %d live ready entries", s.key(int32(t)), s.hot[t].status, c)
+		}
+		if x := s.tasks[t].x; x != nil && x.inWheel && s.hot[t].status != Pending {
+			// fire would make it ready whatever it is now: a final task
+			// would start again.
+			return fmt.Sprintf("task %q (%v) is in the delayed set", s.key(int32(t)), s.hot[t].status)
 		}
 	}
 	if s.keyed {
