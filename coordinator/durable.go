@@ -317,6 +317,7 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	h := &s.hot[t]
 	status := h.status
 	st := record.State{Attempts: r.attempts, Runs: r.runs, At: now}
+	resumed := false // a join Shutdown cut, stored as joining
 	x := r.x
 	if x != nil {
 		st.Reruns = x.reruns
@@ -343,8 +344,9 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	case Cancelled:
 		if s.fam != nil && s.fam[t].cut && s.closing {
 			// A join Shutdown cut: its attempt succeeded and its children
-			// are stored; a restart resumes the join.
-			status, st.Joining = Pending, true
+			// are stored; a restart resumes the join, with no error
+			// (Shutdown's cancel is no end of it).
+			status, st.Joining, resumed = Pending, true, true
 			break
 		}
 		if s.errOf(t) == ErrClosed && s.closing {
@@ -370,7 +372,7 @@ func (s *state) stateOf(t int32, now time.Time) (record.State, bool) {
 	if !status.Final() && s.dur.cancels[t] {
 		st.CancelReq = true
 	}
-	if err := s.errOf(t); err != nil && status != Succeeded && status != Skipped {
+	if err := s.errOf(t); err != nil && status != Succeeded && status != Skipped && !resumed {
 		st.ErrKind, st.ErrMsg, st.Timeout = errKindOf(err)
 	}
 	if x != nil {

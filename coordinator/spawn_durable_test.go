@@ -175,6 +175,43 @@ func TestSpawnDurableShutdownAndRefusal(t *testing.T) {
 	})
 }
 
+// A join that Shutdown cut resumes after a restart as it was: joining,
+// with no error (Shutdown's cancel was no end of it), and ends as its
+// family does.
+func TestJoinCutByShutdownResumesWithoutAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := storetest.NewMemory()
+		spawned := make(chan struct{}, 1)
+		never := make(chan struct{})
+		s1, err := coordinator.New(coordinator.WithStore(mem.Open()), durableFamily(nil, spawned), blockOrRelease(never), okFunc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Submit(coordinator.Task{ID: "p", Func: "spawn", Payload: []byte("p")},
+			coordinator.Task{ID: "yes", Func: "ok", Deps: []string{"p"}}); err != nil {
+			t.Fatal(err)
+		}
+		<-spawned
+		synctest.Wait()
+		if err := s1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		s2 := newScheduler(t, coordinator.WithStore(mem.Open()), durableFamily(nil, nil), blockOrRelease(release), okFunc)
+		synctest.Wait()
+		if info, _ := s2.Info("p"); info.Status != coordinator.Pending || !info.Joining || info.Err != nil {
+			t.Fatalf("Info(p) after Shutdown and restart = %+v; want pending, joining, no error", info)
+		}
+		close(release)
+		if err := s2.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if info, _ := s2.Info("p"); info.Status != coordinator.Succeeded || info.Err != nil {
+			t.Fatalf("Info(p) = %+v; want succeeded, no error", info)
+		}
+	})
+}
+
 // A failed join's error wraps ErrChildFailed after a restart too, and
 // says what it said: whether a child failed, was cancelled or timed out
 // (the JoinError wraps the children's errors, and a cancelled or timed
