@@ -89,11 +89,11 @@ func (s *state) snoozed(t int32, d time.Duration, now time.Time) {
 	h := &s.hot[t]
 	x := s.extra(t)
 	d = capWait(&x.retry, d)
-	r.attempts--
 	h.status = Pending
-	if e := s.emit(EventSnoozed, t, now); e != nil {
+	if e := s.emit(EventSnoozed, t, now); e != nil { // the attempt that snoozed, before it is given back
 		e.Wait = d
 	}
+	r.attempts--
 	s.schedule(t, addSat(now, d), now)
 }
 

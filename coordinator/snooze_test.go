@@ -3,11 +3,14 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/coordinator/storetest"
 )
 
 // Snooze (its doc): the task runs again after the wait it asked for,
@@ -84,4 +87,94 @@ func TestRetryAfterChoosesTheWait(t *testing.T) {
 			t.Errorf("Info(call) = %v, %d attempts, %v; want failed after 3, wrapping its error", info.Status, info.Attempts, info.Err)
 		}
 	})
+}
+
+// EventSnoozed names the attempt that snoozed (Event.Attempt, 1-based),
+// and the attempt after the snooze has the same number.
+func TestSnoozedEventNamesTheAttemptThatSnoozed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		rec := record(s)
+		n := 0
+		err := s.Submit(coordinator.Task{ID: "p", Retry: coordinator.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second},
+			Run: func(ctx context.Context) error {
+				if n++; n <= 2 {
+					return coordinator.Snooze(time.Second) // attempt 1, twice
+				}
+				switch n {
+				case 3:
+					return errors.New("boom") // attempt 1 fails
+				case 4:
+					return coordinator.Snooze(time.Second) // attempt 2
+				}
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		var got []string
+		for _, e := range rec.of("p") {
+			if e.Kind == coordinator.EventStarted || e.Kind == coordinator.EventSnoozed {
+				got = append(got, fmt.Sprintf("%v %d", e.Kind, e.Attempt))
+			}
+		}
+		want := []string{"started 1", "snoozed 1", "started 1", "snoozed 1", "started 1", "started 2", "snoozed 2", "started 2"}
+		if !slices.Equal(got[:min(len(got), len(want))], want) {
+			t.Fatalf("events = %v; want them to begin %v", got, want)
+		}
+	})
+}
+
+// A durable scheduler restores a task that snoozed, whatever else it has
+// (none here: no retry policy, delay or series): Pending until its snooze
+// ends, then it runs. New once panicked on it, and the store could never
+// be opened again.
+func TestSnoozedTaskSurvivesARestart(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := storetest.NewMemory()
+				calls := 0
+				f := coordinator.WithFunc("f", func(ctx context.Context, _ []byte) error {
+					if calls++; calls == 1 {
+						return coordinator.Snooze(time.Hour)
+					}
+					return nil
+				})
+				s1, err := coordinator.New(coordinator.WithStore(mem.Open()), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s1.Submit(coordinator.Task{ID: "t", Func: "f"}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				store := mem
+				if crash {
+					store = mem.Crash()
+				}
+				if err := s1.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				var s2 *coordinator.Scheduler
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Fatalf("New after the restart panicked: %v", r) // at once, not at the bubble's deadlock
+						}
+					}()
+					s2 = newScheduler(t, coordinator.WithStore(store.Open()), f)
+				}()
+				if info, _ := s2.Info("t"); info.Status != coordinator.Pending || calls != 1 {
+					t.Fatalf("Info(t) after the restart = %+v after %d calls; want pending, snoozed", info, calls)
+				}
+				settle(t, s2)
+				if info, _ := s2.Info("t"); info.Status != coordinator.Succeeded || calls != 2 || time.Since(start) < 59*time.Minute {
+					t.Fatalf("Info(t) = %+v after %d calls, %v after the restart; want succeeded at its second call, an hour after the snooze", info, calls, time.Since(start))
+				}
+			})
+		})
+	}
 }

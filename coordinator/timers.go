@@ -35,11 +35,13 @@ func (s *state) eligible(t int32, now time.Time) {
 // schedule makes t ready at due: at once if due has come, else through the
 // delayed set.
 func (s *state) schedule(t int32, due, now time.Time) {
-	r := &s.tasks[t]
 	if due.After(now) {
 		if handle, ok := s.wheel.Add(due, t); ok {
 			s.hot[t].status = Pending
-			r.x.timer, r.x.inWheel, r.x.due = handle, true, due
+			// extra: a restored task that snoozed, with nothing else that
+			// needs one (no retry policy, delay or series), has none yet.
+			x := s.extra(t)
+			x.timer, x.inWheel, x.due = handle, true, due
 			s.touched(t)
 			return
 		}
