@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -302,81 +302,69 @@ func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.sna
 // taskHandler is Logger's handler: it keeps each record with the attempt
 // and passes it on to next.
 type taskHandler struct {
-	add    func(LogLine) // keeps a line with the attempt (once the attempt is over: not)
-	next   slog.Handler  // the scheduler's, with the task's attributes and WithAttrs's
-	prefix string        // WithGroup's, as "a.b."
-	attrs  string        // WithAttrs's, as text
+	add  func(LogLine) // keeps a line with the attempt (once the attempt is over: not)
+	next slog.Handler  // the scheduler's, with the task's attributes and WithAttrs's
+	ops  []handlerOp   // WithAttrs's and WithGroup's, in order: replayed on the text handler that writes a line's Attrs
+}
+
+// handlerOp is one WithAttrs (attrs) or WithGroup (group) call.
+type handlerOp struct {
+	group string
+	attrs []slog.Attr
 }
 
 func (h *taskHandler) Enabled(context.Context, slog.Level) bool { return true } // kept whatever the scheduler's logger enables
 
 func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(h.attrs)
-	r.Attrs(func(a slog.Attr) bool {
-		appendAttr(&b, h.prefix, a)
-		return true
-	})
-	h.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: b.String()})
+	h.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: h.text(ctx, r)})
 	if h.next.Enabled(ctx, r.Level) {
 		return h.next.Handle(ctx, r)
 	}
 	return nil
 }
 
-func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+// text writes r's attributes, and those of WithAttrs and WithGroup, as
+// slog's text handler writes them (LogLine.Attrs): by that handler, its
+// time, level and message left out.
+func (h *taskHandler) text(ctx context.Context, r slog.Record) string {
 	var b strings.Builder
-	b.WriteString(h.attrs)
-	for _, a := range attrs {
-		appendAttr(&b, h.prefix, a)
+	// Handle writes the level and the message first (a record without a
+	// time has none); WithAttrs calls ReplaceAttr too, before Handle.
+	handling, builtins := false, 2
+	var th slog.Handler = slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.Level(math.MinInt), ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if handling && builtins > 0 && len(groups) == 0 {
+			builtins--
+			return slog.Attr{}
+		}
+		return a
+	}})
+	for _, op := range h.ops {
+		if op.attrs != nil {
+			th = th.WithAttrs(op.attrs)
+		} else {
+			th = th.WithGroup(op.group)
+		}
 	}
-	return &taskHandler{add: h.add, next: h.next.WithAttrs(attrs), prefix: h.prefix, attrs: b.String()}
+	plain := slog.NewRecord(time.Time{}, r.Level, "", 0)
+	r.Attrs(func(a slog.Attr) bool {
+		plain.AddAttrs(a)
+		return true
+	})
+	handling = true
+	_ = th.Handle(ctx, plain) // a strings.Builder takes every write
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return &taskHandler{add: h.add, next: h.next.WithAttrs(attrs), ops: append(slices.Clip(h.ops), handlerOp{attrs: slices.Clone(attrs)})}
 }
 
 func (h *taskHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &taskHandler{add: h.add, next: h.next.WithGroup(name), prefix: h.prefix + name + ".", attrs: h.attrs}
-}
-
-// appendAttr writes a as key=value (groups flattened with dots, values
-// quoted where slog's text handler would quote them).
-func appendAttr(b *strings.Builder, prefix string, a slog.Attr) {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return
-	}
-	if a.Value.Kind() == slog.KindGroup {
-		p := prefix
-		if a.Key != "" {
-			p += a.Key + "."
-		}
-		for _, g := range a.Value.Group() {
-			appendAttr(b, p, g)
-		}
-		return
-	}
-	if b.Len() > 0 {
-		b.WriteByte(' ')
-	}
-	b.WriteString(prefix + a.Key)
-	b.WriteByte('=')
-	v := a.Value.String()
-	if needsQuote(v) {
-		v = strconv.Quote(v)
-	}
-	b.WriteString(v)
-}
-
-func needsQuote(s string) bool {
-	if s == "" {
-		return true
-	}
-	for _, r := range s {
-		if r <= ' ' || r == '=' || r == '"' || r == 0x7f || r > 0x7e {
-			return true
-		}
-	}
-	return false
+	return &taskHandler{add: h.add, next: h.next.WithGroup(name), ops: append(slices.Clip(h.ops), handlerOp{group: name})}
 }

@@ -326,3 +326,52 @@ func TestLineLoggedAfterTheFunctionReturnedIsNotKept(t *testing.T) {
 		})
 	}
 }
+
+// LogLine.Attrs is what slog's text handler writes for the line's
+// attributes (its time, level and message left out): times, durations,
+// byte slices, errors, keys that need quoting, groups and inline groups,
+// and the attributes and groups of With and WithGroup, in their order.
+func TestLogLineAttrsAreTheTextHandlers(t *testing.T) {
+	when := time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)
+	attrs := []any{"when", when, "err", errors.New("x y"), "d", 1500 * time.Millisecond, "b", []byte("hi"),
+		"key with space", 1, "f", 1.5, "q", `say "hi"`, "empty", "", "level", "mine", "msg", "also mine",
+		slog.Group("", slog.Int("inl", 2)), slog.Group("g", slog.String("a", "b c"), slog.Group("h", "n", 3)), slog.Group("none")}
+	for _, tc := range []struct {
+		name  string
+		chain func(*slog.Logger) *slog.Logger
+	}{
+		{"plain", func(l *slog.Logger) *slog.Logger { return l }},
+		{"with", func(l *slog.Logger) *slog.Logger { return l.With("req", "r 1", "level", 7) }},
+		{"group", func(l *slog.Logger) *slog.Logger { return l.WithGroup("db") }},
+		{"with-group-with", func(l *slog.Logger) *slog.Logger {
+			return l.With("a", 1).WithGroup("outer").With("b", when).WithGroup("inner")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+				err := s.Submit(coordinator.Task{ID: "a", Run: func(ctx context.Context) error {
+					tc.chain(coordinator.Logger(ctx)).Info("m", attrs...)
+					return nil
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				h, _ := s.History("a")
+				got := h.Attempts[0].Logs[0].Attrs
+				var buf strings.Builder
+				text := slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(g []string, a slog.Attr) slog.Attr {
+					if len(g) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey || a.Key == slog.MessageKey) && a.Value.String() != "mine" && a.Value.String() != "also mine" && a.Value.String() != "7" {
+						return slog.Attr{}
+					}
+					return a
+				}})
+				tc.chain(slog.New(text)).Info("m", attrs...)
+				if want := strings.TrimSpace(buf.String()); got != want {
+					t.Errorf("Attrs:\n got  %s\n want %s", got, want)
+				}
+			})
+		})
+	}
+}
