@@ -109,7 +109,12 @@ const (
 // with no error, worker name or log line and ended together on one
 // worker (up to 255 in one record), so that a graph of many such tasks
 // keeps more than total attempts in total records. A durable scheduler
-// (WithStore) keeps them across restarts. The default is
+// (WithStore) keeps them across restarts: a restart applies the bounds
+// again to what the store holds, the newest kept by their end times, so
+// that at the total bound the attempts kept may differ from those kept
+// before it where several ended at the same instant (ends one step of
+// the coordinator applied) or in another order than the scheduler
+// learned of them (a worker that times its attempts). The default is
 // DefaultHistoryPerTask and DefaultHistoryTotal; WithHistory(0, 0) turns
 // the history off (History then reports only the attempt running, if
 // any). Its cost is in bench/README.md. perTask and total must not be
