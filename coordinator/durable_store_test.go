@@ -749,3 +749,96 @@ func TestPoolThatNowRunsFunctionsIsAnOption(t *testing.T) {
 		}
 	})
 }
+
+// A task its rule let go keeps going across a restart whatever its
+// dependencies did since, as it does without one: here an AnyFailed task
+// started by a failure, then waiting for its retry or snooze (or queued,
+// on a pool too small to run it yet) when a Rerun re-opens the failed
+// dependency, which then succeeds. Restored, it once waited for its rule
+// again and was skipped when the last dependency succeeded, its attempt
+// spent and its retry lost.
+func TestReleasedTaskKeepsGoingAcrossARestartAfterARerun(t *testing.T) {
+	for _, wait := range []string{"retry", "snooze", "queued"} {
+		for _, restart := range []string{"none", "shutdown", "crash"} {
+			t.Run(wait+"/"+restart, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var mu sync.Mutex
+					calls := map[string]int{}
+					f := coordinator.WithFunc("f", func(ctx context.Context, p []byte) error {
+						mu.Lock()
+						calls[string(p)]++
+						n := calls[string(p)]
+						mu.Unlock()
+						switch {
+						case string(p) == "x" && n == 1:
+							return errors.New("x fails")
+						case string(p) == "y" && n == 1 && wait == "retry":
+							return errors.New("y fails once")
+						case string(p) == "y" && n == 1 && wait == "snooze":
+							return coordinator.Snooze(time.Hour)
+						case string(p) == "z":
+							time.Sleep(5 * time.Hour)
+						}
+						return nil
+					})
+					workers := coordinator.WithWorkers(2)
+					if wait == "queued" {
+						workers = coordinator.WithWorkers(1) // z holds the one worker: y, released, waits in the queue
+					}
+					mem := storetest.NewMemory()
+					s, err := coordinator.New(coordinator.WithStore(mem.Open()), f, workers)
+					if err != nil {
+						t.Fatal(err)
+					}
+					y := coordinator.Task{ID: "y", Func: "f", Payload: []byte("y"), Deps: []string{"x", "z"}, When: coordinator.AnyFailed,
+						Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Hour}}
+					if err := s.Submit(coordinator.Task{ID: "x", Func: "f", Payload: []byte("x")},
+						coordinator.Task{ID: "z", Func: "f", Payload: []byte("z")}, y); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(time.Minute)
+					synctest.Wait()
+					if info, _ := s.Info("y"); wait == "queued" && info.Status != coordinator.Ready {
+						t.Fatalf("Info(y) = %+v; want ready, behind z", info)
+					}
+					if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"x"}}); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+					if restart != "none" {
+						store := mem
+						if restart == "crash" {
+							store = mem.Crash()
+						}
+						if err := s.Shutdown(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+						func() {
+							defer func() {
+								if r := recover(); r != nil {
+									t.Fatalf("New after the restart panicked: %v", r)
+								}
+							}()
+							if s, err = coordinator.New(coordinator.WithStore(store.Open()), f, workers); err != nil {
+								t.Fatal(err)
+							}
+						}()
+					}
+					defer s.Shutdown(context.Background())
+					if err := s.Wait(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					want := 2
+					if wait == "queued" {
+						want = 1
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if info, _ := s.Info("y"); info.Status != coordinator.Succeeded || calls["y"] != want {
+						t.Errorf("y ended %+v after %d calls; want succeeded after %d", info, calls["y"], want)
+					}
+				})
+			})
+		}
+	}
+}

@@ -190,18 +190,28 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		if s.fam != nil {
 			p = s.fam[t].parent
 		}
-		if p == noTask || gone[p] || set[p] {
-			continue
-		}
-		switch hp := &s.hot[p]; {
-		case hp.status == joining:
-		case hp.status == Failed && errors.Is(s.errOf(p), ErrChildFailed):
-			joins[p] = true
-		default:
-			if why := s.cannotRun(p); why != "" {
-				return RerunResult{}, refuse(t, "its spawner %s is %v, and cannot be re-run either: %s", quoteID(s.key(p)), s.status(p), why)
+		// Up the spawners: a join that failed through the task's (its
+		// child failed, or a child's join did) re-opens too, so that no
+		// final spawner keeps a family member that runs again (a re-run
+		// of it would replace a family still running).
+		for up := false; p != noTask && !gone[p] && !set[p] && !joins[p]; up = true {
+			hp := &s.hot[p]
+			if hp.status == joining {
+				break
 			}
-			return RerunResult{}, refuse(t, "its spawner %s is %v: re-run %s instead", quoteID(s.key(p)), s.status(p), quoteID(s.key(p)))
+			if hp.status == Failed && errors.Is(s.errOf(p), ErrChildFailed) {
+				joins[p] = true
+				p = s.fam[p].parent
+				continue
+			}
+			what := "its spawner"
+			if up {
+				what = "a spawner above it"
+			}
+			if why := s.cannotRun(p); why != "" {
+				return RerunResult{}, refuse(t, "%s %s is %v, and cannot be re-run either: %s", what, quoteID(s.key(p)), s.status(p), why)
+			}
+			return RerunResult{}, refuse(t, "%s %s is %v: re-run %s instead", what, quoteID(s.key(p)), s.status(p), quoteID(s.key(p)))
 		}
 	}
 	for p := range joins {
@@ -523,6 +533,14 @@ func (s *state) recountAfterRerun(reopened []int32, dependents map[int32][]int32
 		case isReopened[t]: // settleReopened counts it as a task submitted now
 		case h.status == Pending && h.unmet > 0:
 			h.unmet = s.countUnmet(t)
+		case h.status == Ready || h.status == dispatched:
+			// Its rule let it go before the re-run (an AnyFailed task a
+			// failure released) and it keeps going. A durable scheduler
+			// writes it now: its readiness is otherwise not stored (a
+			// restart works it out from its dependencies' ends, which no
+			// longer say so), and a restart would take it back (restore's
+			// released).
+			s.touched(t)
 		}
 		if s.retain {
 			s.held[t].preds = s.countUnsettled(t)

@@ -357,6 +357,13 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			continue
 		}
 		verdict, cause, class := s.ruleVerdict(t)
+		if released(st) {
+			// Its rule let it go (it is queued, waits for a retry, a snooze
+			// or its delay, or made an attempt): what its dependencies did
+			// since (a Rerun re-opened one) does not take it back, as in the
+			// scheduler that stored it (recountAfterRerun).
+			verdict = ruleRuns
+		}
 		if verdict == ruleRuns {
 			h.unmet = 0 // under AnyFailed, started before every dependency ended: nothing more to count
 		}
@@ -400,6 +407,15 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 			s.eligible(t, now)
 		}
 	}
+}
+
+// released reports whether a stored task that is not final had been let
+// go by its rule: Ready, in the delayed set (a retry, a snooze, its
+// delay, a series' next start: all scheduled only once it may run), or
+// with an attempt made since it was submitted or re-opened (Rerun gives
+// it back its attempts).
+func released(st *record.State) bool {
+	return Status(st.Status) == Ready || !st.Due.IsZero() || st.Attempts > 0
 }
 
 // resumes reports whether pool's Worker resumes the attempts a crash

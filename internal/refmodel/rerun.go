@@ -104,16 +104,12 @@ func (m *Model) Rerun(ids []string, downstream bool) ([]string, error) {
 		if gone[t] {
 			continue
 		}
-		p := m.parentOf(t)
-		if p < 0 || gone[p] || set[p] {
-			continue
-		}
-		switch {
-		case m.joining(p):
-		case m.joinFailed(p):
+		// Up the spawners: each join that failed through it re-opens.
+		for p := m.parentOf(t); p >= 0 && !gone[p] && !set[p] && !joins[p] && !m.joining(p); p = m.parentOf(p) {
+			if !m.joinFailed(p) {
+				return nil, ErrNotRerunnable
+			}
 			joins[p] = true
-		default:
-			return nil, ErrNotRerunnable
 		}
 	}
 	for p := range joins {
