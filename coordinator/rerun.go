@@ -26,9 +26,11 @@ import (
 // family in place of the old, which is forgotten first (its members'
 // IDs are free for the new spawn); a task outside the family that depends
 // on a member keeps it, and the re-run is refused. A re-run child whose
-// spawner's join failed re-opens that join: the spawner is Pending
-// (joining) again, holding no worker, and ends by its leaves once they
-// are all final, as the first time. Branches choose again when re-run;
+// spawner's join failed re-opens that join, and so on up: each spawner
+// above whose join failed through it (ErrChildFailed) is Pending (joining)
+// again, holding no worker, and ends by its leaves once they are all
+// final, as the first time; a spawner above that ended otherwise refuses
+// the re-run. Branches choose again when re-run;
 // a task a branch did not choose is skipped again as not chosen unless
 // its branch is re-run too. A series re-run runs its failed run again,
 // then goes on from its next start after now.
@@ -57,7 +59,7 @@ type RerunResult struct {
 // if submitted now; an EventReopened (Cause: req.By) tells each, and a
 // log line at Info. See the top of rerun.go, in short: a re-run spawner
 // spawns a new family in place of the old; a re-run child re-opens its
-// spawner's failed join; a branch chooses again; a series runs its failed
+// spawners' failed joins; a branch chooses again; a series runs its failed
 // run again. Nothing re-runs by itself: only Rerun re-opens.
 //
 // It returns a *TaskError wrapping ErrUnknownTask for an ID unknown (or
