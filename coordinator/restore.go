@@ -356,13 +356,15 @@ func (s *state) resume(stored []storedTask, now time.Time) {
 		if h.status != Pending || (s.tasks[t].x != nil && s.tasks[t].x.inWheel) {
 			continue
 		}
-		verdict, cause, class := s.ruleVerdict(t)
-		if released(st) {
-			// Its rule let it go (it is queued, waits for a retry, a snooze
-			// or its delay, or made an attempt): what its dependencies did
-			// since (a Rerun re-opened one) does not take it back, as in the
-			// scheduler that stored it (recountAfterRerun).
-			verdict = ruleRuns
+		// A task its rule let go (it is queued, waits for a retry, a snooze
+		// or its delay, or made an attempt) is not judged again: what its
+		// dependencies did since (a Rerun re-opened one) does not take it
+		// back, as in the scheduler that stored it (recountAfterRerun).
+		verdict := ruleRuns
+		var cause int32
+		var class endClass // cause and class: for ruleSkips only
+		if !released(st) {
+			verdict, cause, class = s.ruleVerdict(t)
 		}
 		if verdict == ruleRuns {
 			h.unmet = 0 // under AnyFailed, started before every dependency ended: nothing more to count
