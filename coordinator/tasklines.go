@@ -1,13 +1,14 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -302,9 +303,10 @@ func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.sna
 // taskHandler is Logger's handler: it keeps each record with the attempt
 // and passes it on to next.
 type taskHandler struct {
-	add  func(LogLine) // keeps a line with the attempt (once the attempt is over: not)
-	next slog.Handler  // the scheduler's, with the task's attributes and WithAttrs's
-	ops  []handlerOp   // WithAttrs's and WithGroup's, in order: replayed on the text handler that writes a line's Attrs
+	add  func(LogLine)              // keeps a line with the attempt (once the attempt is over: not)
+	next slog.Handler               // the scheduler's, with the task's attributes and WithAttrs's
+	ops  []handlerOp                // WithAttrs's and WithGroup's, in order: replayed on the text handler that writes a line's Attrs
+	text atomic.Pointer[attrWriter] // with ops: that text handler, made at the first line
 }
 
 // handlerOp is one WithAttrs (attrs) or WithGroup (group) call.
@@ -316,43 +318,93 @@ type handlerOp struct {
 func (h *taskHandler) Enabled(context.Context, slog.Level) bool { return true } // kept whatever the scheduler's logger enables
 
 func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: h.text(ctx, r)})
+	h.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: h.attrs(ctx, r)})
 	if h.next.Enabled(ctx, r.Level) {
 		return h.next.Handle(ctx, r)
 	}
 	return nil
 }
 
-// text writes r's attributes, and those of WithAttrs and WithGroup, as
+// attrs writes r's attributes, and those of WithAttrs and WithGroup, as
 // slog's text handler writes them (LogLine.Attrs): by that handler, its
-// time, level and message left out.
-func (h *taskHandler) text(ctx context.Context, r slog.Record) string {
-	var b strings.Builder
-	// Handle writes the level and the message first (a record without a
-	// time has none); WithAttrs calls ReplaceAttr too, before Handle.
-	handling, builtins := false, 2
-	var th slog.Handler = slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.Level(math.MinInt), ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-		if handling && builtins > 0 && len(groups) == 0 {
-			builtins--
-			return slog.Attr{}
-		}
-		return a
-	}})
-	for _, op := range h.ops {
-		if op.attrs != nil {
-			th = th.WithAttrs(op.attrs)
-		} else {
-			th = th.WithGroup(op.group)
+// time, level and message left out. A handler without WithAttrs or
+// WithGroup takes a writer from a pool; one with them makes its own once
+// (replaying them costs as much as writing a line) and lines logged at
+// once through it take turns.
+func (h *taskHandler) attrs(ctx context.Context, r slog.Record) string {
+	if h.ops == nil {
+		w := plainWriters.Get().(*attrWriter)
+		defer plainWriters.Put(w)
+		return w.write(ctx, r)
+	}
+	w := h.text.Load()
+	if w == nil {
+		w = newAttrWriter(h.ops)
+		if !h.text.CompareAndSwap(nil, w) {
+			w = h.text.Load()
 		}
 	}
-	plain := slog.NewRecord(time.Time{}, r.Level, "", 0)
-	r.Attrs(func(a slog.Attr) bool {
-		plain.AddAttrs(a)
-		return true
-	})
-	handling = true
-	_ = th.Handle(ctx, plain) // a strings.Builder takes every write
-	return strings.TrimSuffix(b.String(), "\n")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.write(ctx, r)
+}
+
+// plainWriters are the attrWriters of handlers without WithAttrs or
+// WithGroup.
+var plainWriters = sync.Pool{New: func() any { return newAttrWriter(nil) }}
+
+// attrWriter is a text handler writing into a buffer of its own, with
+// what a line's Attrs leave out (its level and message) dropped. One line
+// at a time: mu, or the pool's ownership.
+type attrWriter struct {
+	mu       sync.Mutex
+	th       slog.Handler
+	buf      []byte
+	handling bool // in write; else WithAttrs is replaying (ReplaceAttr applies to its attributes too)
+	builtins int  // level and message, still to drop from the line being written
+}
+
+func newAttrWriter(ops []handlerOp) *attrWriter {
+	w := &attrWriter{}
+	w.th = slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.Level(math.MinInt), ReplaceAttr: w.replace})
+	for _, op := range ops {
+		if op.attrs != nil {
+			w.th = w.th.WithAttrs(op.attrs)
+		} else {
+			w.th = w.th.WithGroup(op.group)
+		}
+	}
+	return w
+}
+
+// replace drops the level and the message that Handle writes first (a
+// record without a time has none).
+func (w *attrWriter) replace(groups []string, a slog.Attr) slog.Attr {
+	if w.handling && w.builtins > 0 && len(groups) == 0 {
+		w.builtins--
+		return slog.Attr{}
+	}
+	return a
+}
+
+// Write is the text handler's output: it takes every write.
+func (w *attrWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// write returns r's line as the text handler writes it, without its time,
+// level and message.
+func (w *attrWriter) write(ctx context.Context, r slog.Record) string {
+	w.buf, w.handling, w.builtins = w.buf[:0], true, 2
+	r.Time, r.PC = time.Time{}, 0 // r is a copy: its attributes are shared, not changed
+	_ = w.th.Handle(ctx, r)
+	w.handling = false
+	line := string(bytes.TrimSuffix(w.buf, []byte("\n")))
+	if cap(w.buf) > 64<<10 {
+		w.buf = nil // a pooled writer keeps no large buffer
+	}
+	return line
 }
 
 func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -372,6 +374,86 @@ func TestLogLineAttrsAreTheTextHandlers(t *testing.T) {
 					t.Errorf("Attrs:\n got  %s\n want %s", got, want)
 				}
 			})
+		})
+	}
+}
+
+// Lines logged at once from several goroutines through one logger, with
+// and without WithAttrs and WithGroup (whose text writer is made once and
+// shared), each keep their own attributes.
+func TestLogLinesLoggedAtOnceKeepTheirOwnAttrs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const goroutines, lines = 8, 40
+		s := newScheduler(t, coordinator.WithLogger(slog.New(slog.DiscardHandler)), coordinator.WithTaskLogs(4*goroutines*lines, 1<<20))
+		err := s.Submit(coordinator.Task{ID: "a", Run: func(ctx context.Context) error {
+			plain := coordinator.Logger(ctx)
+			with := plain.With("req", "r 1").WithGroup("g")
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for j := range lines {
+						plain.Info("p", "g", g, "j", j)
+						with.Info("w", "g", g, "j", j)
+					}
+				})
+			}
+			wg.Wait()
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		h, _ := s.History("a")
+		logs := h.Attempts[0].Logs
+		if len(logs) != 2*goroutines*lines {
+			t.Fatalf("%d lines kept, want %d", len(logs), 2*goroutines*lines)
+		}
+		seen := map[string]int{}
+		for _, l := range logs {
+			var g, j int
+			var err error
+			switch l.Message {
+			case "p":
+				_, err = fmt.Sscanf(l.Attrs, "g=%d j=%d", &g, &j)
+			case "w":
+				_, err = fmt.Sscanf(l.Attrs, "req=\"r 1\" g.g=%d g.j=%d", &g, &j)
+			}
+			if err != nil || (l.Message == "p" && l.Attrs != fmt.Sprintf("g=%d j=%d", g, j)) ||
+				(l.Message == "w" && l.Attrs != fmt.Sprintf("req=\"r 1\" g.g=%d g.j=%d", g, j)) {
+				t.Fatalf("line %q: Attrs %q", l.Message, l.Attrs)
+			}
+			seen[fmt.Sprint(l.Message, g, j)]++
+		}
+		if len(seen) != 2*goroutines*lines {
+			t.Errorf("%d distinct lines, want %d", len(seen), 2*goroutines*lines)
+		}
+	})
+}
+
+// BenchmarkLogLine: one line through a task's logger (the handler
+// Logger(ctx) and LogCollector.Logger share), without and with WithAttrs
+// and WithGroup, beside the same line through slog's text handler alone.
+func BenchmarkLogLine(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		logger func() *slog.Logger
+	}{
+		{"task", func() *slog.Logger { return coordinator.NewLogCollector(100, 1<<20, nil).Logger() }},
+		{"task-with", func() *slog.Logger {
+			return coordinator.NewLogCollector(100, 1<<20, nil).Logger().With("req", 42, "user", "alice").WithGroup("g")
+		}},
+		{"text", func() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }},
+		{"text-with", func() *slog.Logger {
+			return slog.New(slog.NewTextHandler(io.Discard, nil)).With("req", 42, "user", "alice").WithGroup("g")
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			l := tc.logger()
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Info("processed a row", "k", 1, "s", "some string", "ok", true)
+			}
 		})
 	}
 }
