@@ -184,7 +184,15 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 			}
 		}
 	}
-	for _, t := range order {
+	// Up the spawners, from every task that re-opens and every join that
+	// re-opens (Downstream finds joins of its own): a join that failed
+	// through the task's (its child failed, or a child's join did)
+	// re-opens too, so that no final spawner keeps a family member that
+	// runs again (a re-run of it would replace a family still running).
+	// A join already marked is walked through, not stopped at: what is
+	// above it must re-open or refuse as well.
+	starts := append(slices.Clone(order), sortedTasks(joins)...)
+	for _, t := range starts {
 		if gone[t] {
 			continue
 		}
@@ -192,11 +200,7 @@ func (s *state) rerun(req *RerunRequest, now time.Time) (RerunResult, error) {
 		if s.fam != nil {
 			p = s.fam[t].parent
 		}
-		// Up the spawners: a join that failed through the task's (its
-		// child failed, or a child's join did) re-opens too, so that no
-		// final spawner keeps a family member that runs again (a re-run
-		// of it would replace a family still running).
-		for up := false; p != noTask && !gone[p] && !set[p] && !joins[p]; up = true {
+		for up := false; p != noTask && !gone[p] && !set[p]; up = true {
 			hp := &s.hot[p]
 			if hp.status == joining {
 				break

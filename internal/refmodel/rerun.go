@@ -100,12 +100,19 @@ func (m *Model) Rerun(ids []string, downstream bool) ([]string, error) {
 			}
 		}
 	}
-	for _, t := range order {
+	// Up the spawners, from every task and every join that re-opens: each
+	// join that failed through it re-opens (one already marked is walked
+	// through: what is above it re-opens or refuses too).
+	starts := slices.Clone(order)
+	for p := range joins {
+		starts = append(starts, p)
+	}
+	slices.Sort(starts[len(order):])
+	for _, t := range starts {
 		if gone[t] {
 			continue
 		}
-		// Up the spawners: each join that failed through it re-opens.
-		for p := m.parentOf(t); p >= 0 && !gone[p] && !set[p] && !joins[p] && !m.joining(p); p = m.parentOf(p) {
+		for p := m.parentOf(t); p >= 0 && !gone[p] && !set[p] && !m.joining(p); p = m.parentOf(p) {
 			if !m.joinFailed(p) {
 				return nil, ErrNotRerunnable
 			}
