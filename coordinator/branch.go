@@ -137,8 +137,10 @@ func (s *state) notChosen(c, t int32, now time.Time) bool {
 	return true
 }
 
-// notChosenCause reports whether cause, the cause of a Skipped task, is a
-// branch that did not choose its path: the only Succeeded cause.
-func (s *state) notChosenCause(cause int32) bool {
-	return cause != noTask && s.hot[cause].status == Succeeded
+// notChosenCause reports whether cause, the cause of Skipped task t, is a
+// branch that did not choose its path: a Succeeded cause whose skip was
+// benign. A cause re-run and succeeded since t was skipped for its
+// failure or cancel is Succeeded too; t keeps that class (causeclass.go).
+func (s *state) notChosenCause(t, cause int32) bool {
+	return cause != noTask && s.hot[cause].status == Succeeded && s.classOfEnd(t) == endBenign
 }

@@ -233,7 +233,7 @@ func (s *state) infoOf(t int32) (TaskInfo, bool) {
 	if s.keyed {
 		ti.Key = s.keys[s.keyOf[t]].name
 	}
-	if st == Skipped && s.notChosenCause(r.link) {
+	if st == Skipped && s.notChosenCause(t, r.link) {
 		ti.Err = ErrNotChosen
 	}
 	if st != Succeeded && st != Skipped {

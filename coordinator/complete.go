@@ -366,7 +366,7 @@ func (s *state) skipped(t, cause int32, c endClass, now time.Time) {
 	}
 	e := s.emit(EventSkipped, t, now)
 	e.setCause(s, cause)
-	if e != nil && s.notChosenCause(cause) {
+	if e != nil && s.notChosenCause(t, cause) {
 		e.Err = ErrNotChosen
 	}
 }

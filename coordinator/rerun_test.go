@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -578,6 +580,118 @@ func TestRerunOfASpawnerWithADependencyOfItsFamily(t *testing.T) {
 		}
 		if !c2Started.Load() {
 			t.Errorf("c2 never ran after c1 succeeded")
+		}
+	})
+}
+
+// Rerun with Downstream refuses what Rerun alone refuses: a spawner above
+// a failed join it re-opens that ended otherwise (here cancelled, or
+// succeeded because an AnyFailed task handled the failure). It accepted
+// it once: the walk up the spawners stopped at the join Downstream had
+// marked, so that a Cancelled spawner kept a family running again, a
+// re-run of it then replaced that family with the old attempt still
+// running (two at once), and Wait never returned.
+func TestRerunDownstreamRefusesUnderASpawnerAboveThatEndedOtherwise(t *testing.T) {
+	for _, how := range []string{"cancelled", "succeeded"} {
+		for _, down := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/downstream=%v", how, down), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s := newScheduler(t)
+					release := make(chan struct{})
+					var running, qRuns atomic.Int32
+					c1 := func(ctx context.Context) error {
+						if running.Add(1) > 1 {
+							t.Error("c1 runs twice at once")
+						}
+						defer running.Add(-1)
+						<-release
+						return errors.New("planned")
+					}
+					g := func(ctx context.Context) error {
+						kids := []coordinator.Task{{ID: "p", Run: func(ctx context.Context) error {
+							return coordinator.Spawn(ctx, coordinator.Task{ID: "c1", Run: c1})
+						}}}
+						if how == "cancelled" {
+							kids = append(kids, coordinator.Task{ID: "q", Run: func(ctx context.Context) error {
+								if qRuns.Add(1) == 1 { // until g's Cancel
+									<-ctx.Done()
+								}
+								return ctx.Err()
+							}})
+						} else {
+							kids = append(kids, coordinator.Task{ID: "alert", Deps: []string{"p"}, When: coordinator.AnyFailed, Run: ok})
+						}
+						return coordinator.Spawn(ctx, kids...)
+					}
+					if err := s.Submit(coordinator.Task{ID: "g", Run: g}); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+					close(release)
+					synctest.Wait()
+					if how == "cancelled" {
+						s.Cancel("g")
+					}
+					settle(t, s)
+					want := coordinator.Succeeded
+					if how == "cancelled" {
+						want = coordinator.Cancelled
+					}
+					if info, _ := s.Info("g"); info.Status != want {
+						t.Fatalf("g %v, want %v", info.Status, want)
+					}
+					res, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"c1"}, Downstream: down})
+					if err == nil || !errors.Is(err, coordinator.ErrNotRerunnable) || !strings.Contains(err.Error(), `a spawner above it "g"`) {
+						t.Fatalf("Rerun(c1) = %v, %v; want refused: g, a spawner above it, is %v", res.Reopened, err, want)
+					}
+					for id, st := range map[string]coordinator.Status{"g": want, "p": coordinator.Failed, "c1": coordinator.Failed} {
+						if info, _ := s.Info(id); info.Status != st {
+							t.Errorf("after the refused Rerun, %s is %v, want %v", id, info.Status, st)
+						}
+					}
+					if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"g"}}); how == "cancelled" && err != nil {
+						t.Fatalf("Rerun(g) = %v", err)
+					}
+					settle(t, s)
+				})
+			})
+		}
+	}
+}
+
+// A task skipped because its dependency failed says so (Err nil, Cause
+// the dependency) after a Rerun of the dependency alone succeeded, and so
+// does one submitted behind it later: neither is ErrNotChosen, which only
+// a branch that did not choose a path causes (the re-run cause is
+// Succeeded, as such a branch is).
+func TestSkipWhoseCauseWasRerunIsNotNotChosen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		rec := record(s)
+		a := newBroken()
+		if err := s.Submit(coordinator.Task{ID: "a", Run: a.run}, coordinator.Task{ID: "b", Deps: []string{"a"}, Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		a.on.Store(false)
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if err := s.Submit(coordinator.Task{ID: "d", Deps: []string{"b"}, When: coordinator.NoneFailed, Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		for _, id := range []string{"b", "d"} {
+			info, _ := s.Info(id)
+			if info.Status != coordinator.Skipped || info.Cause != "a" || info.Err != nil {
+				t.Errorf("Info(%s) = %v, Cause %q, Err %v; want Skipped, Cause a, Err nil", id, info.Status, info.Cause, info.Err)
+			}
+		}
+		for _, e := range rec.of("d") {
+			if e.Kind == coordinator.EventSkipped && e.Err != nil {
+				t.Errorf("d's EventSkipped Err = %v, want nil", e.Err)
+			}
 		}
 	})
 }
