@@ -373,7 +373,7 @@ func (s *state) place(ls *laneState, t int32, fused bool, parent uint32, now tim
 	if x := r.x; x != nil && !x.startBy.IsZero() {
 		// A series' start on time is missed if it cannot begin in time,
 		// which only its worker knows: past this, the worker passes it.
-		ls.l.SetStartBy(seq, x.startBy.UnixNano())
+		ls.l.SetStartBy(seq, lane.UnixNanoSat(x.startBy))
 		x.startBy = time.Time{}
 	}
 	if r.x != nil && r.x.values != nil {

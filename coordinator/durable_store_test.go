@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -840,5 +842,56 @@ func TestReleasedTaskKeepsGoingAcrossARestartAfterARerun(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// A wait that ends after 2262 (beyond an int64 of nanoseconds: a snooze,
+// a retry's wait or a delay of math.MaxInt64, which end in 2318) is
+// restored as it was. It was read back as a time long past: the task ran
+// again at once after a restart, a retry spending an attempt each time.
+func TestFarWaitsSurviveARestart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		task coordinator.Task
+		ret  error // what the function returns
+	}{
+		{"snooze", coordinator.Task{ID: "t", Func: "f"}, coordinator.Snooze(math.MaxInt64)},
+		{"retry-after", coordinator.Task{ID: "t", Func: "f", Retry: coordinator.RetryPolicy{MaxAttempts: 5}}, coordinator.RetryAfter(errors.New("busy"), math.MaxInt64)},
+		{"delay", coordinator.Task{ID: "t", Func: "f", Delay: math.MaxInt64}, nil},
+		{"every", coordinator.Task{ID: "t", Func: "f", Every: math.MaxInt64, Times: 2}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := storetest.NewMemory()
+				var calls atomic.Int32
+				f := coordinator.WithFunc("f", func(context.Context, []byte) error { calls.Add(1); return c.ret })
+				s1, err := coordinator.New(coordinator.WithStore(mem.Open()), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s1.Submit(c.task); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				before, _ := s1.Detail("t")
+				infoBefore, _ := s1.Info("t")
+				n := calls.Load()
+				if before.Next.Before(time.Now().AddDate(200, 0, 0)) {
+					t.Fatalf("before the restart: Next %v, want beyond 2200", before.Next)
+				}
+				if err := s1.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				s2 := newScheduler(t, coordinator.WithStore(mem.Open()), f)
+				synctest.Wait()
+				after, _ := s2.Detail("t")
+				info, _ := s2.Info("t")
+				if calls.Load() != n || !after.Next.Equal(before.Next) || info.Status != infoBefore.Status || info.Attempts != infoBefore.Attempts {
+					t.Errorf("after the restart: %d calls (%d before), Next %v (%v before), %v with %d attempts (%v with %d before)",
+						calls.Load(), n, after.Next, before.Next, info.Status, info.Attempts, infoBefore.Status, infoBefore.Attempts)
+				}
+				s2.Cancel("t")
+			})
+		})
 	}
 }

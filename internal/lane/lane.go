@@ -211,6 +211,18 @@ func AddSat(t time.Time, d time.Duration) time.Time {
 	return u
 }
 
+// UnixNanoSat is t.UnixNano(), saturated for a time after 2262 or before
+// 1678 (AddSat's results included), where UnixNano's result is undefined.
+func UnixNanoSat(t time.Time) int64 {
+	switch sec := t.Unix(); {
+	case sec >= math.MaxInt64/int64(time.Second):
+		return math.MaxInt64
+	case sec <= math.MinInt64/int64(time.Second):
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
 // Env is what every lane of one pool shares. Immutable once the workers
 // start.
 type Env struct {

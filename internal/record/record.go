@@ -36,8 +36,10 @@ import (
 // present, so that an older record reads as before, and the error kind of
 // a failed join (ErrKindJoin); version 5 the attempt history (KindHistory
 // records, State.Last), re-runs (State.Reruns) and the class a skip keeps
-// (State.CauseClass), these two after a second flags byte.
-const Version = 5
+// (State.CauseClass), these two after a second flags byte; version 6 a
+// time beyond what an int64 of nanoseconds holds (after 2262), as seconds
+// and nanoseconds.
+const Version = 6
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
 // coordinator wraps it in its ErrStoreCorrupt).
@@ -552,14 +554,30 @@ func appendBytes(b, p []byte, present bool) []byte {
 	return append(b, p...)
 }
 
-// appendTime writes t to the nanosecond, and the zero time apart.
+// appendTime writes t to the nanosecond, and the zero time apart: as
+// nanoseconds since 1970 if an int64 holds them (1678 to 2262), else
+// (version 6) as seconds and nanoseconds, so that a wait that ends beyond
+// (a snooze or a delay of math.MaxInt64, which saturate in 2292) is not
+// read back as a time long past.
 func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(b, 0)
 	}
+	if sec := t.Unix(); sec <= minNanoSec || sec >= maxNanoSec {
+		b = append(b, 2)
+		b = binary.AppendVarint(b, sec)
+		return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	}
 	b = append(b, 1)
 	return binary.AppendVarint(b, t.UnixNano())
 }
+
+// The seconds, since 1970, strictly between which a time's UnixNano is
+// exact.
+const (
+	maxNanoSec = math.MaxInt64 / int64(time.Second)
+	minNanoSec = math.MinInt64 / int64(time.Second)
+)
 
 // reader decodes a record; the first error sticks and every later read
 // returns zero values.
@@ -641,6 +659,13 @@ func (r *reader) time() time.Time {
 		return time.Time{}
 	case 1:
 		return time.Unix(0, r.varint())
+	case 2:
+		sec, nsec := r.varint(), r.uvarint()
+		if nsec >= uint64(time.Second) {
+			r.fail()
+			return time.Time{}
+		}
+		return time.Unix(sec, int64(nsec))
 	}
 	r.fail()
 	return time.Time{}

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -125,5 +126,30 @@ func TestFamilyFields(t *testing.T) {
 	old := Def{ID: "c"}
 	if got, err := DecodeDef(old.Append(nil)); err != nil || got.Parent != "" {
 		t.Errorf("a definition without a parent decoded as %+v (%v)", got, err)
+	}
+}
+
+// A time outside what an int64 of nanoseconds holds (before 1678, after
+// 2262: a snooze or delay of math.MaxInt64 ends in 2318) reads back as
+// written, to the nanosecond; UnixNano wrapped it to a time long past.
+func TestFarTimesRoundTrip(t *testing.T) {
+	edge := time.Unix(0, math.MaxInt64)
+	for _, at := range []time.Time{
+		edge, edge.Add(1), edge.Add(-1), time.Unix(0, math.MinInt64), time.Unix(0, math.MinInt64).Add(-1),
+		time.Date(2318, 3, 1, 4, 5, 6, 7, time.UTC), time.Date(1600, 1, 1, 0, 0, 0, 999_999_999, time.UTC),
+		time.Unix(1<<62, 0), time.Unix(-1<<62, 5), time.Unix(maxNanoSec, 1), time.Unix(minNanoSec, 1),
+	} {
+		st := State{Status: 1, Due: at}
+		got, err := DecodeState(st.Append(nil), statuses)
+		if err != nil || !got.Due.Equal(at) {
+			t.Errorf("Due %v read back as %v (%v)", at, got.Due, err)
+		}
+	}
+	// A nanosecond field out of range is corrupt.
+	b := binary.AppendVarint([]byte{2}, 1<<40)
+	b = binary.AppendUvarint(b, uint64(time.Second))
+	r := reader{b: b}
+	if r.time(); !errors.Is(r.err, ErrCorrupt) {
+		t.Errorf("a time of %d nanoseconds in its second read as %v", time.Second, r.err)
 	}
 }
