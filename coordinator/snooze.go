@@ -33,7 +33,8 @@ func (e *SnoozeError) Is(target error) bool { return target == ErrSnoozed }
 // its retry policy untouched. A d below 0 counts as 0; the policy's
 // MaxDelay, if set, caps it. A task may snooze any number of times: it is
 // up to the task to stop. A recurring task's run snoozes as any attempt
-// (the series' later starts are not moved). Snooze does not block.
+// (the series' later starts are not moved). A function that panics with
+// it, or returns it after its Timeout, fails. Snooze does not block.
 func Snooze(d time.Duration) error { return &SnoozeError{After: max(d, 0)} }
 
 // RetryAfterError is what RetryAfter returns: a failure, Err, whose retry
@@ -56,7 +57,9 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 // and is retried only if the policy allows (attempts left, RetryIf); then
 // after d, capped by the policy's MaxDelay if set (a d below 0 counts as
 // 0). Event.Wait and the history say the wait chosen. A nil err is a
-// failure too (its error says "retry after"). RetryAfter does not block.
+// failure too (its error says "retry after"). A function that panics with
+// it, or returns it after its Timeout, chooses no wait: its retry waits
+// the policy's backoff. RetryAfter does not block.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		err = errors.New("retry after")
@@ -67,11 +70,19 @@ func RetryAfter(err error, d time.Duration) error {
 // snoozeOf reports the wait an attempt's error asks for with Snooze.
 func snoozeOf(err error) (time.Duration, bool) {
 	var se *SnoozeError
-	var te *worker.TimeoutError
-	if err == nil || !errors.As(err, &se) || errors.As(err, &te) { // a timeout is a failure, whatever the function said after it
+	if err == nil || !errors.As(err, &se) || unchosen(err) {
 		return 0, false
 	}
-	return se.After, true
+	return max(se.After, 0), true // a SnoozeError made by hand may say less than 0
+}
+
+// unchosen reports whether err is a timeout or a panic: a failure,
+// whatever error it wraps (a function that said Snooze or RetryAfter after
+// its timeout, or panicked with such an error, chose nothing).
+func unchosen(err error) bool {
+	var te *worker.TimeoutError
+	var pe *worker.PanicError
+	return errors.As(err, &te) || errors.As(err, &pe)
 }
 
 // capWait caps a wait the task chose by its policy's MaxDelay.
@@ -101,8 +112,8 @@ func (s *state) snoozed(t int32, d time.Duration, now time.Time) {
 // the one the task chose (RetryAfter), or its policy's backoff.
 func (s *state) retryWait(x *extra, attempts int, err error) time.Duration {
 	var ra *RetryAfterError
-	if errors.As(err, &ra) {
-		return capWait(&x.retry, ra.After)
+	if errors.As(err, &ra) && !unchosen(err) {
+		return capWait(&x.retry, max(ra.After, 0)) // one made by hand may say less than 0
 	}
 	return x.retry.wait(attempts, s.rng)
 }

@@ -178,3 +178,94 @@ func TestSnoozedTaskSurvivesARestart(t *testing.T) {
 		})
 	}
 }
+
+// A function that panics with Snooze or RetryAfter, or returns either
+// after its Timeout, chose nothing: it fails, and a retry waits the
+// policy's backoff. A panic with Snooze once snoozed (the panic's error
+// wraps its value), using no attempt.
+func TestPanicWithSnoozeOrRetryAfterFails(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		do   func(ctx context.Context) error
+	}{
+		{"panic-snooze", func(context.Context) error { panic(coordinator.Snooze(time.Hour)) }},
+		{"panic-wrapped-snooze", func(context.Context) error { panic(fmt.Errorf("deep: %w", coordinator.Snooze(time.Hour))) }},
+		{"panic-retry-after", func(context.Context) error { panic(coordinator.RetryAfter(errors.New("busy"), time.Hour)) }},
+		{"timeout-then-snooze", func(ctx context.Context) error { <-ctx.Done(); return coordinator.Snooze(time.Hour) }},
+		{"timeout-then-retry-after", func(ctx context.Context) error {
+			<-ctx.Done()
+			return coordinator.RetryAfter(errors.New("busy"), time.Hour)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				rec := record(s)
+				calls := 0
+				start := time.Now()
+				err := s.Submit(coordinator.Task{ID: "t", Timeout: time.Second,
+					Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second},
+					Run: func(ctx context.Context) error {
+						if calls++; calls == 1 {
+							return c.do(ctx)
+						}
+						return nil
+					}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				info, _ := s.Info("t")
+				h, _ := s.History("t")
+				if calls != 2 || info.Status != coordinator.Succeeded || info.Attempts != 2 || len(h.Attempts) != 2 || h.Attempts[0].Outcome != coordinator.OutcomeFailed {
+					t.Fatalf("%d calls, %v after %d attempts, history %+v; want a failure, then a retry that succeeds", calls, info.Status, info.Attempts, h.Attempts)
+				}
+				if took := time.Since(start); took > 10*time.Second {
+					t.Errorf("the retry came %v after the start; want the policy's backoff (1s), not the hour asked", took)
+				}
+				for _, e := range rec.of("t") {
+					if e.Kind == coordinator.EventSnoozed {
+						t.Errorf("an EventSnoozed: %+v", e)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A SnoozeError or RetryAfterError made by hand with a negative wait
+// waits 0, as Snooze and RetryAfter's own: events say 0.
+func TestHandMadeNegativeWaitsCountAsZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		rec := record(s)
+		calls := 0
+		err := s.Submit(coordinator.Task{ID: "t", Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Hour},
+			Run: func(ctx context.Context) error {
+				switch calls++; calls {
+				case 1:
+					return &coordinator.SnoozeError{After: -time.Hour}
+				case 2:
+					return &coordinator.RetryAfterError{Err: errors.New("busy"), After: -time.Hour}
+				}
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		settle(t, s)
+		if info, _ := s.Info("t"); info.Status != coordinator.Succeeded || calls != 3 || time.Since(start) != 0 {
+			t.Fatalf("%v after %d calls and %v; want Succeeded after 3 calls at once", info.Status, calls, time.Since(start))
+		}
+		var waits []time.Duration
+		for _, e := range rec.of("t") {
+			if e.Kind == coordinator.EventSnoozed || e.Kind == coordinator.EventRetrying {
+				waits = append(waits, e.Wait)
+			}
+		}
+		if !slices.Equal(waits, []time.Duration{0, 0}) {
+			t.Errorf("the snooze's and the retry's Event.Wait: %v; want [0 0]", waits)
+		}
+	})
+}
