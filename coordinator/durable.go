@@ -437,11 +437,11 @@ func errKindOf(err error) (kind uint8, msg string, timeout time.Duration) {
 		// any of the kinds below.
 		return record.ErrKindJoin, err.Error(), 0
 	case errors.Is(err, ErrCancelled):
-		return record.ErrKindCancelled, "", 0
+		return sentinelKind(err, ErrCancelled, record.ErrKindCancelled, record.ErrKindCancelledText)
 	case errors.Is(err, ErrClosed):
-		return record.ErrKindClosed, "", 0
+		return sentinelKind(err, ErrClosed, record.ErrKindClosed, record.ErrKindClosedText)
 	case errors.Is(err, ErrInterrupted):
-		return record.ErrKindInterrupted, "", 0
+		return sentinelKind(err, ErrInterrupted, record.ErrKindInterrupted, record.ErrKindInterruptedText)
 	case errors.As(err, &te):
 		if te.Err != nil {
 			msg = te.Err.Error()
@@ -452,6 +452,28 @@ func errKindOf(err error) (kind uint8, msg string, timeout time.Duration) {
 	}
 	return record.ErrKindNone, "", 0
 }
+
+// sentinelKind is errKindOf for err, which wraps sentinel: the sentinel's
+// kind, or with its text its Text kind if it says more than sentinel.
+func sentinelKind(err, sentinel error, plain, text uint8) (uint8, string, time.Duration) {
+	if msg := err.Error(); msg != sentinel.Error() {
+		return text, msg, 0
+	}
+	return plain, "", 0
+}
+
+// storedSentinelError is, after a restart, an error that wrapped one of
+// the coordinator's sentinels in a text of its own: that text, and the
+// sentinel for errors.Is.
+type storedSentinelError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *storedSentinelError) Error() string { return e.msg }
+
+// Unwrap returns the sentinel.
+func (e *storedSentinelError) Unwrap() error { return e.sentinel }
 
 // stateErr is a state record's error, the sentinels with their identity.
 func stateErr(st *record.State) error {
@@ -468,6 +490,12 @@ func kindErr(kind uint8, msg string, timeout time.Duration) error {
 		return ErrClosed
 	case record.ErrKindInterrupted:
 		return ErrInterrupted
+	case record.ErrKindCancelledText:
+		return &storedSentinelError{msg, ErrCancelled}
+	case record.ErrKindClosedText:
+		return &storedSentinelError{msg, ErrClosed}
+	case record.ErrKindInterruptedText:
+		return &storedSentinelError{msg, ErrInterrupted}
 	case record.ErrKindOther:
 		return errors.New(msg)
 	case record.ErrKindJoin:

@@ -895,3 +895,38 @@ func TestFarWaitsSurviveARestart(t *testing.T) {
 		})
 	}
 }
+
+// A function's error that wraps ErrCancelled, ErrClosed or ErrInterrupted
+// in a text of its own comes back from a restart with that text, and
+// errors.Is still finds the sentinel; it came back as the bare sentinel.
+func TestWrappedSentinelErrorsSurviveARestart(t *testing.T) {
+	for _, sentinel := range []error{coordinator.ErrCancelled, coordinator.ErrClosed, coordinator.ErrInterrupted} {
+		t.Run(sentinel.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := storetest.NewMemory()
+				fail := fmt.Errorf("upstream said: %w", sentinel)
+				f := coordinator.WithFunc("f", func(context.Context, []byte) error { return fail })
+				s1, err := coordinator.New(coordinator.WithStore(mem.Open()), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s1.Submit(coordinator.Task{ID: "t", Func: "f"}); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s1)
+				if err := s1.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				s2 := newScheduler(t, coordinator.WithStore(mem.Open()), f)
+				info, _ := s2.Info("t")
+				h, _ := s2.History("t")
+				if info.Status != coordinator.Failed || info.Err == nil || info.Err.Error() != fail.Error() || !errors.Is(info.Err, sentinel) {
+					t.Errorf("Info after a restart: %v, Err %v; want Failed, Err %q wrapping %v", info.Status, info.Err, fail, sentinel)
+				}
+				if len(h.Attempts) != 1 || h.Attempts[0].Err == nil || h.Attempts[0].Err.Error() != fail.Error() || !errors.Is(h.Attempts[0].Err, sentinel) {
+					t.Errorf("History after a restart: %+v; want one attempt, Err %q", h.Attempts, fail)
+				}
+			})
+		})
+	}
+}

@@ -172,6 +172,10 @@ var errKindNames = map[uint8]string{
 	record.ErrKindOther:       "error",
 	record.ErrKindTimeout:     "timeout",
 	record.ErrKindJoin:        "join",
+	// A sentinel wrapped in a text of its own: the sentinel's kind, that text.
+	record.ErrKindCancelledText:   "cancelled",
+	record.ErrKindClosedText:      "closed",
+	record.ErrKindInterruptedText: "interrupted",
 }
 
 // errorColumns returns the error_kind and error columns ("" for NULL) of

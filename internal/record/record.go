@@ -38,7 +38,8 @@ import (
 // records, State.Last), re-runs (State.Reruns) and the class a skip keeps
 // (State.CauseClass), these two after a second flags byte; version 6 a
 // time beyond what an int64 of nanoseconds holds (after 2262), as seconds
-// and nanoseconds.
+// and nanoseconds, and the error kinds of a sentinel wrapped in a text of
+// its own (ErrKindCancelledText and its kin).
 const Version = 6
 
 // ErrCorrupt is the error of a record that cannot be decoded (the
@@ -229,7 +230,7 @@ type State struct {
 	Planned   time.Time     // recurring: the planned start of the current run
 	At        time.Time     // when the state was written
 	ErrKind   uint8         // ErrKind...
-	ErrMsg    string        // ErrKindOther, ErrKindJoin: the error's text; ErrKindTimeout: the function's error's, if any
+	ErrMsg    string        // ErrKindOther, ErrKindJoin and the Text kinds: the error's text; ErrKindTimeout: the function's error's, if any
 	Timeout   time.Duration // ErrKindTimeout: the attempt's timeout
 	Cause     string        // Skipped: the task to blame
 	Result    []byte
@@ -253,7 +254,7 @@ type Attempt struct {
 	Handed, Started, Ended int64  // UnixNano; 0: unknown
 	Worker                 string // "" if none was named
 	ErrKind                uint8  // as a state's
-	ErrMsg                 string // ErrKindOther, ErrKindJoin, ErrKindTimeout (the function's error's, if any)
+	ErrMsg                 string // ErrKindOther, ErrKindJoin, the Text kinds, ErrKindTimeout (the function's error's, if any)
 	Timeout                time.Duration
 	Lines                  []Line // its log lines kept, oldest first
 	LinesDropped           int32  // its log lines not kept
@@ -319,14 +320,14 @@ func (r *reader) attempt() Attempt {
 	for range n {
 		a.Lines = append(a.Lines, Line{Time: r.varint(), Level: int32(r.varint()), Msg: r.string(), Attrs: r.string()})
 	}
-	if a.ErrKind > ErrKindJoin || a.Attempt < 0 || a.Run < 0 || a.Rerun < 0 || a.LinesDropped < 0 {
+	if a.ErrKind >= errKinds || a.Attempt < 0 || a.Run < 0 || a.Rerun < 0 || a.LinesDropped < 0 {
 		r.fail()
 	}
 	return a
 }
 
 func hasMsg(kind uint8) bool {
-	return kind == ErrKindOther || kind == ErrKindTimeout || kind == ErrKindJoin
+	return kind == ErrKindOther || kind == ErrKindTimeout || kind >= ErrKindJoin
 }
 
 // History is a task's history record: the attempts kept, oldest first,
@@ -378,6 +379,12 @@ const (
 	ErrKindOther
 	ErrKindTimeout
 	ErrKindJoin // a spawner's join failed (its error wraps the coordinator's ErrChildFailed); version 4
+	// A function's error that wraps ErrCancelled, ErrClosed or
+	// ErrInterrupted in a text of its own (ErrMsg); version 6.
+	ErrKindCancelledText
+	ErrKindClosedText
+	ErrKindInterruptedText
+	errKinds // the number of kinds
 )
 
 // Append appends st's encoding.
@@ -425,7 +432,7 @@ func (st *State) Append(b []byte) []byte {
 	b = appendTime(b, st.Planned)
 	b = appendTime(b, st.At)
 	b = append(b, st.ErrKind)
-	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout || st.ErrKind == ErrKindJoin {
+	if hasMsg(st.ErrKind) {
 		b = appendString(b, st.ErrMsg)
 	}
 	if st.ErrKind == ErrKindTimeout {
@@ -476,7 +483,7 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	st.Planned = rd.time()
 	st.At = rd.time()
 	st.ErrKind = rd.byte()
-	if st.ErrKind == ErrKindOther || st.ErrKind == ErrKindTimeout || st.ErrKind == ErrKindJoin {
+	if hasMsg(st.ErrKind) {
 		st.ErrMsg = rd.string()
 	}
 	if st.ErrKind == ErrKindTimeout {
@@ -513,7 +520,7 @@ func DecodeState(v []byte, statuses uint8) (State, error) {
 	if err := rd.done(); err != nil {
 		return st, err
 	}
-	if st.Status >= statuses || st.ErrKind > ErrKindJoin || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 || st.Reruns < 0 ||
+	if st.Status >= statuses || st.ErrKind >= errKinds || st.Attempts < 0 || st.Runs < 0 || st.JoinFrom < 0 || st.Reruns < 0 ||
 		st.CauseClass > 3 || more&^3 != 0 {
 		return st, fmt.Errorf("%w: a state record with status %d, error kind %d", ErrCorrupt, st.Status, st.ErrKind)
 	}

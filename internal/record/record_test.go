@@ -153,3 +153,21 @@ func TestFarTimesRoundTrip(t *testing.T) {
 		t.Errorf("a time of %d nanoseconds in its second read as %v", time.Second, r.err)
 	}
 }
+
+// A sentinel's kind with a text of its own keeps the text, in a state and
+// in an attempt.
+func TestSentinelTextKindsRoundTrip(t *testing.T) {
+	for _, kind := range []uint8{ErrKindCancelledText, ErrKindClosedText, ErrKindInterruptedText} {
+		st := State{Status: 4, ErrKind: kind, ErrMsg: "upstream said: cancelled"}
+		if got, err := DecodeState(st.Append(nil), statuses); err != nil || !reflect.DeepEqual(got, st) {
+			t.Errorf("decoded %+v (%v); want %+v", got, err, st)
+		}
+		h := History{Attempts: []Attempt{{Attempt: 1, Run: 1, Outcome: 2, ErrKind: kind, ErrMsg: "upstream said: closed"}}}
+		if got, err := DecodeHistory(h.Append(nil)); err != nil || !reflect.DeepEqual(got, h) {
+			t.Errorf("decoded %+v (%v); want %+v", got, err, h)
+		}
+	}
+	if _, err := DecodeState((&State{Status: 4, ErrKind: errKinds}).Append(nil), statuses); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("an error kind out of range decoded: %v", err)
+	}
+}
