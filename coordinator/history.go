@@ -117,8 +117,9 @@ const (
 // learned of them (a worker that times its attempts). The default is
 // DefaultHistoryPerTask and DefaultHistoryTotal; WithHistory(0, 0) turns
 // the history off (History then reports only the attempt running, if
-// any). Its cost is in bench/README.md. perTask and total must not be
-// negative, and total must be at least perTask.
+// any). Its cost is in bench/README.md. perTask and total must be both 0
+// or both positive, with perTask <= total <= 2^30; New refuses others
+// with ErrInvalidOption.
 func WithHistory(perTask, total int) Option {
 	return func(c *config) error {
 		if perTask < 0 || total < perTask || (perTask == 0) != (total == 0) || total > 1<<30 {

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/batonhq/baton/internal/lane"
@@ -31,9 +34,15 @@ type LogLine struct {
 	Attrs   string // its attributes as key=value pairs, as slog's text handler writes them
 }
 
-// String renders l as one line: time, level, message, attributes.
+// String renders l as one line: time, level, message, attributes. A
+// message holding a line break or another character that does not print
+// is quoted (strconv.Quote), so that the line stays one.
 func (l LogLine) String() string {
-	s := l.Time.UTC().Format(time.RFC3339Nano) + " " + l.Level.String() + " " + l.Message
+	msg := l.Message
+	if strings.ContainsFunc(msg, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		msg = strconv.Quote(msg)
+	}
+	s := l.Time.UTC().Format(time.RFC3339Nano) + " " + l.Level.String() + " " + msg
 	if l.Attrs != "" {
 		s += " " + l.Attrs
 	}
@@ -141,7 +150,12 @@ func attemptLogOf(c *lane.Context, s *Scheduler) *attemptLog {
 // context that is no running attempt's, it returns the logger
 // ContextWithLogger put in ctx, or slog.Default(). A line
 // logged after the attempt's function returned reaches the scheduler's
-// logger only. It does not block; the logger is safe for concurrent use.
+// logger only, if the function had called Logger (or another method of
+// ctx) before it returned: a worker reuses the context of an attempt that
+// did not touch it, so that a logger first asked for later, from a
+// goroutine the function left behind, may belong to whatever attempt runs
+// then (the package overview's duty 2). It does not block; the logger is
+// safe for concurrent use.
 func Logger(ctx context.Context) *slog.Logger {
 	c, ok := lane.Of(ctx)
 	var s *Scheduler

@@ -457,3 +457,19 @@ func BenchmarkLogLine(b *testing.B) {
 		})
 	}
 }
+
+// LogLine.String is one line, whatever the message holds; a message that
+// prints as it is stays as it is.
+func TestLogLineStringIsOneLine(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for msg, want := range map[string]string{
+		"fetched 3 rows": "2026-01-02T03:04:05Z INFO fetched 3 rows k=v",
+		"two\nlines":     `2026-01-02T03:04:05Z INFO "two\nlines" k=v`,
+		"tab\there":      `2026-01-02T03:04:05Z INFO "tab\there" k=v`,
+		"héllo wörld":    "2026-01-02T03:04:05Z INFO héllo wörld k=v",
+	} {
+		if got := (coordinator.LogLine{Time: at, Level: slog.LevelInfo, Message: msg, Attrs: "k=v"}).String(); got != want {
+			t.Errorf("String of %q = %q, want %q", msg, got, want)
+		}
+	}
+}
