@@ -138,9 +138,12 @@ func (s *state) notChosen(c, t int32, now time.Time) bool {
 }
 
 // notChosenCause reports whether cause, the cause of Skipped task t, is a
-// branch that did not choose its path: a Succeeded cause whose skip was
-// benign. A cause re-run and succeeded since t was skipped for its
-// failure or cancel is Succeeded too; t keeps that class (causeclass.go).
+// branch that did not choose its path: a Succeeded branch, t's skip
+// benign. A cause re-run and succeeded since t was skipped is Succeeded
+// too: t keeps the class of its skip (causeclass.go), failed or cancelled,
+// or benign for one behind a task its own rule skipped, which is no
+// branch. (A branch re-run that did not choose again is no branch either:
+// the skips it caused before are then plain skips.)
 func (s *state) notChosenCause(t, cause int32) bool {
-	return cause != noTask && s.hot[cause].status == Succeeded && s.classOfEnd(t) == endBenign
+	return cause != noTask && s.hot[cause].status == Succeeded && s.isBranch(cause) && s.classOfEnd(t) == endBenign
 }

@@ -293,19 +293,21 @@ func (s *state) cannotRun(t int32) string {
 // transitively.
 func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]bool, dependents map[int32][]int32) {
 	seen := map[int32]bool{}
+	reopens := map[int32]bool{} // what runs again or joins again: only those re-open their spawner's failed join
 	work := slices.Clone(order)
 	for _, t := range work {
-		seen[t] = true
+		seen[t], reopens[t] = true, true
 	}
 	visit := func(c int32, join bool) {
 		if join {
-			joins[c] = true // its join re-opens; it does not run again
+			joins[c], reopens[c] = true, true // its join re-opens; it does not run again
 		}
 		if !seen[c] && !hidden(s.hot[c].status) {
 			seen[c] = true
 			work = append(work, c)
 			if st := s.status(c); !join && st.Final() && st != Succeeded {
 				add(c)
+				reopens[c] = true
 			}
 		}
 	}
@@ -315,7 +317,9 @@ func (s *state) rerunDownstream(order []int32, add func(int32), joins map[int32]
 		for _, c := range dependents[t] {
 			visit(c, false)
 		}
-		if s.fam != nil {
+		// A Succeeded task on the way (an AnyFailed child, say) stays as it
+		// is: its family has nothing that runs again because of it.
+		if s.fam != nil && reopens[t] {
 			if p := s.fam[t].parent; p != noTask && s.hot[p].status == Failed && errors.Is(s.errOf(p), ErrChildFailed) {
 				visit(p, true)
 			}

@@ -695,3 +695,89 @@ func TestSkipWhoseCauseWasRerunIsNotNotChosen(t *testing.T) {
 		}
 	})
 }
+
+// Rerun with Downstream re-opens a spawner's failed join only through a
+// family member that runs or joins again. A Succeeded child on the way
+// (an AnyFailed task on the re-run one) re-opened its spawner's join,
+// with nothing in the family to end it: at the top, the spawner stayed
+// Pending and Wait never returned; under a spawner that had succeeded,
+// the request was refused although it re-ran nothing of that family.
+func TestRerunDownstreamThroughASucceededChildLeavesItsJoin(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprint("nested=", nested), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				x := newBroken()
+				if err := s.Submit(coordinator.Task{ID: "x", Run: x.run}); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				p := coordinator.Task{ID: "p", Run: func(ctx context.Context) error {
+					return coordinator.Spawn(ctx,
+						coordinator.Task{ID: "y", Deps: []string{"x"}, When: coordinator.AnyFailed, Run: ok},
+						coordinator.Task{ID: "c2", Run: func(context.Context) error { return errors.New("planned") }})
+				}}
+				top := p
+				if nested {
+					top = coordinator.Task{ID: "g", Run: func(ctx context.Context) error {
+						return coordinator.Spawn(ctx, p, coordinator.Task{ID: "h", Deps: []string{"p"}, When: coordinator.AnyFailed, Run: ok})
+					}}
+				}
+				if err := s.Submit(top); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				x.on.Store(false)
+				res, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"x"}, Downstream: true})
+				if err != nil || !slices.Equal(res.Reopened, []string{"x"}) {
+					t.Fatalf("Rerun(x, Downstream) = %v, %v; want [x]", res.Reopened, err)
+				}
+				settle(t, s)
+				for id, st := range map[string]coordinator.Status{"x": coordinator.Succeeded, "p": coordinator.Failed, "y": coordinator.Succeeded, "c2": coordinator.Failed} {
+					if info, _ := s.Info(id); info.Status != st {
+						t.Errorf("%s %v, want %v", id, info.Status, st)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A task skipped behind one its own rule skipped (an AnyFailed task whose
+// dependency was cancelled) is not ErrNotChosen once that task is re-run
+// and succeeds: it is no branch.
+func TestSkipBehindARuleSkipIsNotNotChosenAfterARerun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t)
+		x := newBroken()
+		blk := make(chan struct{})
+		if err := s.Submit(
+			coordinator.Task{ID: "x", Run: func(ctx context.Context) error {
+				select {
+				case <-blk:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return x.run(ctx)
+			}},
+			coordinator.Task{ID: "a", Deps: []string{"x"}, When: coordinator.AnyFailed, Run: ok},
+			coordinator.Task{ID: "d", Deps: []string{"a"}, Run: ok},
+		); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s.Cancel("x")
+		settle(t, s)
+		close(blk)
+		if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"x", "a"}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		if info, _ := s.Info("a"); info.Status != coordinator.Succeeded {
+			t.Fatalf("a %v, want Succeeded (x failed this time)", info.Status)
+		}
+		if info, _ := s.Info("d"); info.Status != coordinator.Skipped || info.Err != nil {
+			t.Errorf("d %v, Cause %q, Err %v; want Skipped, Err nil: a is no branch", info.Status, info.Cause, info.Err)
+		}
+	})
+}

@@ -53,19 +53,21 @@ func (m *Model) Rerun(ids []string, downstream bool) ([]string, error) {
 	joins := map[int]bool{}
 	if downstream {
 		seen := map[int]bool{}
+		reopens := map[int]bool{} // what runs or joins again: only those re-open a failed join
 		work := slices.Clone(order)
 		for _, t := range work {
-			seen[t] = true
+			seen[t], reopens[t] = true, true
 		}
 		visit := func(c int, join bool) {
 			if join {
-				joins[c] = true
+				joins[c], reopens[c] = true, true
 			}
 			if !seen[c] {
 				seen[c] = true
 				work = append(work, c)
 				if r := m.Tasks[c]; !join && r.Status > Succeeded {
 					add(c)
+					reopens[c] = true
 				}
 			}
 		}
@@ -75,7 +77,7 @@ func (m *Model) Rerun(ids []string, downstream bool) ([]string, error) {
 			for _, c := range m.dependents(t) {
 				visit(c, false)
 			}
-			if p := m.parentOf(t); p >= 0 && m.joinFailed(p) {
+			if p := m.parentOf(t); p >= 0 && reopens[t] && m.joinFailed(p) {
 				visit(p, true)
 			}
 		}
