@@ -76,13 +76,18 @@ func snoozeOf(err error) (time.Duration, bool) {
 	return max(se.After, 0), true // a SnoozeError made by hand may say less than 0
 }
 
-// unchosen reports whether err is a timeout or a panic: a failure,
-// whatever error it wraps (a function that said Snooze or RetryAfter after
-// its timeout, or panicked with such an error, chose nothing).
+// unchosen reports whether err, an attempt's error, is a timeout or a
+// panic: a failure, whatever error it wraps (a function that said Snooze
+// or RetryAfter after its timeout, or panicked with such an error, chose
+// nothing). Only the attempt's own error counts, not one it wraps: a
+// function may return RetryAfter of an error that names another task's
+// panic or timeout (WaitTasks's *TasksError) and choose its wait.
 func unchosen(err error) bool {
-	var te *worker.TimeoutError
-	var pe *worker.PanicError
-	return errors.As(err, &te) || errors.As(err, &pe)
+	switch err.(type) {
+	case *worker.TimeoutError, *worker.PanicError:
+		return true
+	}
+	return false
 }
 
 // capWait caps a wait the task chose by its policy's MaxDelay.

@@ -269,3 +269,46 @@ func TestHandMadeNegativeWaitsCountAsZero(t *testing.T) {
 		}
 	})
 }
+
+// A function that neither panicked nor timed out keeps the wait it chose,
+// though its error wraps another task's panic (WaitTasks's *TasksError
+// unwraps to each task's error): only the attempt's own panic or timeout
+// chooses nothing.
+func TestChosenWaitWrappingAnotherTasksPanicIsKept(t *testing.T) {
+	for _, how := range []string{"retry-after", "snooze"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				rec := record(s)
+				if err := s.Submit(coordinator.Task{ID: "c", Run: func(context.Context) error { panic("boom") }}); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				calls := 0
+				start := time.Now()
+				if err := s.Submit(coordinator.Task{ID: "o", Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second},
+					Run: func(ctx context.Context) error {
+						if calls++; calls > 1 {
+							return nil
+						}
+						err := s.WaitTasks(ctx, "c")
+						if how == "snooze" {
+							return fmt.Errorf("%w: c not done: %w", coordinator.Snooze(time.Hour), err)
+						}
+						return coordinator.RetryAfter(err, time.Hour)
+					}}); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				if took := time.Since(start); took != time.Hour || calls != 2 {
+					t.Errorf("o ran again after %v (%d calls); want the hour it chose", took, calls)
+				}
+				for _, e := range rec.of("o") {
+					if (e.Kind == coordinator.EventSnoozed || e.Kind == coordinator.EventRetrying) && e.Wait != time.Hour {
+						t.Errorf("%v: Wait %v, want 1h", e.Kind, e.Wait)
+					}
+				}
+			})
+		})
+	}
+}
