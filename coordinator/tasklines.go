@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -317,10 +316,10 @@ func (c *LogCollector) Lines() (lines []LogLine, dropped int) { return c.log.sna
 // taskHandler is Logger's handler: it keeps each record with the attempt
 // and passes it on to next.
 type taskHandler struct {
-	add  func(LogLine)              // keeps a line with the attempt (once the attempt is over: not)
-	next slog.Handler               // the scheduler's, with the task's attributes and WithAttrs's
-	ops  []handlerOp                // WithAttrs's and WithGroup's, in order: replayed on the text handler that writes a line's Attrs
-	text atomic.Pointer[attrWriter] // with ops: that text handler, made at the first line
+	add     func(LogLine) // keeps a line with the attempt (once the attempt is over: not)
+	next    slog.Handler  // the scheduler's, with the task's attributes and WithAttrs's
+	ops     []handlerOp   // WithAttrs's (resolved) and WithGroup's, in order: replayed on the text handler that writes a line's Attrs
+	writers *sync.Pool    // of *attrWriter with ops replayed; nil without ops (plainWriters)
 }
 
 // handlerOp is one WithAttrs (attrs) or WithGroup (group) call.
@@ -341,25 +340,17 @@ func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // attrs writes r's attributes, and those of WithAttrs and WithGroup, as
 // slog's text handler writes them (LogLine.Attrs): by that handler, its
-// time, level and message left out. A handler without WithAttrs or
-// WithGroup takes a writer from a pool; one with them makes its own once
-// (replaying them costs as much as writing a line) and lines logged at
-// once through it take turns.
+// time, level and message left out. Writers come from a pool, one per
+// line being written (a LogValuer may log through the same logger while
+// its line is written): the plain handlers' pool, or the handler's own,
+// whose writers have its WithAttrs and WithGroup replayed once.
 func (h *taskHandler) attrs(ctx context.Context, r slog.Record) string {
-	if h.ops == nil {
-		w := plainWriters.Get().(*attrWriter)
-		defer plainWriters.Put(w)
-		return w.write(ctx, r)
+	pool := &plainWriters
+	if h.writers != nil {
+		pool = h.writers
 	}
-	w := h.text.Load()
-	if w == nil {
-		w = newAttrWriter(h.ops)
-		if !h.text.CompareAndSwap(nil, w) {
-			w = h.text.Load()
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w := pool.Get().(*attrWriter)
+	defer pool.Put(w)
 	return w.write(ctx, r)
 }
 
@@ -367,11 +358,16 @@ func (h *taskHandler) attrs(ctx context.Context, r slog.Record) string {
 // WithGroup.
 var plainWriters = sync.Pool{New: func() any { return newAttrWriter(nil) }}
 
+// derive returns a handler with h's ops and op after them.
+func (h *taskHandler) derive(next slog.Handler, op handlerOp) *taskHandler {
+	ops := append(slices.Clip(h.ops), op)
+	return &taskHandler{add: h.add, next: next, ops: ops, writers: &sync.Pool{New: func() any { return newAttrWriter(ops) }}}
+}
+
 // attrWriter is a text handler writing into a buffer of its own, with
 // what a line's Attrs leave out (its level and message) dropped. One line
-// at a time: mu, or the pool's ownership.
+// at a time: its pool's.
 type attrWriter struct {
-	mu       sync.Mutex
 	th       slog.Handler
 	buf      []byte
 	handling bool // in write; else WithAttrs is replaying (ReplaceAttr applies to its attributes too)
@@ -425,12 +421,27 @@ func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	if len(attrs) == 0 {
 		return h
 	}
-	return &taskHandler{add: h.add, next: h.next.WithAttrs(attrs), ops: append(slices.Clip(h.ops), handlerOp{attrs: slices.Clone(attrs)})}
+	// Resolved now, as slog's text handler resolves them in WithAttrs: a
+	// LogValuer's value is the one it had at With.
+	return h.derive(h.next.WithAttrs(attrs), handlerOp{attrs: resolved(attrs)})
+}
+
+// resolved is a copy of attrs with every LogValuer resolved, in groups too.
+func resolved(attrs []slog.Attr) []slog.Attr {
+	out := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		a.Value = a.Value.Resolve()
+		if a.Value.Kind() == slog.KindGroup {
+			a.Value = slog.GroupValue(resolved(a.Value.Group())...)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 func (h *taskHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &taskHandler{add: h.add, next: h.next.WithGroup(name), ops: append(slices.Clip(h.ops), handlerOp{group: name})}
+	return h.derive(h.next.WithGroup(name), handlerOp{group: name})
 }

@@ -1,14 +1,17 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -472,4 +475,61 @@ func TestLogLineStringIsOneLine(t *testing.T) {
 			t.Errorf("String of %q = %q, want %q", msg, got, want)
 		}
 	}
+}
+
+// logCounter is a LogValuer whose value changes.
+type logCounter struct{ n *atomic.Int32 }
+
+func (c logCounter) LogValue() slog.Value { return slog.IntValue(int(c.n.Load())) }
+
+// reentrant is a LogValuer that logs through the logger it is logged by,
+// as a value computed on demand may (a cache miss, say).
+type reentrant struct{ l *slog.Logger }
+
+func (z reentrant) LogValue() slog.Value {
+	z.l.Debug("computing v")
+	return slog.StringValue("computed")
+}
+
+// A With attribute's LogValuer is resolved at With, as slog's text handler
+// resolves it: every line through that logger says the value it had then,
+// in the task's lines as in the scheduler's logger. A LogValuer that logs
+// through the same derived logger while its line is written does not
+// deadlock (the writer of a derived logger was once held under a lock
+// across the line).
+func TestTaskLoggerLogValuers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		s := newScheduler(t, coordinator.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		var n atomic.Int32
+		if err := s.Submit(coordinator.Task{ID: "t", Run: func(ctx context.Context) error {
+			l := coordinator.Logger(ctx).With("n", logCounter{&n})
+			n.Store(1)
+			l.Info("a")
+			n.Store(2)
+			l.Info("b")
+			d := coordinator.Logger(ctx).With("job", "j1")
+			d.Info("outer", "v", reentrant{d})
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, s)
+		h, _ := s.History("t")
+		var got []string
+		for _, l := range h.Attempts[0].Logs {
+			got = append(got, l.Message+" "+l.Attrs)
+		}
+		// The task's handler and the scheduler's each resolve v: it logs
+		// twice, once as the line's Attrs are written, once after.
+		want := []string{"a n=0", "b n=0", "computing v job=j1", "outer job=j1 v=computed", "computing v job=j1"}
+		if !slices.Equal(got, want) {
+			t.Errorf("lines kept: %q, want %q", got, want)
+		}
+		for _, line := range []string{`msg=a task=t attempt=1 run=1 n=0`, `msg=b task=t attempt=1 run=1 n=0`, `msg=outer task=t attempt=1 run=1 job=j1 v=computed`} {
+			if !strings.Contains(out.String(), line) {
+				t.Errorf("the scheduler's logger lacks %q:\n%s", line, out.String())
+			}
+		}
+	})
 }
