@@ -49,24 +49,43 @@ func infoOf(row pgx.Row) (coordinator.TaskInfo, error) {
 }
 
 // errOf is the error of columns error_kind (not NULL) and error: the
-// sentinel for a cancelled, shut down or interrupted task, an error of the
-// text for another (its type is not kept).
+// sentinel for a cancelled, shut down or interrupted task (wrapped in its
+// text where a function's error said more than the sentinel), an error of
+// the text for another (its type is not kept).
 func errOf(kind, text string) error {
+	var sentinel error
 	switch kind {
 	case "cancelled":
-		return coordinator.ErrCancelled
+		sentinel = coordinator.ErrCancelled
 	case "closed":
-		return coordinator.ErrClosed
+		sentinel = coordinator.ErrClosed
 	case "interrupted":
-		return coordinator.ErrInterrupted
+		sentinel = coordinator.ErrInterrupted
+	default:
+		return errors.New(text)
 	}
-	return errors.New(text)
+	if text == "" || text == sentinel.Error() {
+		return sentinel
+	}
+	return &textError{text, sentinel}
 }
+
+// textError is a sentinel wrapped in a text of its own.
+type textError struct {
+	text     string
+	sentinel error
+}
+
+func (e *textError) Error() string { return e.text }
+
+// Unwrap returns the sentinel.
+func (e *textError) Unwrap() error { return e.sentinel }
 
 // Info returns what baton.tasks says of task id as a TaskInfo (the
 // scheduler's own Info, as of the leader's last commit), and false if no
 // task has that ID. Err is the sentinel for a cancelled, shut down or
-// interrupted task, and an error of the text for another (its type is
+// interrupted task (its text, wrapping the sentinel, where the function's
+// error said more), and an error of the text for another (its type is
 // not kept); Result is the []byte the task recorded. It does not wait.
 func (c *Client) Info(ctx context.Context, id string) (coordinator.TaskInfo, bool, error) {
 	if err := c.ready(ctx); err != nil {
