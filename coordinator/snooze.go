@@ -79,13 +79,32 @@ func snoozeOf(err error) (time.Duration, bool) {
 // unchosen reports whether err, an attempt's error, is a timeout or a
 // panic: a failure, whatever error it wraps (a function that said Snooze
 // or RetryAfter after its timeout, or panicked with such an error, chose
-// nothing). Only the attempt's own error counts, not one it wraps: a
-// function may return RetryAfter of an error that names another task's
-// panic or timeout (WaitTasks's *TasksError) and choose its wait.
+// nothing). What counts is which the chain meets first, from the top
+// down: a timeout or panic above the Snooze or RetryAfter (a middleware
+// or a Worker may wrap a panic's error), or the Snooze or RetryAfter
+// above one (a function may return RetryAfter of an error that names
+// another task's panic or timeout: WaitTasks's *TasksError).
 func unchosen(err error) bool {
-	switch err.(type) {
+	switch e := err.(type) {
+	case nil:
+		return false
 	case *worker.TimeoutError, *worker.PanicError:
 		return true
+	case *SnoozeError, *RetryAfterError:
+		return false
+	case interface{ Unwrap() error }:
+		return unchosen(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, w := range e.Unwrap() {
+			if w == nil {
+				continue
+			}
+			var se *SnoozeError
+			var ra *RetryAfterError
+			if errors.As(w, &se) || errors.As(w, &ra) {
+				return unchosen(w) // the first branch that holds the wait decides
+			}
+		}
 	}
 	return false
 }

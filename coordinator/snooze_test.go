@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/coordinator"
 	"github.com/batonhq/baton/coordinator/storetest"
+	"github.com/batonhq/baton/worker"
 )
 
 // Snooze (its doc): the task runs again after the wait it asked for,
@@ -307,6 +309,51 @@ func TestChosenWaitWrappingAnotherTasksPanicIsKept(t *testing.T) {
 					if (e.Kind == coordinator.EventSnoozed || e.Kind == coordinator.EventRetrying) && e.Wait != time.Hour {
 						t.Errorf("%v: Wait %v, want 1h", e.Kind, e.Wait)
 					}
+				}
+			})
+		})
+	}
+}
+
+// recoverToPanicError is a middleware that recovers a panic itself and
+// returns it as a *worker.PanicError wrapped with a word of its own.
+type recoverToPanicError struct{ next worker.Worker }
+
+func (w recoverToPanicError) Do(ctx context.Context, j worker.Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pool mw: %w", &worker.PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	return w.next.Do(ctx, j)
+}
+
+// A panic with Snooze or RetryAfter fails and chooses no wait through a
+// middleware that recovers it and wraps the *worker.PanicError: what the
+// error chain meets first, the panic, decides.
+func TestPanicWithSnoozeThroughAMiddlewareFails(t *testing.T) {
+	for _, how := range []string{"snooze", "retry-after"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t, coordinator.WithMiddleware(func(pool string, next worker.Worker) worker.Worker { return recoverToPanicError{next} }))
+				calls := 0
+				start := time.Now()
+				if err := s.Submit(coordinator.Task{ID: "t", Retry: coordinator.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second},
+					Run: func(ctx context.Context) error {
+						if calls++; calls > 1 {
+							return nil
+						}
+						if how == "snooze" {
+							panic(coordinator.Snooze(time.Hour))
+						}
+						panic(coordinator.RetryAfter(errors.New("busy"), time.Hour))
+					}}); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				info, _ := s.Info("t")
+				if took := time.Since(start); calls != 2 || info.Status != coordinator.Succeeded || info.Attempts != 2 || took > 10*time.Second {
+					t.Errorf("%v after %d calls, %d attempts, %v; want a failure retried after the 1s backoff", info.Status, calls, info.Attempts, took)
 				}
 			})
 		})
