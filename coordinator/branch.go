@@ -142,8 +142,10 @@ func (s *state) notChosen(c, t int32, now time.Time) bool {
 // benign. A cause re-run and succeeded since t was skipped is Succeeded
 // too: t keeps the class of its skip (causeclass.go), failed or cancelled,
 // or benign for one behind a task its own rule skipped, which is no
-// branch. (A branch re-run that did not choose again is no branch either:
-// the skips it caused before are then plain skips.)
+// branch. This is read from the cause as it is now, not kept from the
+// skip: a branch re-run that did not choose again is no branch, and its
+// old skips read as plain skips; a task its own rule skipped, re-run as a
+// branch, makes the skips behind it read as not chosen.
 func (s *state) notChosenCause(t, cause int32) bool {
 	return cause != noTask && s.hot[cause].status == Succeeded && s.isBranch(cause) && s.classOfEnd(t) == endBenign
 }

@@ -423,7 +423,8 @@ func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	}
 	// Resolved now, as slog's text handler resolves them in WithAttrs: a
 	// LogValuer's value is the one it had at With.
-	return h.derive(h.next.WithAttrs(attrs), handlerOp{attrs: resolved(attrs)})
+	r := resolved(attrs) // the same values for the kept line and the scheduler's logger
+	return h.derive(h.next.WithAttrs(r), handlerOp{attrs: r})
 }
 
 // resolved is a copy of attrs with every LogValuer resolved, in groups too.

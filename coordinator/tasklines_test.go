@@ -482,6 +482,11 @@ type logCounter struct{ n *atomic.Int32 }
 
 func (c logCounter) LogValue() slog.Value { return slog.IntValue(int(c.n.Load())) }
 
+// logAsked is a LogValuer whose value is how often it was resolved.
+type logAsked struct{ n *atomic.Int32 }
+
+func (c logAsked) LogValue() slog.Value { return slog.IntValue(int(c.n.Add(1))) }
+
 // reentrant is a LogValuer that logs through the logger it is logged by,
 // as a value computed on demand may (a cache miss, say).
 type reentrant struct{ l *slog.Logger }
@@ -493,10 +498,10 @@ func (z reentrant) LogValue() slog.Value {
 
 // A With attribute's LogValuer is resolved at With, as slog's text handler
 // resolves it: every line through that logger says the value it had then,
-// in the task's lines as in the scheduler's logger. A LogValuer that logs
-// through the same derived logger while its line is written does not
-// deadlock (the writer of a derived logger was once held under a lock
-// across the line).
+// in the task's lines as in the scheduler's logger, resolved once for
+// both. A LogValuer that logs through the same derived logger while its
+// line is written does not deadlock (the writer of a derived logger was
+// once held under a lock across the line).
 func TestTaskLoggerLogValuers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
@@ -510,6 +515,8 @@ func TestTaskLoggerLogValuers(t *testing.T) {
 			l.Info("b")
 			d := coordinator.Logger(ctx).With("job", "j1")
 			d.Info("outer", "v", reentrant{d})
+			var resolves atomic.Int32 // a LogValuer whose value is how often it was asked
+			coordinator.Logger(ctx).With("asked", logAsked{&resolves}).Info("c")
 			return nil
 		}}); err != nil {
 			t.Fatal(err)
@@ -522,11 +529,11 @@ func TestTaskLoggerLogValuers(t *testing.T) {
 		}
 		// The task's handler and the scheduler's each resolve v: it logs
 		// twice, once as the line's Attrs are written, once after.
-		want := []string{"a n=0", "b n=0", "computing v job=j1", "outer job=j1 v=computed", "computing v job=j1"}
+		want := []string{"a n=0", "b n=0", "computing v job=j1", "outer job=j1 v=computed", "computing v job=j1", "c asked=1"}
 		if !slices.Equal(got, want) {
 			t.Errorf("lines kept: %q, want %q", got, want)
 		}
-		for _, line := range []string{`msg=a task=t attempt=1 run=1 n=0`, `msg=b task=t attempt=1 run=1 n=0`, `msg=outer task=t attempt=1 run=1 job=j1 v=computed`} {
+		for _, line := range []string{`msg=a task=t attempt=1 run=1 n=0`, `msg=b task=t attempt=1 run=1 n=0`, `msg=outer task=t attempt=1 run=1 job=j1 v=computed`, `msg=c task=t attempt=1 run=1 asked=1`} {
 			if !strings.Contains(out.String(), line) {
 				t.Errorf("the scheduler's logger lacks %q:\n%s", line, out.String())
 			}
