@@ -138,14 +138,16 @@ func (s *state) notChosen(c, t int32, now time.Time) bool {
 }
 
 // notChosenCause reports whether cause, the cause of Skipped task t, is a
-// branch that did not choose its path: a Succeeded branch, t's skip
-// benign. A cause re-run and succeeded since t was skipped is Succeeded
-// too: t keeps the class of its skip (causeclass.go), failed or cancelled,
-// or benign for one behind a task its own rule skipped, which is no
-// branch. This is read from the cause as it is now, not kept from the
-// skip: a branch re-run that did not choose again is no branch, and its
-// old skips read as plain skips; a task its own rule skipped, re-run as a
-// branch, makes the skips behind it read as not chosen.
+// branch that did not choose its path: the only Succeeded cause, unless a
+// Rerun re-opened it since t was skipped. Then t's class, kept
+// (causeclass.go), tells: a failed or cancelled one names a cause that
+// failed or was cancelled then, and is not "not chosen" unless the cause
+// is a branch now (a skip can be worse than its cause: another dependency
+// failed). What is not kept is why a benign skip was benign: a skip behind
+// a task its own rule skipped reads as not chosen once that task is
+// re-run and succeeds (telling it from a branch's skip, which stays not
+// chosen when its branch is re-run without choosing again, needs that
+// fact stored with the skip).
 func (s *state) notChosenCause(t, cause int32) bool {
-	return cause != noTask && s.hot[cause].status == Succeeded && s.isBranch(cause) && s.classOfEnd(t) == endBenign
+	return cause != noTask && s.hot[cause].status == Succeeded && (s.isBranch(cause) || s.classOfEnd(t) == endBenign)
 }

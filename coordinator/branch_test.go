@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -286,4 +287,45 @@ func TestSkipByTwoBranchesStillHearsALaterFailure(t *testing.T) {
 			t.Errorf("status(alert) = %v; want succeeded: AnyFailed sees c as failed", st)
 		}
 	})
+}
+
+// A task skipped because a branch failed, which a Rerun of the branch
+// alone leaves skipped, is ErrNotChosen once the branch succeeds without
+// choosing it: its Cause is a branch that did not choose its path, whatever
+// the class its skip keeps (failed). TestConcurrentStress found it
+// (seeds 3619065960174002193 and 2483451974417692127) while the Err of a
+// skip whose failed cause was re-run (no branch) was being fixed.
+func TestSkipOfAFailedBranchRerunIsNotChosen(t *testing.T) {
+	for _, chooses := range [][]string{nil, {"other"}} {
+		t.Run(fmt.Sprint("chooses=", chooses), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler(t)
+				var bRuns atomic.Int32
+				err := s.Submit(
+					coordinator.Task{ID: "b", Run: func(ctx context.Context) error {
+						if bRuns.Add(1) == 1 {
+							return errors.New("planned")
+						}
+						return coordinator.Choose(ctx, chooses...)
+					}},
+					coordinator.Task{ID: "t", Deps: []string{"b"}, Run: ok},
+					coordinator.Task{ID: "other", Deps: []string{"b"}, Run: ok},
+				)
+				if err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				if info, _ := s.Info("t"); info.Status != coordinator.Skipped || info.Cause != "b" || info.Err != nil {
+					t.Fatalf("Info(t) = %v, Cause %q, Err %v; want Skipped, Cause b, no Err (b failed)", info.Status, info.Cause, info.Err)
+				}
+				if _, err := s.Rerun(context.Background(), coordinator.RerunRequest{IDs: []string{"b"}}); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, s)
+				if info, _ := s.Info("t"); info.Status != coordinator.Skipped || info.Cause != "b" || !errors.Is(info.Err, coordinator.ErrNotChosen) {
+					t.Errorf("after b's re-run chose %v: Info(t) = %v, Cause %q, Err %v; want Skipped, Cause b, ErrNotChosen", chooses, info.Status, info.Cause, info.Err)
+				}
+			})
+		})
+	}
 }
