@@ -564,8 +564,8 @@ func appendBytes(b, p []byte, present bool) []byte {
 // appendTime writes t to the nanosecond, and the zero time apart: as
 // nanoseconds since 1970 if an int64 holds them (1678 to 2262), else
 // (version 6) as seconds and nanoseconds, so that a wait that ends beyond
-// (a snooze or a delay of math.MaxInt64, which saturate in 2292) is not
-// read back as a time long past.
+// (a snooze or a delay of math.MaxInt64 ends in 2318 on today's clock; a
+// sum AddSat saturated, much later) is not read back as a time long past.
 func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(b, 0)
