@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/batonhq/baton/remote/jetstream"
 	"github.com/nats-io/nats.go"
 )
 
@@ -93,3 +94,9 @@ func AskAfterHeard(ctx context.Context, c *Client, term uint64) error {
 }
 
 var ErrMoved = errMoved
+
+// NewPoolInTakeover is how a takeover creates a remote pool of st, which
+// must lead (Load); only for testing.
+func NewPoolInTakeover(ctx context.Context, st *Store, nc *nats.Conn, name string, opts ...jetstream.Option) (*jetstream.Pool, error) {
+	return newPool(ctx, st, nc, name, opts)
+}

@@ -318,6 +318,53 @@ func (r *Replica) run(ctx context.Context) {
 	}
 }
 
+// poolTry is the deadline of a first try of NewPool in a takeover; each
+// try that runs out doubles it, up to poolTryMax.
+//
+// Two takeovers at once (a replica's claim, and another's that fenced it
+// a moment later) each create a results consumer of the same instance
+// and delete the other's: JetStream then never answers one of the
+// requests (nats-server 2.15: in 6 of 12 tries on a cluster of three), and only a
+// deadline ends the wait. A try again, with a new consumer, is answered
+// at once. nats.go's own default deadline (5 s) would add itself to the
+// takeover.
+const (
+	poolTry    = time.Second
+	poolTryMax = 8 * time.Second
+)
+
+// newPool is jetstream.NewPool for a takeover: tried again while
+// JetStream does not answer, given up at once when st stops leading
+// (fenced: another replica's takeover goes on alone) or ctx ends.
+func newPool(ctx context.Context, st *Store, nc *nats.Conn, name string, opts []jetstream.Option) (*jetstream.Pool, error) {
+	done, stopped := st.stopped()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for try := poolTry; ; try = min(2*try, poolTryMax) {
+		tctx, cancelTry := context.WithTimeout(ctx, try)
+		p, err := jetstream.NewPool(tctx, nc, name, opts...)
+		cancelTry()
+		switch {
+		case err == nil:
+			return p, nil
+		case ctx.Err() != nil:
+			if serr := stopped(); serr != nil {
+				return nil, serr
+			}
+			return nil, err
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		}
+	}
+}
+
 // lead runs the scheduler on st, which leads: its remote pools, the
 // scheduler restored from the log, the requests subject and the events.
 // end stops all that (shutdown: Replica.Shutdown's, not a fence).
@@ -345,7 +392,7 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		// once it resumes deposed.
 		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach(),
 			jetstream.WithSecret(r.view.storeSecret()), jetstream.WithFence(st.leased))
-		p, err := jetstream.NewPool(ctx, r.nc, rp.pool, opts...)
+		p, err := newPool(ctx, st, r.nc, rp.pool, opts)
 		if err != nil {
 			closePools()
 			st.Close()
