@@ -206,16 +206,6 @@ func (d *Dashboard) serveBulk(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, d.cfg.prefix+"/tasks?"+back.Encode(), http.StatusSeeOther)
 }
 
-// matching returns the IDs of every task matching tq, in its order.
-func (d *Dashboard) matching(tq taskQuery) []string {
-	res := d.compute(tq, 1<<30)
-	out := make([]string, len(res.rows))
-	for i, r := range res.rows {
-		out[i] = r.ID
-	}
-	return out
-}
-
 // actionFlash is the notice after an action the browser was sent back
 // from (?done=…&n=…): numbers and fixed words only, never text from the
 // query.

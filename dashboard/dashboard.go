@@ -27,8 +27,7 @@ type Dashboard struct {
 	mir *mirror                // the copy of the tasks every table reads (mirror.go)
 	h   http.Handler           // immutable: the routes, wrapped
 
-	cache resultCache // the tables' sorted and filtered rows, reused (tasks.go)
-	wall  clock.Clock // immutable: the real clock, for connection deadlines (a network deadline is a wall-clock time whatever WithClock says)
+	wall clock.Clock // immutable: the real clock, for connection deadlines (a network deadline is a wall-clock time whatever WithClock says)
 
 	streamMu  sync.Mutex                // guards streams, hooked, isClosed
 	streams   map[*stream]struct{}      // live streams open

@@ -78,9 +78,11 @@
 // found in O(log n)), the ready tasks of each pool by how long they have
 // waited, the children of each spawner. A table in that order with at
 // most a status filter is read from the indexes; any other sort or
-// filter takes one pass over the copy, sorted with a bounded heap, kept
-// and reused for later pages and repeats for at least an interval and
-// twenty times what it took. The task page asks the scheduler for that
+// filter from a live result: the rows that match it in its order, made
+// by one pass over the copy the first time it is asked for and then kept
+// as the copy changes (at most four, each dropped after a minute nobody
+// asked for it), so that a repeat or another page of it is a lookup in
+// O(log n), never a pass again. The task page asks the scheduler for that
 // task alone (Info, Detail, History, and its neighbours: a Snapshot with
 // Roots and a Limit, which visits what it returns); the graph reads the
 // nearest tasks, at most WithGraphLimit. So no request holds the

@@ -16,7 +16,8 @@ import (
 // per task, kept by one goroutine (follow) from a coordinator.Feed, with
 // the indexes the tables need (counts by pool and status, every task and
 // the tasks of each status in the order the dashboard first saw them, the
-// ready tasks of each pool by how long they wait), and the attempts'
+// ready tasks of each pool by how long they wait, the live results of
+// the tasks table's other queries: liveresult.go), and the attempts'
 // ends from the scheduler's history for the chart and the failures. Every
 // table, sort, page and filter is answered from it: a request costs the
 // coordinator nothing, and the feed's reads cost it what changed, a
@@ -118,20 +119,23 @@ type mirror struct {
 	counts   map[string]*statusCounts       // per pool
 	running  map[*row]struct{}
 	kids     map[string]map[*row]struct{} // by parent ID
-	seq      uint64
-	version  uint64 // grows with every read that changed something
-	synced   bool   // the first pass is done
-	loaded   int    // rows read in the first pass, so far
-	buckets  map[string][]endBucket
-	fails    [failuresKept]failure // a ring: the newest at failHead-1
-	failHead int                   // where the next failure goes
-	failN    int                   // failures in the ring
-	dropped  uint64                // ends the history forgot before the mirror read them
-	changed  chan struct{}
-	caught   uint64        // reads that found nothing more waiting
-	caughtCh chan struct{} // closed at the next such read
-	err      error         // the feed's last error
-	lastRead time.Time
+	live     []*liveResult                // the tasks table's queries kept as rows change (liveresult.go)
+
+	betweenChunks func() // nil but in tests: called while a live result is built, between its chunks, with mu let go
+	seq           uint64
+	version       uint64 // grows with every read that changed something
+	synced        bool   // the first pass is done
+	loaded        int    // rows read in the first pass, so far
+	buckets       map[string][]endBucket
+	fails         [failuresKept]failure // a ring: the newest at failHead-1
+	failHead      int                   // where the next failure goes
+	failN         int                   // failures in the ring
+	dropped       uint64                // ends the history forgot before the mirror read them
+	changed       chan struct{}
+	caught        uint64        // reads that found nothing more waiting
+	caughtCh      chan struct{} // closed at the next such read
+	err           error         // the feed's last error
+	lastRead      time.Time
 }
 
 func newMirror(s *coordinator.Scheduler, now func() time.Time) *mirror {
@@ -198,6 +202,9 @@ func (m *mirror) apply(p coordinator.FeedPage) {
 	defer m.mu.Unlock()
 	m.lastRead = p.At
 	first := !m.synced
+	if len(m.live) > 0 {
+		m.dropIdle(m.clk())
+	}
 	for i := range p.Rows {
 		m.put(&p.Rows[i], p.At, first)
 	}
@@ -249,6 +256,9 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 		m.byID[r.ID] = r
 		m.all.Load(r.ent()) // the newest: appended
 		m.index(r)
+		for _, lr := range m.live {
+			lr.enter(lr.placeOf(r))
+		}
 		if r.Parent != "" {
 			k := m.kids[r.Parent]
 			if k == nil {
@@ -259,6 +269,10 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 		}
 		return
 	}
+	var was [resultsKept]place
+	for i, lr := range m.live {
+		was[i] = lr.placeOf(old)
+	}
 	if old.Status != tr.Status {
 		m.unindex(old)
 		old.TaskRow = *tr
@@ -268,6 +282,9 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 		old.TaskRow = *tr
 	}
 	old.errText = errText(tr.Err)
+	for i, lr := range m.live {
+		lr.move(was[i], old)
+	}
 }
 
 // index adds r to the indexes of its status.
@@ -304,6 +321,9 @@ func (m *mirror) unindex(r *row) {
 }
 
 func (m *mirror) remove(r *row) {
+	for _, lr := range m.live {
+		lr.leave(lr.placeOf(r))
+	}
 	m.unindex(r)
 	m.all.Delete(r.ent())
 	delete(m.byID, r.ID)

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -12,18 +13,9 @@ import (
 // row, with a million rows held: a new task seen final at once (the most
 // common row of a run of short tasks), and a change of status.
 func BenchmarkMirrorApply(b *testing.B) {
-	s, err := coordinator.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Shutdown(b.Context())
-	m := newMirror(s, time.Now)
-	const held = 1_000_000
-	page := coordinator.FeedPage{At: time.Now()}
-	for i := range held {
-		page.Rows = append(page.Rows, coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1})
-	}
-	m.apply(page)
+	m := heldMirror(b, func(i int) coordinator.TaskRow {
+		return coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1}
+	})
 	b.Run("new-final", func(b *testing.B) {
 		b.ReportAllocs()
 		rows := make([]coordinator.TaskRow, 1000)
@@ -37,21 +29,81 @@ func BenchmarkMirrorApply(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 	})
-	b.Run("status-change", func(b *testing.B) {
-		b.ReportAllocs()
-		rows := make([]coordinator.TaskRow, 1000)
-		k := 0
-		for b.Loop() {
-			for i := range rows {
-				st := coordinator.Failed
-				if k%2 == 0 {
-					st = coordinator.Succeeded
-				}
-				rows[i] = coordinator.TaskRow{Slot: (k * 7919) % held, ID: fmt.Sprint("held", (k*7919)%held), Status: st, Attempts: 2}
-				k++
-			}
-			m.apply(coordinator.FeedPage{Rows: rows, At: time.Now()})
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+	b.Run("status-change", func(b *testing.B) { statusChanges(b, m, func(slot int) string { return fmt.Sprint("held", slot) }) })
+}
+
+// BenchmarkLiveResult: a query of the tasks table beyond the copy's own
+// indexes, a million rows held: built (the first request: one pass over
+// the copy, a chunk at a time under its write lock), and what the copy's upkeep of the
+// results kept costs per changed row with resultsKept of them.
+func BenchmarkLiveResult(b *testing.B) {
+	m := heldMirror(b, func(i int) coordinator.TaskRow {
+		return coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", (i*7919)%held), Status: coordinator.Succeeded, Attempts: 1 + i%3}
 	})
+	queries := []taskQuery{
+		{Pool: anyPool, Sort: "id"},
+		{Pool: anyPool, Sort: "attempts", Desc: true},
+		{Pool: anyPool, Sort: "attempts", Desc: true, Prefix: "held1"},
+		{Pool: anyPool, Sort: "submitted", Desc: true, Statuses: []coordinator.Status{coordinator.Failed, coordinator.Skipped}},
+	}
+	for _, tq := range queries {
+		b.Run("build/"+tq.values(1).Encode(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m.mu.Lock()
+				m.live = nil
+				m.mu.Unlock()
+				m.readLive(tq, func(*liveResult) {})
+			}
+		})
+	}
+	m.mu.Lock()
+	m.live = nil
+	m.mu.Unlock()
+	for _, tq := range queries {
+		m.readLive(tq, func(*liveResult) {})
+	}
+	b.Run("status-change-kept=4", func(b *testing.B) {
+		statusChanges(b, m, func(slot int) string { return fmt.Sprint("held", (slot*7919)%held) })
+	})
+}
+
+// held is how many rows the mirror benchmarks hold.
+const held = 1_000_000
+
+// heldMirror is a mirror holding held rows, row(i) in slot i.
+func heldMirror(b *testing.B, row func(i int) coordinator.TaskRow) *mirror {
+	s, err := coordinator.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Shutdown(context.Background()) })
+	m := newMirror(s, time.Now)
+	page := coordinator.FeedPage{At: time.Now()}
+	for i := range held {
+		page.Rows = append(page.Rows, row(i))
+	}
+	m.apply(page)
+	return m
+}
+
+// statusChanges times the copy applying changes of status (and
+// attempts) to rows spread over its slots, 1,000 a read.
+func statusChanges(b *testing.B, m *mirror, id func(slot int) string) {
+	b.ReportAllocs()
+	rows := make([]coordinator.TaskRow, 1000)
+	k := 0
+	for b.Loop() {
+		for i := range rows {
+			st := coordinator.Failed
+			if k%2 == 0 {
+				st = coordinator.Succeeded
+			}
+			slot := (k * 7919) % held
+			rows[i] = coordinator.TaskRow{Slot: slot, ID: id(slot), Status: st, Attempts: 2 + k%2}
+			k++
+		}
+		m.apply(coordinator.FeedPage{Rows: rows, At: time.Now()})
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 }

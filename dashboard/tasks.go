@@ -2,10 +2,8 @@ package dashboard
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
@@ -42,7 +40,7 @@ type taskPage struct {
 	Counts  statusCounts // the tasks matching every filter but the status one, by status
 	Pages   int
 	Loading bool      // the mirror's first pass is under way: the counts grow
-	AsOf    time.Time // the order and the rows matching were taken then (a query sorted or filtered beyond status reuses them a while)
+	AsOf    time.Time // the copy's last read of the scheduler: the rows are as of then
 }
 
 // matches reports whether r passes every filter of tq but its statuses.
@@ -60,13 +58,11 @@ func (tq *taskQuery) cheap() bool {
 }
 
 // query answers tq from the mirror. At most a status filter, in the
-// order the tasks came: from the counted trees, the page found in
-// O(log n) and read. Anything else: one pass over every row, filtered
-// and sorted (the first pages with a bounded heap) off the coordinator,
-// kept in a cache and reused for later pages and repeats, for at least
-// an update interval and twenty times what it took, so that a client
-// repeating the most expensive query costs the dashboard at most about
-// 5% of a core (and the scheduler nothing).
+// order the tasks came: from the counted trees of the copy. Anything
+// else: from the query's live result (liveresult.go), built by one pass
+// over the copy the first time it is asked for and kept as rows change.
+// Either way the page is found in O(log n) and read: no request costs
+// the coordinator anything, or the dashboard a pass it made before.
 func (d *Dashboard) query(tq taskQuery) *taskPage {
 	m := d.mir
 	offset := (tq.Page - 1) * tq.Size
@@ -101,97 +97,35 @@ func (d *Dashboard) query(tq taskQuery) *taskPage {
 		}
 		return page
 	}
-	res := d.results(tq, offset+tq.Size)
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	page := &taskPage{Total: res.total, Counts: res.counts, Loading: !m.synced, AsOf: res.at}
-	page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
-	for i := offset; i < min(len(res.rows), offset+tq.Size); i++ {
-		if r := res.rows[i]; m.byID[r.ID] == r { // not forgotten since
-			page.Rows = append(page.Rows, r.copyOut())
-		}
-	}
+	page := &taskPage{}
+	m.readLive(tq, func(lr *liveResult) {
+		page.Total, page.Counts, page.Loading, page.AsOf = lr.rows.Len(), lr.counts, !m.synced, m.lastRead
+		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
+		lr.page(offset, tq.Size, tq.Desc, func(r *row) { page.Rows = append(page.Rows, r.copyOut()) })
+	})
 	return page
 }
 
-// result is a filtered, sorted list of rows, kept for reuse.
-type result struct {
-	rows   []*row // the first k in order (all, if k covered them)
-	k      int
-	total  int
-	counts statusCounts
-	at     time.Time // when it was computed (the dashboard's clock)
-	took   time.Duration
-}
-
-// resultCache keeps the last few results, by query without its page.
-type resultCache struct {
-	mu      sync.Mutex
-	entries map[string]*result
-	order   []string // least recently computed first
-}
-
-const resultsKept = 8
-
-// results returns the rows matching tq, in its order, at least the first
-// k: from the cache if it holds enough of them, computed no longer ago
-// than max(interval, 20 × what computing them took); else computed now.
-func (d *Dashboard) results(tq taskQuery, k int) *result {
-	q := tq
-	q.Page, q.Size = 1, 0
-	key := q.values(1).Encode()
-	now := d.cfg.clk.Now()
-	c := &d.cache
-	c.mu.Lock()
-	defer c.mu.Unlock() // one computation at a time: a burst of requests waits for it, and takes it
-	if r, ok := c.entries[key]; ok && r.k >= min(k, r.total) && now.Sub(r.at) < max(d.cfg.interval, 20*r.took) {
-		return r
-	}
-	r := d.compute(tq, k)
-	r.at = now
-	r.took = d.cfg.clk.Now().Sub(now)
-	if c.entries == nil {
-		c.entries = map[string]*result{}
-	}
-	if _, ok := c.entries[key]; !ok {
-		c.order = append(c.order, key)
-		if len(c.order) > resultsKept {
-			delete(c.entries, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	c.entries[key] = r
-	return r
-}
-
-// compute runs tq over every row: one pass, then a bounded heap for the
-// first k (a full sort when k is most of them).
-func (d *Dashboard) compute(tq taskQuery, k int) *result {
+// matching returns the IDs of every task matching tq, in its order: one
+// pass over the copy and a sort, for a bulk action (actions.go).
+func (d *Dashboard) matching(tq taskQuery) []string {
 	m := d.mir
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	needle := strings.ToLower(tq.ErrText)
-	res := &result{}
 	var rows []*row
 	m.all.Scan(func(e ent) bool {
-		r := e.r
-		if !tq.matches(r, needle) {
-			return true
-		}
-		res.counts[r.Status]++
-		if tq.hasStatus(r.Status) {
+		if r := e.r; tq.matches(r, needle) && tq.hasStatus(r.Status) {
 			rows = append(rows, r)
 		}
 		return true
 	})
-	res.total = len(rows)
-	k = max(k, 4*defaultPageSize)
-	res.rows = topK(rows, k, compareBy(tq.Sort, tq.Desc))
-	res.k = len(res.rows)
-	if res.k >= res.total {
-		res.k = res.total
+	slices.SortFunc(rows, compareBy(tq.Sort, tq.Desc))
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
 	}
-	return res
+	return ids
 }
 
 // compareBy orders rows by a sortKeys column, ties by the order they came.
@@ -225,41 +159,4 @@ func compareBy(key string, desc bool) func(a, b *row) int {
 		}
 		return c
 	}
-}
-
-// topK returns the first k of rows in the order of less, sorted: a full
-// sort when k is most of rows, else a bounded heap, O(n log k).
-func topK(rows []*row, k int, less func(a, b *row) int) []*row {
-	if k >= len(rows)/4 {
-		slices.SortFunc(rows, less)
-		return rows
-	}
-	h := &worstFirst{less: less}
-	for _, t := range rows {
-		if len(h.rows) < k {
-			heap.Push(h, t)
-		} else if less(t, h.rows[0]) < 0 {
-			h.rows[0] = t
-			heap.Fix(h, 0)
-		}
-	}
-	out := h.rows
-	slices.SortFunc(out, less)
-	return out
-}
-
-// worstFirst is a heap whose top is the row that sorts last.
-type worstFirst struct {
-	rows []*row
-	less func(a, b *row) int
-}
-
-func (h *worstFirst) Len() int           { return len(h.rows) }
-func (h *worstFirst) Less(i, j int) bool { return h.less(h.rows[i], h.rows[j]) > 0 }
-func (h *worstFirst) Swap(i, j int)      { h.rows[i], h.rows[j] = h.rows[j], h.rows[i] }
-func (h *worstFirst) Push(x any)         { h.rows = append(h.rows, x.(*row)) }
-func (h *worstFirst) Pop() any {
-	x := h.rows[len(h.rows)-1]
-	h.rows = h.rows[:len(h.rows)-1]
-	return x
 }

@@ -55,3 +55,20 @@ func chromiumCPU(dir string) time.Duration {
 	}
 	return time.Duration(ticks) * (time.Second / 100)
 }
+
+// selfCPU returns the processor time this process used so far, from
+// /proc (Linux; 0 elsewhere), at 100 ticks a second.
+func selfCPU() time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}

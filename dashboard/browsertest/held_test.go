@@ -55,6 +55,7 @@ func TestHeldLoad(t *testing.T) {
 	}
 	type result struct {
 		elapsed []time.Duration
+		cpu     []time.Duration // the process's processor time from Submit to Wait (less noisy than elapsed on a shared machine)
 		probe   []time.Duration // every probe's round trip
 		reqs    int
 		reqTime time.Duration
@@ -146,34 +147,36 @@ func TestHeldLoad(t *testing.T) {
 			for i := range *heldRun {
 				run.Add(coordinator.Task{ID: fmt.Sprintf("r%d-%s-%d", round, mode, i), Run: fn})
 			}
-			start := time.Now()
+			start, cpu := time.Now(), selfCPU()
 			if err := s.SubmitGraph(context.Background(), &run); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Wait(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			elapsed := time.Since(start)
+			elapsed, used := time.Since(start), selfCPU()-cpu
 			close(stop)
 			wg.Wait()
 			r.elapsed = append(r.elapsed, elapsed)
+			r.cpu = append(r.cpu, used)
 			r.probe = append(r.probe, probes...)
 			if d != nil {
 				srv.CloseClientConnections()
 				d.Close()
 				srv.Close()
 			}
-			t.Logf("round %d %-9s %v", round+1, mode, elapsed.Round(time.Millisecond))
+			t.Logf("round %d %-9s %v, processor %v", round+1, mode, elapsed.Round(time.Millisecond), used)
 		}
 	}
-	base := median(results["none"].elapsed)
+	base, baseCPU := median(results["none"].elapsed), median(results["none"].cpu)
 	t.Logf("%d tasks held, %d run of %v each, %d rounds, medians:", *heldN, *heldRun, *heldWork, *loadRounds)
 	for _, mode := range order {
 		r := results[mode]
 		m := median(r.elapsed)
 		slices.Sort(r.probe)
-		line := fmt.Sprintf("%-9s %v, %+.1f%% against none; a coordinator round trip: p99.9 %v, max %v", mode, m.Round(time.Millisecond),
-			100*(m.Seconds()/base.Seconds()-1), r.probe[len(r.probe)*999/1000].Round(time.Microsecond), r.probe[len(r.probe)-1].Round(time.Microsecond))
+		c := median(r.cpu)
+		line := fmt.Sprintf("%-9s %v, %+.1f%% against none; processor %v, %+.1f%%; a coordinator round trip: p99.9 %v, max %v", mode, m.Round(time.Millisecond),
+			100*(m.Seconds()/base.Seconds()-1), c, 100*(c.Seconds()/baseCPU.Seconds()-1), r.probe[len(r.probe)*999/1000].Round(time.Microsecond), r.probe[len(r.probe)-1].Round(time.Microsecond))
 		if r.reqs > 0 {
 			line += fmt.Sprintf("; %s answered %d times, in %v on average", heldRequests[mode], r.reqs, (r.reqTime / time.Duration(r.reqs)).Round(time.Microsecond))
 		}

@@ -1,0 +1,288 @@
+package dashboard
+
+import (
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/coordinator"
+	"github.com/tidwall/btree"
+)
+
+// A live result is one query of the tasks table beyond what the copy's
+// own indexes answer (a filter other than one status, or a sort other
+// than the order the tasks came in), kept as the copy changes: the rows
+// that match it, in its order, in a counted B-tree, and the counts by
+// status of the rows that match its other filters. The first request of
+// a query builds it with one pass over the copy, a chunk at a time;
+// every later request,
+// and every page of it, is a lookup (GetAt: O(log n)) and a read of the
+// page's rows, however many tasks are held; each change the copy applies
+// updates the results it concerns (a filter and a comparison each). A
+// page is therefore as current as the copy, and a client repeating the
+// most expensive query costs neither the scheduler nor the dashboard a
+// pass.
+//
+// At most resultsKept are kept, the least recently asked for dropped
+// first, and one nobody asked for in resultIdle is dropped at the copy's
+// next change: a live result costs about 48 bytes per matching task and
+// its share of the copy's upkeep only while someone reads it.
+const (
+	resultsKept = 4
+	resultIdle  = time.Minute
+)
+
+// rent is a row in a live result: its sort key inline (a number or a
+// text, by column), so that the tree compares without reading the rows.
+type rent struct {
+	n   int64
+	s   string
+	seq uint64
+	r   *row
+}
+
+// liveResult is one query's rows. Guarded by mirror.mu (changed under
+// its write lock), but for used; key, q, needle and text are immutable.
+type liveResult struct {
+	key    string    // the query without its page (taskQuery.values)
+	q      taskQuery // its filters and sort
+	needle string    // the error-text filter, lower-cased
+	text   bool      // the sort column is a text (rent.s), else a number (rent.n)
+	rows   *btree.BTreeG[rent]
+	counts statusCounts // rows matching every filter but the statuses, by status
+	cursor uint64       // the rows of seq up to it are in (built so far); math.MaxUint64 once built
+	used   atomic.Int64 // when it was last asked for (the dashboard's clock, UnixNano)
+}
+
+// done reports whether every row is in.
+func (lr *liveResult) done() bool { return lr.cursor == math.MaxUint64 }
+
+// textColumns are the sortKeys columns that sort as text.
+var textColumns = map[string]bool{"id": true, "pool": true, "key": true}
+
+func newLiveResult(key string, tq taskQuery) *liveResult {
+	lr := &liveResult{key: key, q: tq, needle: strings.ToLower(tq.ErrText), text: textColumns[tq.Sort]}
+	less := func(a, b rent) bool {
+		if a.n != b.n {
+			return a.n < b.n
+		}
+		return a.seq < b.seq
+	}
+	if lr.text {
+		less = func(a, b rent) bool {
+			if a.s != b.s {
+				return a.s < b.s
+			}
+			return a.seq < b.seq
+		}
+	}
+	lr.rows = btree.NewBTreeGOptions(less, btree.Options{NoLocks: true})
+	return lr
+}
+
+// entry is r's place in the result's order; compareBy is the same order.
+func (lr *liveResult) entry(r *row) rent {
+	e := rent{seq: r.seq, r: r}
+	switch lr.q.Sort {
+	case "id":
+		e.s = r.ID
+	case "pool":
+		e.s = r.Pool
+	case "key":
+		e.s = r.Key
+	case "status":
+		e.n = int64(r.Status)
+	case "priority":
+		e.n = int64(r.Priority)
+	case "attempts":
+		e.n = int64(r.Attempts)
+	case "runs":
+		e.n = int64(r.Runs)
+	}
+	return e
+}
+
+// place is where a row stands in a result: whether it matches the
+// filters but the statuses (and was scanned), its status, and its entry.
+type place struct {
+	match bool
+	st    coordinator.Status
+	e     rent
+}
+
+func (lr *liveResult) placeOf(r *row) place {
+	if r.seq > lr.cursor || !lr.q.matches(r, lr.needle) { // not scanned yet, or no match
+		return place{}
+	}
+	return place{match: true, st: r.Status, e: lr.entry(r)}
+}
+
+// move takes a row from where it stood (from) to where it stands now.
+func (lr *liveResult) move(from place, r *row) {
+	to := lr.placeOf(r)
+	if from == to {
+		return
+	}
+	if from.match {
+		lr.counts[from.st]--
+	}
+	if to.match {
+		lr.counts[to.st]++
+	}
+	was, is := from.match && lr.q.hasStatus(from.st), to.match && lr.q.hasStatus(to.st)
+	switch {
+	case was && is && from.e == to.e: // its status changed, not its place
+	default:
+		if was {
+			lr.rows.Delete(from.e)
+		}
+		if is {
+			lr.rows.Set(to.e)
+		}
+	}
+}
+
+func (lr *liveResult) enter(p place) {
+	if !p.match {
+		return
+	}
+	lr.counts[p.st]++
+	if lr.q.hasStatus(p.st) {
+		lr.rows.Set(p.e)
+	}
+}
+
+func (lr *liveResult) leave(p place) {
+	if !p.match {
+		return
+	}
+	lr.counts[p.st]--
+	if lr.q.hasStatus(p.st) {
+		lr.rows.Delete(p.e)
+	}
+}
+
+// readLive calls read with tq's live result, complete and current, under
+// mu's read lock. A result not kept yet is built a chunk at a time
+// (liveChunk rows under the write lock, then the lock let go: the copy's
+// reads and other requests go on in between), and kept from its first
+// chunk on, so that the changes the copy applies meanwhile to rows
+// already scanned reach it. It is safe for concurrent use; requests for
+// one query share its building.
+func (m *mirror) readLive(tq taskQuery, read func(*liveResult)) {
+	q := tq
+	q.Page, q.Size = 1, 0
+	key := q.values(1).Encode()
+	for {
+		now := m.clk()
+		m.mu.RLock()
+		if lr := m.findLive(key); lr != nil && lr.done() {
+			lr.used.Store(now.UnixNano())
+			read(lr)
+			m.mu.RUnlock()
+			return
+		}
+		m.mu.RUnlock()
+		m.mu.Lock()
+		lr := m.findLive(key)
+		if lr == nil { // not kept yet, or dropped for newer ones while it was built: (again) from the start
+			lr = newLiveResult(key, tq)
+			m.keepLive(lr)
+		}
+		lr.used.Store(now.UnixNano())
+		if !lr.done() { // another request may have ended its building meanwhile
+			m.buildChunk(lr)
+		}
+		m.mu.Unlock()
+		if m.betweenChunks != nil {
+			m.betweenChunks()
+		}
+	}
+}
+
+// liveChunk is how many rows a live result's building scans per hold of
+// the copy's write lock: a few milliseconds.
+var liveChunk = 16384
+
+// findLive is the live result of key, or nil. Guarded by mu.
+func (m *mirror) findLive(key string) *liveResult {
+	for _, lr := range m.live {
+		if lr.key == key {
+			return lr
+		}
+	}
+	return nil
+}
+
+// buildChunk scans the next liveChunk rows into lr, in the order the
+// copy holds them (by seq), and marks it done at the end. Guarded by mu
+// (write).
+func (m *mirror) buildChunk(lr *liveResult) {
+	n := 0
+	m.all.Ascend(ent{seq: lr.cursor + 1}, func(e ent) bool {
+		if n == liveChunk {
+			return false
+		}
+		n++
+		lr.cursor = e.seq
+		lr.enter(lr.placeOf(e.r))
+		return true
+	})
+	if n < liveChunk {
+		lr.cursor = math.MaxUint64 // every row, and every row to come
+	}
+}
+
+// keepLive keeps lr, in place of the least recently asked for once
+// resultsKept are kept. Guarded by mu (write).
+func (m *mirror) keepLive(lr *liveResult) {
+	if len(m.live) >= resultsKept {
+		oldest := 0
+		for i, o := range m.live {
+			if o.used.Load() < m.live[oldest].used.Load() {
+				oldest = i
+			}
+		}
+		m.live[oldest] = m.live[len(m.live)-1]
+		m.live[len(m.live)-1] = nil
+		m.live = m.live[:len(m.live)-1]
+	}
+	m.live = append(m.live, lr)
+}
+
+// dropIdle forgets the live results nobody asked for in resultIdle.
+// Guarded by mu (write): no request reads m.live meanwhile.
+func (m *mirror) dropIdle(now time.Time) {
+	cutoff := now.Add(-resultIdle).UnixNano()
+	kept := m.live[:0]
+	for _, lr := range m.live {
+		if lr.used.Load() >= cutoff {
+			kept = append(kept, lr)
+		}
+	}
+	clear(m.live[len(kept):])
+	m.live = kept
+}
+
+// page reads rows [offset, offset+size) of the result, in its order or
+// (desc) the reverse. Guarded by mu (read).
+func (lr *liveResult) page(offset, size int, desc bool, take func(*row)) {
+	total := lr.rows.Len()
+	if offset >= total {
+		return
+	}
+	n := 0
+	each := func(e rent) bool {
+		take(e.r)
+		n++
+		return n < size
+	}
+	if desc {
+		pivot, _ := lr.rows.GetAt(total - 1 - offset)
+		lr.rows.Descend(pivot, each)
+	} else {
+		pivot, _ := lr.rows.GetAt(offset)
+		lr.rows.Ascend(pivot, each)
+	}
+}
