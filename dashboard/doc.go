@@ -80,9 +80,10 @@
 // most a status filter is read from the indexes; any other sort or
 // filter from a live result: the rows that match it in its order, made
 // by one pass over the copy the first time it is asked for and then kept
-// as the copy changes (at most four, each dropped after a minute nobody
-// asked for it), so that a repeat or another page of it is a lookup in
-// O(log n), never a pass again. The task page asks the scheduler for that
+// as the copy changes (at most four kept or built at once, a built one
+// dropped after a minute nobody asked for it, or for a newer query), so
+// that a repeat or another page of it is a lookup in O(log n) while it
+// is kept. The task page asks the scheduler for that
 // task alone (Info, Detail, History, and its neighbours: a Snapshot with
 // Roots and a Limit, which visits what it returns); the graph reads the
 // nearest tasks, at most WithGraphLimit. So no request holds the

@@ -392,7 +392,10 @@ func (d *Dashboard) serveTasks(w http.ResponseWriter, r *http.Request) {
 		d.failErr(w, r, err)
 		return
 	}
-	page := d.query(tq)
+	page, err := d.query(r.Context(), tq)
+	if err != nil {
+		return // the client went away while its query's result was built
+	}
 	if wantsJSON(r) {
 		type row struct {
 			ID       string    `json:"id"`

@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"context"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -168,9 +170,13 @@ func (lr *liveResult) leave(p place) {
 // (liveChunk rows under the write lock, then the lock let go: the copy's
 // reads and other requests go on in between), and kept from its first
 // chunk on, so that the changes the copy applies meanwhile to rows
-// already scanned reach it. It is safe for concurrent use; requests for
-// one query share its building.
-func (m *mirror) readLive(tq taskQuery, read func(*liveResult)) {
+// already scanned reach it. Requests for one query share its building;
+// at most resultsKept results are kept or built at once, and a result
+// being built is never dropped for another: a request for a new query
+// while every place is taken by a build waits for one to end. It returns
+// ctx's error if ctx ends first (a build that no request drives any
+// more is dropped). It is safe for concurrent use.
+func (m *mirror) readLive(ctx context.Context, tq taskQuery, read func(*liveResult)) error {
 	q := tq
 	q.Page, q.Size = 1, 0
 	key := q.values(1).Encode()
@@ -181,29 +187,51 @@ func (m *mirror) readLive(tq taskQuery, read func(*liveResult)) {
 			lr.used.Store(now.UnixNano())
 			read(lr)
 			m.mu.RUnlock()
-			return
+			return nil
 		}
 		m.mu.RUnlock()
 		m.mu.Lock()
 		lr := m.findLive(key)
-		if lr == nil { // not kept yet, or dropped for newer ones while it was built: (again) from the start
+		if lr == nil && !m.roomForLive() {
+			wait := m.liveDone
+			m.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if lr == nil {
 			lr = newLiveResult(key, tq)
 			m.keepLive(lr)
 		}
 		lr.used.Store(now.UnixNano())
 		if !lr.done() { // another request may have ended its building meanwhile
 			m.buildChunk(lr)
+			if lr.done() {
+				m.liveChanged()
+			}
 		}
 		m.mu.Unlock()
 		if m.betweenChunks != nil {
 			m.betweenChunks()
 		}
+		if err := ctx.Err(); err != nil {
+			m.mu.Lock()
+			if !lr.done() && m.findLive(key) == lr {
+				m.dropLive(lr) // abandoned: another request for it starts it again
+			}
+			m.mu.Unlock()
+			return err
+		}
 	}
 }
 
 // liveChunk is how many rows a live result's building scans per hold of
-// the copy's write lock: a few milliseconds.
-var liveChunk = 16384
+// the copy's write lock: a few milliseconds for most queries (an order
+// by text about 6 ms, a million rows held).
+var liveChunk = 4096
 
 // findLive is the live result of key, or nil. Guarded by mu.
 func (m *mirror) findLive(key string) *liveResult {
@@ -213,6 +241,20 @@ func (m *mirror) findLive(key string) *liveResult {
 		}
 	}
 	return nil
+}
+
+// roomForLive reports whether another result can be kept: fewer than
+// resultsKept are, or one of them is built (and may be dropped). Guarded
+// by mu.
+func (m *mirror) roomForLive() bool {
+	return len(m.live) < resultsKept || slices.ContainsFunc(m.live, (*liveResult).done)
+}
+
+// liveChanged wakes the requests waiting for room (readLive). Guarded by
+// mu (write).
+func (m *mirror) liveChanged() {
+	close(m.liveDone)
+	m.liveDone = make(chan struct{})
 }
 
 // buildChunk scans the next liveChunk rows into lr, in the order the
@@ -234,35 +276,41 @@ func (m *mirror) buildChunk(lr *liveResult) {
 	}
 }
 
-// keepLive keeps lr, in place of the least recently asked for once
-// resultsKept are kept. Guarded by mu (write).
+// keepLive keeps lr, in place of the least recently asked for of the
+// results built once resultsKept are kept (roomForLive: there is one).
+// Guarded by mu (write).
 func (m *mirror) keepLive(lr *liveResult) {
 	if len(m.live) >= resultsKept {
-		oldest := 0
+		oldest := -1
 		for i, o := range m.live {
-			if o.used.Load() < m.live[oldest].used.Load() {
+			if o.done() && (oldest < 0 || o.used.Load() < m.live[oldest].used.Load()) {
 				oldest = i
 			}
 		}
-		m.live[oldest] = m.live[len(m.live)-1]
-		m.live[len(m.live)-1] = nil
-		m.live = m.live[:len(m.live)-1]
+		m.dropLive(m.live[oldest])
 	}
 	m.live = append(m.live, lr)
 }
 
-// dropIdle forgets the live results nobody asked for in resultIdle.
-// Guarded by mu (write): no request reads m.live meanwhile.
+// dropLive forgets lr. Guarded by mu (write).
+func (m *mirror) dropLive(lr *liveResult) {
+	i := slices.Index(m.live, lr)
+	m.live[i] = m.live[len(m.live)-1]
+	m.live[len(m.live)-1] = nil
+	m.live = m.live[:len(m.live)-1]
+	m.liveChanged()
+}
+
+// dropIdle forgets the built live results nobody asked for in
+// resultIdle (one being built is asked for at every chunk). Guarded by
+// mu (write).
 func (m *mirror) dropIdle(now time.Time) {
 	cutoff := now.Add(-resultIdle).UnixNano()
-	kept := m.live[:0]
-	for _, lr := range m.live {
-		if lr.used.Load() >= cutoff {
-			kept = append(kept, lr)
+	for i := len(m.live) - 1; i >= 0; i-- {
+		if lr := m.live[i]; lr.done() && lr.used.Load() < cutoff {
+			m.dropLive(lr)
 		}
 	}
-	clear(m.live[len(kept):])
-	m.live = kept
 }
 
 // page reads rows [offset, offset+size) of the result, in its order or

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,7 +150,10 @@ func TestLiveResultsMatchAPass(t *testing.T) {
 // checkPage compares d's page of tq with one pass over the copy.
 func checkPage(t *testing.T, at string, d *Dashboard, tq taskQuery) {
 	t.Helper()
-	got := d.query(tq)
+	got, err := d.query(t.Context(), tq)
+	if err != nil {
+		t.Fatalf("%s: query = %v", at, err)
+	}
 	all := d.matching(tq)
 	m := d.mir
 	var counts statusCounts
@@ -182,9 +187,10 @@ func checkPage(t *testing.T, at string, d *Dashboard, tq taskQuery) {
 	}
 }
 
-// Requests that build, read and evict live results at once, while the
-// copy applies changes: no race (-race), and once the changes stop every
-// query's page is what a pass gives.
+// Requests that build (a chunk at a time), read and evict live results
+// at once, more distinct queries than are kept, while the copy applies
+// changes: no race (-race), every request answered, and once the changes
+// stop every query's page is what a pass gives.
 func TestLiveResultsConcurrent(t *testing.T) {
 	s, err := coordinator.New()
 	if err != nil {
@@ -193,14 +199,30 @@ func TestLiveResultsConcurrent(t *testing.T) {
 	defer s.Shutdown(t.Context())
 	m := newMirror(s, time.Now)
 	d := &Dashboard{mir: m}
+	defer func(n int) { liveChunk = n }(liveChunk)
+	liveChunk = 64
 	queries := []taskQuery{}
 	for _, key := range sortKeys {
 		queries = append(queries, taskQuery{Pool: anyPool, Sort: key, Desc: true, Page: 1, Size: 20},
 			taskQuery{Pool: anyPool, Sort: key, Prefix: "t1", Page: 2, Size: 7, Statuses: []coordinator.Status{coordinator.Failed, coordinator.Running}})
 	}
+	const slots = 3000
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 31))
+	apply := func(first bool) {
+		var rows []coordinator.TaskRow
+		for range 50 {
+			slot := rng.IntN(slots)
+			rows = append(rows, coordinator.TaskRow{Slot: slot, ID: fmt.Sprintf("t%d", slot), Status: coordinator.Status(rng.IntN(7)),
+				Attempts: rng.IntN(3), Gone: rng.IntN(10) == 0})
+		}
+		m.apply(coordinator.FeedPage{Rows: rows, At: time.Now(), More: first})
+	}
+	for i := range slots / 10 {
+		apply(i == 0)
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := range 4 {
+	for g := range 6 {
 		wg.Go(func() {
 			for i := g; ; i++ {
 				select {
@@ -208,23 +230,72 @@ func TestLiveResultsConcurrent(t *testing.T) {
 					return
 				default:
 				}
-				d.query(queries[i%len(queries)])
+				if _, err := d.query(t.Context(), queries[i%len(queries)]); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		})
 	}
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 31))
-	for step := range 300 {
-		var rows []coordinator.TaskRow
-		for range 50 {
-			slot := rng.IntN(500)
-			rows = append(rows, coordinator.TaskRow{Slot: slot, ID: fmt.Sprintf("t%d", slot), Status: coordinator.Status(rng.IntN(7)),
-				Attempts: rng.IntN(3), Gone: rng.IntN(10) == 0})
-		}
-		m.apply(coordinator.FeedPage{Rows: rows, At: time.Now(), More: step == 0})
+	for range 300 {
+		apply(false)
 	}
 	close(stop)
 	wg.Wait()
 	for _, tq := range queries {
 		checkPage(t, "after the changes", d, tq)
+	}
+}
+
+// More requests for distinct queries at once than results are kept, each
+// needing several chunks to build: each is answered after about one pass
+// of its own (a build is never dropped for another, which would start it
+// again, and again: none finished). A request whose client went away
+// leaves no build behind.
+func TestLiveResultsMoreThanKept(t *testing.T) {
+	s, err := coordinator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(t.Context())
+	m := newMirror(s, time.Now)
+	d := &Dashboard{mir: m}
+	defer func(n int) { liveChunk = n }(liveChunk)
+	liveChunk = 100
+	const rows = 20_000
+	page := coordinator.FeedPage{At: time.Now()}
+	for i := range rows {
+		page.Rows = append(page.Rows, coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1 + i%3})
+	}
+	m.apply(page)
+	var chunks atomic.Int64
+	m.betweenChunks = func() { chunks.Add(1) }
+	const requests = 3 * resultsKept
+	var wg sync.WaitGroup
+	for g := range requests {
+		wg.Go(func() {
+			tq := taskQuery{Pool: anyPool, Sort: "id", Prefix: fmt.Sprint("held", g), Page: 1, Size: 50}
+			if _, err := d.query(t.Context(), tq); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := chunks.Load(), int64(requests*(rows/liveChunk+1)); got > want {
+		t.Errorf("%d chunks built for %d queries; want at most %d (one pass each)", got, requests, want)
+	}
+	// A client that goes away while its query is built: its build is
+	// dropped, and the others kept are built ones.
+	ctx, cancel := context.WithCancel(t.Context())
+	m.betweenChunks = cancel
+	if _, err := d.query(ctx, taskQuery{Pool: anyPool, Sort: "key", Page: 1, Size: 5}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("query whose context ends while it is built = %v; want context.Canceled", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, lr := range m.live {
+		if !lr.done() {
+			t.Errorf("a result of %s left half built", lr.key)
+		}
 	}
 }

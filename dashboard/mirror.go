@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,16 @@ type row struct {
 	seen    time.Time // when the mirror first saw it; zero if in its first pass (before the dashboard)
 	since   time.Time // when it entered its status, as the mirror saw it; zero if in the first pass
 	errText string    // its error's text, cut
+	errLow  string    // errText lower-cased, for the error filter (most often errText itself: no allocation)
+}
+
+// setErr keeps err's text, cut, and its lower-case form.
+func (r *row) setErr(err error) {
+	text := errText(err)
+	if text == r.errText && (text == "" || r.errLow != "") {
+		return
+	}
+	r.errText, r.errLow = text, strings.ToLower(text)
 }
 
 // ent is a row in an index: its key inline, so that a tree compares
@@ -120,6 +131,7 @@ type mirror struct {
 	running  map[*row]struct{}
 	kids     map[string]map[*row]struct{} // by parent ID
 	live     []*liveResult                // the tasks table's queries kept as rows change (liveresult.go)
+	liveDone chan struct{}                // closed (and replaced) when a live result is built or dropped: a request waiting for room looks again
 
 	betweenChunks func() // nil but in tests: called while a live result is built, between its chunks, with mu let go
 	seq           uint64
@@ -141,7 +153,7 @@ type mirror struct {
 func newMirror(s *coordinator.Scheduler, now func() time.Time) *mirror {
 	m := &mirror{s: s, clk: now, byID: map[string]*row{}, ready: map[string]*btree.BTreeG[went]{},
 		counts: map[string]*statusCounts{}, running: map[*row]struct{}{}, kids: map[string]map[*row]struct{}{},
-		buckets: map[string][]endBucket{}, changed: make(chan struct{}), caughtCh: make(chan struct{})}
+		buckets: map[string][]endBucket{}, changed: make(chan struct{}), caughtCh: make(chan struct{}), liveDone: make(chan struct{})}
 	opts := btree.Options{NoLocks: true}
 	m.all = btree.NewBTreeGOptions(bySeq, opts)
 	for i := range m.byStatus {
@@ -251,7 +263,7 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 		} else {
 			r.since = time.Time{}
 		}
-		r.errText = errText(tr.Err)
+		r.setErr(tr.Err)
 		m.slots[tr.Slot] = r
 		m.byID[r.ID] = r
 		m.all.Load(r.ent()) // the newest: appended
@@ -281,7 +293,7 @@ func (m *mirror) put(tr *coordinator.TaskRow, at time.Time, first bool) {
 	} else {
 		old.TaskRow = *tr
 	}
-	old.errText = errText(tr.Err)
+	old.setErr(tr.Err)
 	for i, lr := range m.live {
 		lr.move(was[i], old)
 	}

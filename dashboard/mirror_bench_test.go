@@ -53,7 +53,7 @@ func BenchmarkLiveResult(b *testing.B) {
 				m.mu.Lock()
 				m.live = nil
 				m.mu.Unlock()
-				m.readLive(tq, func(*liveResult) {})
+				_ = m.readLive(b.Context(), tq, func(*liveResult) {})
 			}
 		})
 	}
@@ -61,7 +61,7 @@ func BenchmarkLiveResult(b *testing.B) {
 	m.live = nil
 	m.mu.Unlock()
 	for _, tq := range queries {
-		m.readLive(tq, func(*liveResult) {})
+		_ = m.readLive(b.Context(), tq, func(*liveResult) {})
 	}
 	b.Run("status-change-kept=4", func(b *testing.B) {
 		statusChanges(b, m, func(slot int) string { return fmt.Sprint("held", (slot*7919)%held) })

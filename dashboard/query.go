@@ -39,7 +39,6 @@ var sortKeys = []string{"id", "submitted", "status", "pool", "key", "priority", 
 const (
 	defaultPageSize = 50
 	maxPageSize     = 500
-	maxErrorScan    = 20000 // tasks whose error an error-text filter reads, at most
 )
 
 // taskQuery is the tasks table's filter, sort and page, parsed from the

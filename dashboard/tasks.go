@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ type taskPage struct {
 func (tq *taskQuery) matches(r *row, needle string) bool {
 	return (tq.Pool == anyPool || r.Pool == tq.Pool) && (tq.Key == "" || r.Key == tq.Key) &&
 		(tq.Parent == "" || r.Parent == tq.Parent) && strings.HasPrefix(r.ID, tq.Prefix) &&
-		(needle == "" || strings.Contains(strings.ToLower(r.errText), needle))
+		(needle == "" || strings.Contains(r.errLow, needle))
 }
 
 // cheap reports whether tq is answered from the indexes alone: at most a
@@ -62,8 +63,9 @@ func (tq *taskQuery) cheap() bool {
 // else: from the query's live result (liveresult.go), built by one pass
 // over the copy the first time it is asked for and kept as rows change.
 // Either way the page is found in O(log n) and read: no request costs
-// the coordinator anything, or the dashboard a pass it made before.
-func (d *Dashboard) query(tq taskQuery) *taskPage {
+// the coordinator anything. It returns ctx's error if ctx ends while the
+// query's live result is built.
+func (d *Dashboard) query(ctx context.Context, tq taskQuery) (*taskPage, error) {
 	m := d.mir
 	offset := (tq.Page - 1) * tq.Size
 	if tq.cheap() {
@@ -82,7 +84,7 @@ func (d *Dashboard) query(tq taskQuery) *taskPage {
 		page.Total = tree.Len()
 		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
 		if offset >= page.Total {
-			return page
+			return page, nil
 		}
 		take := func(e ent) bool {
 			page.Rows = append(page.Rows, e.r.copyOut())
@@ -95,15 +97,14 @@ func (d *Dashboard) query(tq taskQuery) *taskPage {
 			pivot, _ := tree.GetAt(offset)
 			tree.Ascend(pivot, take)
 		}
-		return page
+		return page, nil
 	}
 	page := &taskPage{}
-	m.readLive(tq, func(lr *liveResult) {
+	return page, m.readLive(ctx, tq, func(lr *liveResult) {
 		page.Total, page.Counts, page.Loading, page.AsOf = lr.rows.Len(), lr.counts, !m.synced, m.lastRead
 		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
 		lr.page(offset, tq.Size, tq.Desc, func(r *row) { page.Rows = append(page.Rows, r.copyOut()) })
 	})
-	return page
 }
 
 // matching returns the IDs of every task matching tq, in its order: one
