@@ -106,6 +106,7 @@ type poolConfig struct {
 	detach     bool                            // WithDetach: Shutdown leaves remote attempts running
 	secret     []byte                          // WithSecret, or random for a random instance; nil: outcomes unchecked
 	fence      func(ctx context.Context) error // WithFence; nil: none
+	gen        uint64                          // WithGeneration; 0: none (a random results consumer name)
 }
 
 func positive(what string, d time.Duration) error {
@@ -163,6 +164,29 @@ func WithInstance(id string) Option {
 			return fmt.Errorf("%w: WithInstance(%q): need 1-64 letters, digits, '-' or '_'", ErrInvalidOption, id)
 		}
 		c.instance = id
+		return nil
+	}
+}
+
+// WithGeneration orders the Pools of one instance (WithInstance) that
+// take over from one another: a Pool of generation g (g > 0, such as a
+// leader's term) deletes the results consumers of the instance's older
+// Pools as it starts, as every Pool does, but never those of a newer
+// generation: finding one, NewPool fails with ErrSuperseded, and leaves
+// the newer Pool alone. Without it, a Pool takes over from every other
+// Pool of its instance, whichever started last (a restarted process).
+// NewPool tried again with the same generation (after a failed try) uses
+// the same results consumer.
+//
+// Pools of one instance made by versions before this option took over
+// from one another only: a newer version's Pool deletes their consumers,
+// and an older version's leaves a newer one's in place.
+func WithGeneration(g uint64) Option {
+	return func(c *poolConfig) error {
+		if g == 0 {
+			return fmt.Errorf("%w: WithGeneration(0): need a generation from 1", ErrInvalidOption)
+		}
+		c.gen = g
 		return nil
 	}
 }
@@ -477,18 +501,18 @@ func (p *Pool) provision(ctx context.Context) error {
 // start subscribes to outcomes, max-delivery advisories
 // and connection events, in this order of importance.
 func (p *Pool) start(ctx context.Context) error {
-	var g [genBytes]byte
-	_, _ = rand.Read(g[:])
-	name, filter := resultsConsumer(p.cfg.instance, hex.EncodeToString(g[:])), resultsSubject(p.name, p.cfg.instance)+".>"
+	name, filter := resultsConsumer(p.cfg.instance, generation(p.cfg.gen)), resultsSubject(p.name, p.cfg.instance)+".>"
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{
 		Durable: name, FilterSubject: filter,
 		AckPolicy: njs.AckExplicitPolicy, AckWait: resultsAckWait, MaxAckPending: -1,
 		DeliverPolicy: njs.DeliverAllPolicy, InactiveThreshold: p.cfg.resultsTTL,
 	})
 	if err != nil {
+		p.dropConsumer(name, false) // JetStream may have made it, and not answered
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
 	if err := p.takeOver(ctx, name); err != nil {
+		p.dropConsumer(name, errors.Is(err, ErrSuperseded))
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
 	for _, s := range []struct {
@@ -500,6 +524,7 @@ func (p *Pool) start(ctx context.Context) error {
 	} {
 		sub, err := p.nc.Subscribe(s.subject, s.f)
 		if err != nil {
+			p.dropConsumer(name, false)
 			return fmt.Errorf("jetstream: NewPool(%q): %w", p.name, err)
 		}
 		p.subs = append(p.subs, sub)
@@ -519,10 +544,25 @@ func (p *Pool) start(ctx context.Context) error {
 			slog.String("pool", p.name), slog.Any("err", err))
 	}))
 	if err != nil {
+		p.dropConsumer(name, false)
 		return fmt.Errorf("jetstream: NewPool(%q): consume results: %w", p.name, err)
 	}
 	p.cc = cc
 	return nil
+}
+
+// dropConsumer deletes the results consumer name of a NewPool that
+// failed, which would otherwise keep the instance's outcomes for nobody
+// until its InactiveThreshold, if JetStream answers within a second:
+// always if superseded, else only a random generation's (a Pool tried
+// again with the same WithGeneration uses it; a newer one deletes it).
+func (p *Pool) dropConsumer(name string, superseded bool) {
+	if !superseded && p.cfg.gen > 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = p.results.DeleteConsumer(ctx, name)
 }
 
 // takeOver deletes the results consumers of this instance other than
@@ -531,7 +571,9 @@ func (p *Pool) start(ctx context.Context) error {
 // and delivers every outcome they had not acknowledged, at once: an
 // outcome delivered to a Pool that died before acknowledging it would
 // otherwise wait resultsAckWait for its redelivery, and one delivered to
-// a Pool that still runs would be applied there.
+// a Pool that still runs would be applied there. With a generation
+// (WithGeneration), only those of older generations, or of none: a newer
+// one's makes it fail with ErrSuperseded, having deleted nothing.
 //
 // They are found by name (ownConsumer), from the consumers' names alone:
 // a list of their configurations asks each consumer's leader, and on a
@@ -541,9 +583,13 @@ func (p *Pool) takeOver(ctx context.Context, name string) error {
 	var old []string
 	names := p.results.ConsumerNames(ctx)
 	for c := range names.Name() {
-		if c != name && ownConsumer(c, p.cfg.instance) {
-			old = append(old, c)
+		if c == name || !ownConsumer(c, p.cfg.instance) {
+			continue
 		}
+		if g, ordered := generationOf(c, p.cfg.instance); p.cfg.gen > 0 && ordered && g > p.cfg.gen {
+			return fmt.Errorf("%w: generation %d's results consumer %s is there (this Pool's generation: %d)", ErrSuperseded, g, c, p.cfg.gen)
+		}
+		old = append(old, c)
 	}
 	if err := names.Err(); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -110,5 +111,80 @@ func TestTakeOverDeletesOnlyItsInstancesConsumers(t *testing.T) {
 	after := names()
 	if len(after) != 2 || !slices.Contains(after, before[0]) || slices.Contains(after, before[1]) {
 		t.Fatalf("results consumers %v, then %v after a new Pool of coord-x; want coord's kept and coord-x's replaced", before, after)
+	}
+}
+
+// Pools of one instance with generations (WithGeneration): a newer one
+// deletes the results consumers of older ones and of none (a Pool
+// without a generation, or of an older version); an older one finds the
+// newer one's, fails with ErrSuperseded and deletes nothing but its own;
+// a Pool made again with a generation uses its consumer again.
+func TestTakeOverByGeneration(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	nc := connect(t, srv.ClientURL())
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), long)
+		defer cancel()
+		s, err := js.Stream(ctx, "BATON_gen_RESULTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		l := s.ConsumerNames(ctx)
+		for n := range l.Name() {
+			got = append(got, n)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		return got
+	}
+	pool := func(opts ...bjs.Option) (*bjs.Pool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), long)
+		defer cancel()
+		p, err := bjs.NewPool(ctx, nc, "gen", append([]bjs.Option{bjs.WithInstance("coord")}, opts...)...)
+		if err == nil {
+			t.Cleanup(func() { p.Close() })
+		}
+		return p, err
+	}
+	if _, err := pool(); err != nil { // a Pool without a generation
+		t.Fatal(err)
+	}
+	if _, err := pool(bjs.WithGeneration(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); !slices.Equal(got, []string{"coord-coord-g0000000000000005"}) {
+		t.Fatalf("results consumers after a Pool of no generation, then one of generation 5: %v; want generation 5's alone", got)
+	}
+	if _, err := pool(bjs.WithGeneration(4)); !errors.Is(err, bjs.ErrSuperseded) {
+		t.Fatalf("NewPool of generation 4 beside generation 5's = %v; want ErrSuperseded", err)
+	}
+	if got := names(); !slices.Equal(got, []string{"coord-coord-g0000000000000005"}) {
+		t.Fatalf("results consumers after generation 4's NewPool failed: %v; want generation 5's alone", got)
+	}
+	if _, err := pool(bjs.WithGeneration(5)); err != nil {
+		t.Fatalf("NewPool of generation 5 again = %v", err)
+	}
+	if _, err := pool(bjs.WithGeneration(1 << 40)); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); !slices.Equal(got, []string{"coord-coord-g0000010000000000"}) {
+		t.Fatalf("results consumers after generation 2^40's Pool: %v; want its alone", got)
+	}
+	if _, err := pool(); err != nil { // a Pool without a generation takes over from any
+		t.Fatal(err)
+	}
+	if got := names(); len(got) != 1 || strings.Contains(got[0], "-g") {
+		t.Fatalf("results consumers after a Pool of no generation: %v; want its alone", got)
+	}
+	if _, err := pool(bjs.WithGeneration(0)); !errors.Is(err, bjs.ErrInvalidOption) {
+		t.Fatalf("WithGeneration(0) = %v; want ErrInvalidOption", err)
 	}
 }

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -81,20 +82,50 @@ func consumerCreatedSubject(pool string) string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + attemptsStream(pool) + "." + workConsumer
 }
 
-// resultsConsumer names the results consumer of one Pool of instance
-// (gen, genBytes random bytes in hex, tells the Pools of an instance
-// apart).
+// resultsConsumer names the results consumer of one Pool of instance:
+// gen is generation's.
 func resultsConsumer(instance, gen string) string { return "coord-" + instance + "-" + gen }
 
-// genBytes is the size of a results consumer's generation (NewPool's).
+// genBytes is the size of a random generation (a Pool without
+// WithGeneration).
 const genBytes = 8
 
+// generation is a Pool's generation in its results consumer's name: g as
+// "g" and 16 hex digits (WithGeneration: ordered), or genBytes random
+// bytes in hex for g == 0.
+func generation(g uint64) string {
+	if g > 0 {
+		return fmt.Sprintf("g%016x", g)
+	}
+	var b [genBytes]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// generationOf returns the generation in name, a results consumer of
+// instance (ownConsumer), if it is an ordered one.
+func generationOf(name, instance string) (uint64, bool) {
+	gen, _ := strings.CutPrefix(name, resultsConsumer(instance, ""))
+	digits, ordered := strings.CutPrefix(gen, "g")
+	if !ordered || len(digits) != 16 {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(digits, 16, 64)
+	return g, err == nil
+}
+
 // ownConsumer reports whether name is a results consumer of instance:
-// resultsConsumer's with a generation of genBytes in hex, so that
-// instance "a" does not take "a-b"'s.
+// resultsConsumer's with a generation, so that instance "a" does not
+// take "a-b"'s.
 func ownConsumer(name, instance string) bool {
 	gen, ok := strings.CutPrefix(name, resultsConsumer(instance, ""))
-	if !ok || len(gen) != 2*genBytes {
+	if !ok {
+		return false
+	}
+	if _, ordered := generationOf(name, instance); ordered {
+		return true
+	}
+	if len(gen) != 2*genBytes {
 		return false
 	}
 	_, err := hex.DecodeString(gen)

@@ -96,7 +96,9 @@ func AskAfterHeard(ctx context.Context, c *Client, term uint64) error {
 var ErrMoved = errMoved
 
 // NewPoolInTakeover is how a takeover creates a remote pool of st, which
-// must lead (Load); only for testing.
-func NewPoolInTakeover(ctx context.Context, st *Store, nc *nats.Conn, name string, opts ...jetstream.Option) (*jetstream.Pool, error) {
-	return newPool(ctx, st, nc, name, opts)
+// must lead (Load), through nc, as the takeover of term gen; only for
+// testing.
+func NewPoolInTakeover(ctx context.Context, st *Store, gen uint64, nc *nats.Conn, name string, opts ...jetstream.Option) (*jetstream.Pool, error) {
+	r := &Replica{nc: nc, name: st.name, cfg: defaults()}
+	return r.newPool(ctx, st, gen, name, opts)
 }

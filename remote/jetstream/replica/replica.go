@@ -318,25 +318,26 @@ func (r *Replica) run(ctx context.Context) {
 	}
 }
 
-// poolTry is the deadline of a first try of NewPool in a takeover; each
-// try that runs out doubles it, up to poolTryMax.
+// poolTries are the deadlines of the tries of NewPool in a takeover,
+// each drawn a quarter longer at random (two takeovers do not try in
+// step); after the last, the takeover fails (another replica may try).
 //
 // Two takeovers at once (a replica's claim, and another's that fenced it
-// a moment later) each create a results consumer of the same instance
-// and delete the other's: JetStream then never answers one of the
-// requests (nats-server 2.15: in 6 of 12 tries on a cluster of three), and only a
-// deadline ends the wait. A try again, with a new consumer, is answered
-// at once. nats.go's own default deadline (5 s) would add itself to the
-// takeover.
-const (
-	poolTry    = time.Second
-	poolTryMax = 8 * time.Second
-)
+// a moment later, before the first learnt it at its next beat) make the
+// same streams and results consumers: JetStream then may leave a request
+// unanswered for good (nats-server 2.15: in 6 of 12 tries on a cluster
+// of three, at the creation of a stream or of a consumer), and only a
+// deadline ends the wait; a try again is answered at once. nats.go's own
+// default deadline (5 s) would add itself to the takeover. The results
+// consumers carry the term (jetstream.WithGeneration), so that the
+// fenced replica's tries delete none of the newer leader's.
+var poolTries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 
-// newPool is jetstream.NewPool for a takeover: tried again while
-// JetStream does not answer, given up at once when st stops leading
-// (fenced: another replica's takeover goes on alone) or ctx ends.
-func newPool(ctx context.Context, st *Store, nc *nats.Conn, name string, opts []jetstream.Option) (*jetstream.Pool, error) {
+// newPool is jetstream.NewPool for a takeover (gen: its term): tried again while
+// JetStream does not answer (poolTries), given up at once when st stops
+// leading (fenced: another replica's takeover goes on alone), when a
+// newer term's pool runs (jetstream.ErrSuperseded), or when ctx ends.
+func (r *Replica) newPool(ctx context.Context, st *Store, gen uint64, name string, opts []jetstream.Option) (*jetstream.Pool, error) {
 	done, stopped := st.stopped()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -347,9 +348,10 @@ func newPool(ctx context.Context, st *Store, nc *nats.Conn, name string, opts []
 		case <-ctx.Done():
 		}
 	}()
-	for try := poolTry; ; try = min(2*try, poolTryMax) {
-		tctx, cancelTry := context.WithTimeout(ctx, try)
-		p, err := jetstream.NewPool(tctx, nc, name, opts...)
+	opts = append(slices.Clip(opts), jetstream.WithGeneration(gen))
+	for i, try := range poolTries {
+		tctx, cancelTry := context.WithTimeout(ctx, try+mrand.N(try/4+1))
+		p, err := jetstream.NewPool(tctx, r.nc, name, opts...)
 		cancelTry()
 		switch {
 		case err == nil:
@@ -359,10 +361,12 @@ func newPool(ctx context.Context, st *Store, nc *nats.Conn, name string, opts []
 				return nil, serr
 			}
 			return nil, err
-		case !errors.Is(err, context.DeadlineExceeded):
+		case !errors.Is(err, context.DeadlineExceeded) || i == len(poolTries)-1:
 			return nil, err
 		}
+		r.cfg.logger.Warn("replica: JetStream did not answer a takeover's request in time: trying again", "store", r.name, "term", gen, "pool", name, "error", err)
 	}
+	panic("unreachable")
 }
 
 // lead runs the scheduler on st, which leads: its remote pools, the
@@ -392,7 +396,7 @@ func (r *Replica) lead(ctx context.Context, st *Store) (func(shutdown bool), err
 		// once it resumes deposed.
 		opts := append(slices.Clone(rp.opts), jetstream.WithInstance(instanceOf(r.name)), jetstream.WithDetach(),
 			jetstream.WithSecret(r.view.storeSecret()), jetstream.WithFence(st.leased))
-		p, err := newPool(ctx, st, r.nc, rp.pool, opts)
+		p, err := r.newPool(ctx, st, st.Term(), rp.pool, opts)
 		if err != nil {
 			closePools()
 			st.Close()
