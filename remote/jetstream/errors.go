@@ -42,8 +42,8 @@ var (
 	// whether or not a worker is left (see the package doc, Decisions).
 	ErrMaxDeliveries = errors.New("jetstream: attempt delivered too often without an outcome")
 	// ErrSuperseded is returned by NewPool when a Pool of its instance of
-	// a newer generation (WithGeneration) has its results consumer: the
-	// new Pool is not made, and the newer one is left alone.
+	// a higher term of its epoch (WithGeneration) has its results
+	// consumer: the new Pool is not made, and the newer one is left alone.
 	ErrSuperseded = errors.New("jetstream: a newer generation of this pool instance runs")
 )
 

@@ -106,7 +106,7 @@ type poolConfig struct {
 	detach     bool                            // WithDetach: Shutdown leaves remote attempts running
 	secret     []byte                          // WithSecret, or random for a random instance; nil: outcomes unchecked
 	fence      func(ctx context.Context) error // WithFence; nil: none
-	gen        uint64                          // WithGeneration; 0: none (a random results consumer name)
+	gen        generation                      // WithGeneration; zero: none (a random results consumer name)
 }
 
 func positive(what string, d time.Duration) error {
@@ -169,24 +169,22 @@ func WithInstance(id string) Option {
 }
 
 // WithGeneration orders the Pools of one instance (WithInstance) that
-// take over from one another: a Pool of generation g (g > 0, such as a
-// leader's term) deletes the results consumers of the instance's older
-// Pools as it starts, as every Pool does, but never those of a newer
-// generation: finding one, NewPool fails with ErrSuperseded, and leaves
-// the newer Pool alone. Without it, a Pool takes over from every other
+// take over from one another, by a term (from 1) within an epoch (such as
+// a leader's term within the life of the log it leads): as it starts, a
+// Pool deletes the results consumers of the instance's Pools of lower
+// terms of its epoch, of other epochs, and of none (as every Pool
+// deletes those of the instance's other Pools), but never one of a
+// higher term of its epoch: finding one, NewPool fails with
+// ErrSuperseded, deletes the consumer it made, and leaves the newer
+// Pool alone. A Pool without a generation takes over from every other
 // Pool of its instance, whichever started last (a restarted process).
-// NewPool tried again with the same generation (after a failed try) uses
-// the same results consumer.
-//
-// Pools of one instance made by versions before this option took over
-// from one another only: a newer version's Pool deletes their consumers,
-// and an older version's leaves a newer one's in place.
-func WithGeneration(g uint64) Option {
+// Two live Pools of one instance must not share a generation.
+func WithGeneration(epoch, term uint64) Option {
 	return func(c *poolConfig) error {
-		if g == 0 {
-			return fmt.Errorf("%w: WithGeneration(0): need a generation from 1", ErrInvalidOption)
+		if term == 0 {
+			return fmt.Errorf("%w: WithGeneration(%d, 0): need a term from 1", ErrInvalidOption, epoch)
 		}
-		c.gen = g
+		c.gen = generation{epoch, term}
 		return nil
 	}
 }
@@ -501,18 +499,20 @@ func (p *Pool) provision(ctx context.Context) error {
 // start subscribes to outcomes, max-delivery advisories
 // and connection events, in this order of importance.
 func (p *Pool) start(ctx context.Context) error {
-	name, filter := resultsConsumer(p.cfg.instance, generation(p.cfg.gen)), resultsSubject(p.name, p.cfg.instance)+".>"
+	name, filter := resultsConsumer(p.cfg.instance, p.cfg.gen.suffix()), resultsSubject(p.name, p.cfg.instance)+".>"
 	cons, err := p.js.CreateOrUpdateConsumer(ctx, resultsStream(p.name), njs.ConsumerConfig{
 		Durable: name, FilterSubject: filter,
 		AckPolicy: njs.AckExplicitPolicy, AckWait: resultsAckWait, MaxAckPending: -1,
 		DeliverPolicy: njs.DeliverAllPolicy, InactiveThreshold: p.cfg.resultsTTL,
 	})
 	if err != nil {
-		p.dropConsumer(name, false) // JetStream may have made it, and not answered
+		p.dropConsumer(name) // JetStream may have made it, and not answered
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
-	if err := p.takeOver(ctx, name); err != nil {
-		p.dropConsumer(name, errors.Is(err, ErrSuperseded))
+	if deleted, err := p.takeOver(ctx, name); err != nil {
+		if deleted == 0 {
+			p.dropConsumer(name)
+		}
 		return fmt.Errorf("jetstream: NewPool(%q): results consumer: %w", p.name, err)
 	}
 	for _, s := range []struct {
@@ -524,7 +524,6 @@ func (p *Pool) start(ctx context.Context) error {
 	} {
 		sub, err := p.nc.Subscribe(s.subject, s.f)
 		if err != nil {
-			p.dropConsumer(name, false)
 			return fmt.Errorf("jetstream: NewPool(%q): %w", p.name, err)
 		}
 		p.subs = append(p.subs, sub)
@@ -544,7 +543,6 @@ func (p *Pool) start(ctx context.Context) error {
 			slog.String("pool", p.name), slog.Any("err", err))
 	}))
 	if err != nil {
-		p.dropConsumer(name, false)
 		return fmt.Errorf("jetstream: NewPool(%q): consume results: %w", p.name, err)
 	}
 	p.cc = cc
@@ -552,14 +550,12 @@ func (p *Pool) start(ctx context.Context) error {
 }
 
 // dropConsumer deletes the results consumer name of a NewPool that
-// failed, which would otherwise keep the instance's outcomes for nobody
-// until its InactiveThreshold, if JetStream answers within a second:
-// always if superseded, else only a random generation's (a Pool tried
-// again with the same WithGeneration uses it; a newer one deletes it).
-func (p *Pool) dropConsumer(name string, superseded bool) {
-	if !superseded && p.cfg.gen > 0 {
-		return
-	}
+// failed before it deleted another of its instance's (which keep the
+// outcomes meanwhile: the results stream keeps an outcome only for a
+// consumer there), so that it does not keep them for nobody until its
+// InactiveThreshold, if JetStream answers within a second. One that
+// failed later is left to the next Pool of the instance.
+func (p *Pool) dropConsumer(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = p.results.DeleteConsumer(ctx, name)
@@ -572,34 +568,36 @@ func (p *Pool) dropConsumer(name string, superseded bool) {
 // outcome delivered to a Pool that died before acknowledging it would
 // otherwise wait resultsAckWait for its redelivery, and one delivered to
 // a Pool that still runs would be applied there. With a generation
-// (WithGeneration), only those of older generations, or of none: a newer
-// one's makes it fail with ErrSuperseded, having deleted nothing.
+// (WithGeneration), not one of a higher term of its epoch: finding one,
+// it fails with ErrSuperseded, having deleted none of them.
 //
 // They are found by name (ownConsumer), from the consumers' names alone:
 // a list of their configurations asks each consumer's leader, and on a
 // cluster a consumer without one (in an election) holds the answer for
 // nats-server's 4 s and is left out of it.
-func (p *Pool) takeOver(ctx context.Context, name string) error {
+//
+// It returns how many it deleted, or may have.
+func (p *Pool) takeOver(ctx context.Context, name string) (int, error) {
 	var old []string
 	names := p.results.ConsumerNames(ctx)
 	for c := range names.Name() {
 		if c == name || !ownConsumer(c, p.cfg.instance) {
 			continue
 		}
-		if g, ordered := generationOf(c, p.cfg.instance); p.cfg.gen > 0 && ordered && g > p.cfg.gen {
-			return fmt.Errorf("%w: generation %d's results consumer %s is there (this Pool's generation: %d)", ErrSuperseded, g, c, p.cfg.gen)
+		if g, ordered := generationOf(c, p.cfg.instance); p.cfg.gen.term > 0 && ordered && g.epoch == p.cfg.gen.epoch && g.term > p.cfg.gen.term {
+			return 0, fmt.Errorf("%w: the results consumer %s of term %d is there (this Pool's: %d)", ErrSuperseded, c, g.term, p.cfg.gen.term)
 		}
 		old = append(old, c)
 	}
 	if err := names.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	for _, c := range old {
+	for i, c := range old {
 		if err := p.results.DeleteConsumer(ctx, c); err != nil && !errors.Is(err, njs.ErrConsumerNotFound) {
-			return err
+			return i + 1, err // the last one too, perhaps: JetStream may have deleted it without an answer
 		}
 	}
-	return nil
+	return len(old), nil
 }
 
 func (p *Pool) stop() {

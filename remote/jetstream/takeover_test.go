@@ -115,10 +115,11 @@ func TestTakeOverDeletesOnlyItsInstancesConsumers(t *testing.T) {
 }
 
 // Pools of one instance with generations (WithGeneration): a newer one
-// deletes the results consumers of older ones and of none (a Pool
-// without a generation, or of an older version); an older one finds the
-// newer one's, fails with ErrSuperseded and deletes nothing but its own;
-// a Pool made again with a generation uses its consumer again.
+// deletes the results consumers of lower terms of its epoch, of other
+// epochs (a log made again numbers its terms from 1) and of none (a Pool
+// without a generation, or of an older version); one of a lower term
+// finds the newer one's, fails with ErrSuperseded and deletes its own
+// only; a Pool made again with a generation uses its consumer again.
 func TestTakeOverByGeneration(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	nc := connect(t, srv.ClientURL())
@@ -145,46 +146,52 @@ func TestTakeOverByGeneration(t *testing.T) {
 		slices.Sort(got)
 		return got
 	}
-	pool := func(opts ...bjs.Option) (*bjs.Pool, error) {
+	pool := func(opts ...bjs.Option) error {
 		ctx, cancel := context.WithTimeout(context.Background(), long)
 		defer cancel()
 		p, err := bjs.NewPool(ctx, nc, "gen", append([]bjs.Option{bjs.WithInstance("coord")}, opts...)...)
 		if err == nil {
-			t.Cleanup(func() { p.Close() })
+			p.Close()
 		}
-		return p, err
+		return err
 	}
-	if _, err := pool(); err != nil { // a Pool without a generation
+	want := func(after string, consumers ...string) {
+		t.Helper()
+		if got := names(); !slices.Equal(got, consumers) {
+			t.Fatalf("results consumers after %s: %v; want %v", after, got, consumers)
+		}
+	}
+	const e7t5 = "coord-coord-g00000000000000070000000000000005"
+	if err := pool(); err != nil { // a Pool without a generation
 		t.Fatal(err)
 	}
-	if _, err := pool(bjs.WithGeneration(5)); err != nil {
+	if err := pool(bjs.WithGeneration(7, 5)); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(); !slices.Equal(got, []string{"coord-coord-g0000000000000005"}) {
-		t.Fatalf("results consumers after a Pool of no generation, then one of generation 5: %v; want generation 5's alone", got)
+	want("a Pool of no generation, then one of epoch 7 term 5", e7t5)
+	if err := pool(bjs.WithGeneration(7, 4)); !errors.Is(err, bjs.ErrSuperseded) {
+		t.Fatalf("NewPool of epoch 7 term 4 beside term 5's = %v; want ErrSuperseded", err)
 	}
-	if _, err := pool(bjs.WithGeneration(4)); !errors.Is(err, bjs.ErrSuperseded) {
-		t.Fatalf("NewPool of generation 4 beside generation 5's = %v; want ErrSuperseded", err)
+	want("term 4's NewPool failed", e7t5)
+	if err := pool(bjs.WithGeneration(7, 5)); err != nil {
+		t.Fatalf("NewPool of epoch 7 term 5 again = %v", err)
 	}
-	if got := names(); !slices.Equal(got, []string{"coord-coord-g0000000000000005"}) {
-		t.Fatalf("results consumers after generation 4's NewPool failed: %v; want generation 5's alone", got)
+	want("term 5's NewPool again", e7t5)
+	if err := pool(bjs.WithGeneration(3, 1)); err != nil { // a log made again (even with an earlier clock)
+		t.Fatalf("NewPool of epoch 3 term 1 beside epoch 7's = %v", err)
 	}
-	if _, err := pool(bjs.WithGeneration(5)); err != nil {
-		t.Fatalf("NewPool of generation 5 again = %v", err)
-	}
-	if _, err := pool(bjs.WithGeneration(1 << 40)); err != nil {
+	want("epoch 3 term 1's NewPool", "coord-coord-g00000000000000030000000000000001")
+	if err := pool(bjs.WithGeneration(3, 1<<40)); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(); !slices.Equal(got, []string{"coord-coord-g0000010000000000"}) {
-		t.Fatalf("results consumers after generation 2^40's Pool: %v; want its alone", got)
-	}
-	if _, err := pool(); err != nil { // a Pool without a generation takes over from any
+	want("term 2^40's NewPool", "coord-coord-g00000000000000030000010000000000")
+	if err := pool(); err != nil { // a Pool without a generation takes over from any
 		t.Fatal(err)
 	}
 	if got := names(); len(got) != 1 || strings.Contains(got[0], "-g") {
 		t.Fatalf("results consumers after a Pool of no generation: %v; want its alone", got)
 	}
-	if _, err := pool(bjs.WithGeneration(0)); !errors.Is(err, bjs.ErrInvalidOption) {
-		t.Fatalf("WithGeneration(0) = %v; want ErrInvalidOption", err)
+	if err := pool(bjs.WithGeneration(1, 0)); !errors.Is(err, bjs.ErrInvalidOption) {
+		t.Fatalf("WithGeneration(1, 0) = %v; want ErrInvalidOption", err)
 	}
 }

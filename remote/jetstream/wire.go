@@ -90,12 +90,15 @@ func resultsConsumer(instance, gen string) string { return "coord-" + instance +
 // WithGeneration).
 const genBytes = 8
 
-// generation is a Pool's generation in its results consumer's name: g as
-// "g" and 16 hex digits (WithGeneration: ordered), or genBytes random
-// bytes in hex for g == 0.
-func generation(g uint64) string {
-	if g > 0 {
-		return fmt.Sprintf("g%016x", g)
+// generation is a Pool's WithGeneration: the zero value for none.
+type generation struct{ epoch, term uint64 }
+
+// suffix is the generation in the Pool's results consumer's name: "g",
+// the epoch and the term in 16 hex digits each, or, for none, genBytes
+// random bytes in hex.
+func (g generation) suffix() string {
+	if g.term > 0 {
+		return fmt.Sprintf("g%016x%016x", g.epoch, g.term)
 	}
 	var b [genBytes]byte
 	_, _ = rand.Read(b[:])
@@ -103,15 +106,19 @@ func generation(g uint64) string {
 }
 
 // generationOf returns the generation in name, a results consumer of
-// instance (ownConsumer), if it is an ordered one.
-func generationOf(name, instance string) (uint64, bool) {
-	gen, _ := strings.CutPrefix(name, resultsConsumer(instance, ""))
+// instance (ownConsumer), if it has one.
+func generationOf(name, instance string) (generation, bool) {
+	gen, ok := strings.CutPrefix(name, resultsConsumer(instance, ""))
 	digits, ordered := strings.CutPrefix(gen, "g")
-	if !ordered || len(digits) != 16 {
-		return 0, false
+	if !ok || !ordered || len(digits) != 32 {
+		return generation{}, false
 	}
-	g, err := strconv.ParseUint(digits, 16, 64)
-	return g, err == nil
+	epoch, err1 := strconv.ParseUint(digits[:16], 16, 64)
+	term, err2 := strconv.ParseUint(digits[16:], 16, 64)
+	if err1 != nil || err2 != nil || term == 0 {
+		return generation{}, false
+	}
+	return generation{epoch, term}, true
 }
 
 // ownConsumer reports whether name is a results consumer of instance:

@@ -102,3 +102,7 @@ func NewPoolInTakeover(ctx context.Context, st *Store, gen uint64, nc *nats.Conn
 	r := &Replica{nc: nc, name: st.name, cfg: defaults()}
 	return r.newPool(ctx, st, gen, name, opts)
 }
+
+// Epoch is the life of the log st leads (its generation's epoch); only
+// for testing.
+func (s *Store) Epoch() uint64 { return s.epoch() }

@@ -227,6 +227,18 @@ func TestNewChecksSchedulerOptions(t *testing.T) {
 			cancel()
 		}
 	}
+	// Two remote pools of one JetStream pool would share its results
+	// consumer, each taking some of the other's outcomes.
+	r, err := replica.New(nc, "badopt", r1(replica.WithRemotePool("ra", 2, "wp", jetstream.WithReplicas(1)),
+		replica.WithRemotePool("rb", 2, "wp", jetstream.WithReplicas(1)))...)
+	if !errors.Is(err, replica.ErrInvalidOption) {
+		t.Errorf("two remote pools of one JetStream pool: New = %v; want ErrInvalidOption", err)
+	}
+	if r != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), long)
+		r.Shutdown(ctx)
+		cancel()
+	}
 }
 
 // A replica whose scheduler fails to start after it claimed the store

@@ -3,10 +3,12 @@ package replica_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	bjs "github.com/batonhq/baton/remote/jetstream"
 	"github.com/batonhq/baton/remote/jetstream/replica"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -102,5 +104,65 @@ func TestReplacedLogIsReadAlone(t *testing.T) {
 	}
 	if _, ok, err := a.Info(ctx, old[0]); err != nil || ok {
 		t.Errorf("Info(%s) = %v, %v; want unknown: it was in the deleted stream", old[0], ok, err)
+	}
+}
+
+// A log deleted and made again numbers its terms from 1, while the
+// results stream still holds the consumer of the old log's last leader,
+// of a higher term: the new log's leader takes it over (a consumer of
+// another log is older whatever its term) and leads at its first try.
+func TestReplacedLogLeadsBesideOldConsumers(t *testing.T) {
+	srv := oneServer(t)
+	const store = "relogged"
+	funcs := replica.WithScheduler(coordinator.WithFunc("q", func(ctx context.Context, p []byte) error { return nil }))
+	pool := replica.WithRemotePool("rp", 4, "wp", bjs.WithReplicas(1))
+	na, aCh := notices()
+	a := startReplica(t, conn(t, srv.ClientURL()), store, "a", r1(funcs, pool, na)...)
+	waitRole(t, aCh, replica.Leader)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*long)
+	defer cancel()
+	var ids []string
+	for i := range 20 { // terms of the first log well past 1
+		id := fmt.Sprint("t", i)
+		ids = append(ids, id)
+		if err := a.Submit(ctx, coordinator.Task{ID: id, Func: "q"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.WaitTasks(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	nb, bCh := notices()
+	startReplica(t, conn(t, srv.ClientURL()), store, "b", r1(funcs, pool, nb)...)
+	waitRole(t, bCh, replica.Standby)
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := waitRole(t, bCh, replica.Leader); n.Term < 3 {
+		t.Fatalf("b leads at term %d; want the first log's terms past those of the second", n.Term)
+	}
+	js, err := jetstream.New(conn(t, srv.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "BATON_"+store+"_LOG"); err != nil {
+		t.Fatal(err)
+	}
+	nc, cCh := notices()
+	startReplica(t, conn(t, srv.ClientURL()), store, "c", r1(funcs, pool, nc)...)
+	for {
+		var n replica.Notice
+		select {
+		case n = <-cCh:
+		case n = <-bCh:
+		case <-ctx.Done():
+			t.Fatal("no leader of the log made again")
+		}
+		if errors.Is(n.Err, bjs.ErrSuperseded) {
+			t.Fatalf("a replica could not lead the log made again: %v", n.Err)
+		}
+		if n.Role == replica.Leader {
+			return
+		}
 	}
 }

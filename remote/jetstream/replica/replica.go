@@ -94,16 +94,26 @@ func WithScheduler(opts ...coordinator.Option) Option {
 // shares the instance, so that a new leader receives the outcomes of the
 // attempts an old one handed out) and with jetstream.WithDetach (a
 // leader that stops leaves its remote attempts running for the next),
-// jetstream.WithSecret (the store's) and jetstream.WithFence (its lease:
+// jetstream.WithSecret (the store's), jetstream.WithFence (its lease:
 // a leader tries to publish an attempt only while its lease holds, and
 // stops none once it has lapsed, so that one deposed while paused
-// neither hands out again nor withdraws what the next leader resumed);
-// these replace the same options in opts. It closes the Pool when it
-// stops leading.
+// neither hands out again nor withdraws what the next leader resumed)
+// and jetstream.WithGeneration (its term within the log's life: a
+// replica fenced during its takeover does not delete the next leader's
+// results consumer); these replace the same options in opts. It closes
+// the Pool when it stops leading. Two remote pools of one Replica must
+// not use one JetStream pool (ErrInvalidOption).
 func WithRemotePool(name string, size int, pool string, opts ...jetstream.Option) Option {
 	return func(c *config) error {
 		if size < 1 {
 			return fmt.Errorf("%w: WithRemotePool(%q, %d): need a size of at least 1", ErrInvalidOption, name, size)
+		}
+		for _, rp := range c.remote {
+			if rp.pool == pool {
+				// Their Pools would share the instance's results consumer,
+				// each taking some of the other's outcomes.
+				return fmt.Errorf("%w: WithRemotePool(%q, %d, %q): JetStream pool %q is already pool %q's", ErrInvalidOption, name, size, pool, pool, rp.name)
+			}
 		}
 		c.remote = append(c.remote, remotePool{name: name, size: size, pool: pool, opts: opts})
 		return nil
@@ -329,8 +339,9 @@ func (r *Replica) run(ctx context.Context) {
 // of three, at the creation of a stream or of a consumer), and only a
 // deadline ends the wait; a try again is answered at once. nats.go's own
 // default deadline (5 s) would add itself to the takeover. The results
-// consumers carry the term (jetstream.WithGeneration), so that the
-// fenced replica's tries delete none of the newer leader's.
+// consumers carry the term within the log's life (jetstream.WithGeneration:
+// a log made again numbers its terms from 1), so that the fenced
+// replica's tries delete none of the newer leader's.
 var poolTries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 
 // newPool is jetstream.NewPool for a takeover (gen: its term): tried again while
@@ -348,7 +359,7 @@ func (r *Replica) newPool(ctx context.Context, st *Store, gen uint64, name strin
 		case <-ctx.Done():
 		}
 	}()
-	opts = append(slices.Clip(opts), jetstream.WithGeneration(gen))
+	opts = append(slices.Clip(opts), jetstream.WithGeneration(st.epoch(), gen))
 	for i, try := range poolTries {
 		tctx, cancelTry := context.WithTimeout(ctx, try+mrand.N(try/4+1))
 		p, err := jetstream.NewPool(tctx, r.nc, name, opts...)

@@ -592,6 +592,18 @@ func (g gate) Do(ctx context.Context, j worker.Job) error {
 	}
 }
 
+// epoch identifies the life of the log this Store leads (its stream's
+// creation time, in nanoseconds): a log deleted and made again numbers
+// its terms from 1 in a new epoch. Zero before Load has led it.
+func (s *Store) epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.created.IsZero() {
+		return 0
+	}
+	return uint64(s.created.UnixNano())
+}
+
 // leased returns nil once the lease holds (at once if it does now); an
 // error once the Store stopped leading (fenced, closed) or ctx ended
 // first. A Replica's remote pools check it again before each publication

@@ -47,7 +47,7 @@ func TestTakeoverPoolUnanswered(t *testing.T) {
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			for time.Now().Before(deadline) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Until(deadline))
-				p, err := jetstream.NewPool(ctx, rival, "work", append(opts, jetstream.WithGeneration(older))...)
+				p, err := jetstream.NewPool(ctx, rival, "work", append(opts, jetstream.WithGeneration(st.Epoch(), older))...)
 				cancel()
 				if rivalErr = err; err == nil {
 					p.Close()
@@ -70,7 +70,7 @@ func TestTakeoverPoolUnanswered(t *testing.T) {
 			t.Errorf("round %d: NewPool in a takeover took %v beside an older term's; want under %v", round, took, limit)
 		}
 		// The newer takeover's results consumer is there (Close keeps it).
-		mine := fmt.Sprintf("coord-replica-unanswered-g%016x", newer)
+		mine := fmt.Sprintf("coord-replica-unanswered-g%016x%016x", st.Epoch(), newer)
 		ctx, cancel := context.WithTimeout(context.Background(), long)
 		s, err := js.Stream(ctx, "BATON_work_RESULTS")
 		if err != nil {
