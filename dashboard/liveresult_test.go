@@ -192,15 +192,7 @@ func checkPage(t *testing.T, at string, d *Dashboard, tq taskQuery) {
 // changes: no race (-race), every request answered, and once the changes
 // stop every query's page is what a pass gives.
 func TestLiveResultsConcurrent(t *testing.T) {
-	s, err := coordinator.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(t.Context())
-	m := newMirror(s, time.Now)
-	d := &Dashboard{mir: m}
-	defer func(n int) { liveChunk = n }(liveChunk)
-	liveChunk = 64
+	m, d := liveMirror(t, 64)
 	queries := []taskQuery{}
 	for _, key := range sortKeys {
 		queries = append(queries, taskQuery{Pool: anyPool, Sort: key, Desc: true, Page: 1, Size: 20},
@@ -253,15 +245,7 @@ func TestLiveResultsConcurrent(t *testing.T) {
 // again, and again: none finished). A request whose client went away
 // leaves no build behind.
 func TestLiveResultsMoreThanKept(t *testing.T) {
-	s, err := coordinator.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(t.Context())
-	m := newMirror(s, time.Now)
-	d := &Dashboard{mir: m}
-	defer func(n int) { liveChunk = n }(liveChunk)
-	liveChunk = 100
+	m, d := liveMirror(t, 100)
 	const rows = 20_000
 	page := coordinator.FeedPage{At: time.Now()}
 	for i := range rows {
@@ -298,4 +282,19 @@ func TestLiveResultsMoreThanKept(t *testing.T) {
 			t.Errorf("a result of %s left half built", lr.key)
 		}
 	}
+}
+
+// liveMirror is an empty copy of a scheduler's tasks, read by d, whose
+// live results are built chunk rows at a time until the test ends.
+func liveMirror(t *testing.T, chunk int) (*mirror, *Dashboard) {
+	s, err := coordinator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	m := newMirror(s, time.Now)
+	saved := liveChunk
+	liveChunk = chunk
+	t.Cleanup(func() { liveChunk = saved })
+	return m, &Dashboard{mir: m}
 }

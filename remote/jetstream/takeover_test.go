@@ -81,25 +81,7 @@ func TestTakeOverDeletesOnlyItsInstancesConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := func() []string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), long)
-		defer cancel()
-		s, err := js.Stream(ctx, "BATON_own_RESULTS")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		l := s.ConsumerNames(ctx)
-		for n := range l.Name() {
-			got = append(got, n)
-		}
-		if err := l.Err(); err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(got)
-		return got
-	}
+	names := func() []string { t.Helper(); return consumerNames(t, js, "BATON_own_RESULTS") }
 	newPool(t, nc, "own", bjs.WithInstance("coord"))
 	newPool(t, nc, "own", bjs.WithInstance("coord-x"))
 	newPool(t, nc, "own", bjs.WithInstance("coord"))
@@ -127,25 +109,7 @@ func TestTakeOverByGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := func() []string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), long)
-		defer cancel()
-		s, err := js.Stream(ctx, "BATON_gen_RESULTS")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		l := s.ConsumerNames(ctx)
-		for n := range l.Name() {
-			got = append(got, n)
-		}
-		if err := l.Err(); err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(got)
-		return got
-	}
+	names := func() []string { t.Helper(); return consumerNames(t, js, "BATON_gen_RESULTS") }
 	pool := func(opts ...bjs.Option) error {
 		ctx, cancel := context.WithTimeout(context.Background(), long)
 		defer cancel()
@@ -194,4 +158,25 @@ func TestTakeOverByGeneration(t *testing.T) {
 	if err := pool(bjs.WithGeneration(1, 0)); !errors.Is(err, bjs.ErrInvalidOption) {
 		t.Fatalf("WithGeneration(1, 0) = %v; want ErrInvalidOption", err)
 	}
+}
+
+// consumerNames lists the consumers of stream, sorted.
+func consumerNames(t *testing.T, js njs.JetStream, stream string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	l := s.ConsumerNames(ctx)
+	for n := range l.Name() {
+		got = append(got, n)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	return got
 }
