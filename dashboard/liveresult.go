@@ -18,18 +18,19 @@ import (
 // that match it, in its order, in a counted B-tree, and the counts by
 // status of the rows that match its other filters. The first request of
 // a query builds it with one pass over the copy, a chunk at a time;
-// every later request,
-// and every page of it, is a lookup (GetAt: O(log n)) and a read of the
-// page's rows, however many tasks are held; each change the copy applies
-// updates the results it concerns (a filter and a comparison each). A
-// page is therefore as current as the copy, and a client repeating the
-// most expensive query costs neither the scheduler nor the dashboard a
-// pass.
+// every later request, and every page of it, is a lookup (GetAt:
+// O(log n)) and a read of the page's rows, however many tasks are held;
+// each change the copy applies updates the results it concerns (a
+// filter and a comparison each). A page is therefore as current as the
+// copy, and a client repeating the most expensive query costs neither
+// the scheduler nor the dashboard a pass.
 //
-// At most resultsKept are kept, the least recently asked for dropped
-// first, and one nobody asked for in resultIdle is dropped at the copy's
-// next change: a live result costs about 48 bytes per matching task and
-// its share of the copy's upkeep only while someone reads it.
+// At most resultsKept are kept or built at once. Only a built one is
+// dropped: the least recently asked for when a new query needs its
+// place, or one nobody asked for in resultIdle, at the copy's next read
+// of the feed. A live result costs 60-80 bytes per matching task (its
+// B-tree's nodes about half full) and its share of the copy's upkeep
+// only while someone reads it.
 const (
 	resultsKept = 4
 	resultIdle  = time.Minute
@@ -47,14 +48,15 @@ type rent struct {
 // liveResult is one query's rows. Guarded by mirror.mu (changed under
 // its write lock), but for used; key, q, needle and text are immutable.
 type liveResult struct {
-	key    string    // the query without its page (taskQuery.values)
-	q      taskQuery // its filters and sort
-	needle string    // the error-text filter, lower-cased
-	text   bool      // the sort column is a text (rent.s), else a number (rent.n)
-	rows   *btree.BTreeG[rent]
-	counts statusCounts // rows matching every filter but the statuses, by status
-	cursor uint64       // the rows of seq up to it are in (built so far); math.MaxUint64 once built
-	used   atomic.Int64 // when it was last asked for (the dashboard's clock, UnixNano)
+	key      string    // the query without its page (taskQuery.values)
+	q        taskQuery // its filters and sort
+	needle   string    // the error-text filter, lower-cased
+	text     bool      // the sort column is a text (rent.s), else a number (rent.n)
+	rows     *btree.BTreeG[rent]
+	counts   statusCounts // rows matching every filter but the statuses, by status
+	cursor   uint64       // the rows of seq up to it are in (built so far); math.MaxUint64 once built
+	builders int          // requests driving its build now (readLive); it is dropped when the last goes away unbuilt
+	used     atomic.Int64 // when it was last asked for (the dashboard's clock, UnixNano)
 }
 
 // done reports whether every row is in.
@@ -166,7 +168,7 @@ func (lr *liveResult) leave(p place) {
 }
 
 // readLive calls read with tq's live result, complete and current, under
-// mu's read lock. A result not kept yet is built a chunk at a time
+// one of mu's locks. A result not kept yet is built a chunk at a time
 // (liveChunk rows under the write lock, then the lock let go: the copy's
 // reads and other requests go on in between), and kept from its first
 // chunk on, so that the changes the copy applies meanwhile to rows
@@ -174,13 +176,24 @@ func (lr *liveResult) leave(p place) {
 // at most resultsKept results are kept or built at once, and a result
 // being built is never dropped for another: a request for a new query
 // while every place is taken by a build waits for one to end. It returns
-// ctx's error if ctx ends first (a build that no request drives any
-// more is dropped). It is safe for concurrent use.
+// ctx's error if ctx ends first; a build is dropped once every request
+// that drove it went away. It is safe for concurrent use.
 func (m *mirror) readLive(ctx context.Context, tq taskQuery, read func(*liveResult)) error {
 	q := tq
 	q.Page, q.Size = 1, 0
 	key := q.values(1).Encode()
+	var joined *liveResult // the build this request drives, counted in its builders
 	for {
+		if err := ctx.Err(); err != nil {
+			if joined != nil {
+				m.mu.Lock()
+				if joined.builders--; joined.builders == 0 && !joined.done() {
+					m.dropLive(joined) // nobody drives it any more: the next request for it starts again
+				}
+				m.mu.Unlock()
+			}
+			return err
+		}
 		now := m.clk()
 		m.mu.RLock()
 		if lr := m.findLive(key); lr != nil && lr.done() {
@@ -191,39 +204,38 @@ func (m *mirror) readLive(ctx context.Context, tq taskQuery, read func(*liveResu
 		}
 		m.mu.RUnlock()
 		m.mu.Lock()
-		lr := m.findLive(key)
+		lr := m.findLive(key) // joined, if any: a build is dropped only once nobody drives it
 		if lr == nil && !m.roomForLive() {
 			wait := m.liveDone
 			m.mu.Unlock()
 			select {
 			case <-wait:
-				continue
 			case <-ctx.Done():
-				return ctx.Err()
 			}
+			continue
 		}
 		if lr == nil {
 			lr = newLiveResult(key, tq)
 			m.keepLive(lr)
 		}
+		if lr != joined {
+			lr.builders++
+			joined = lr
+		}
 		lr.used.Store(now.UnixNano())
 		if !lr.done() { // another request may have ended its building meanwhile
 			m.buildChunk(lr)
-			if lr.done() {
-				m.liveChanged()
-			}
+		}
+		if lr.done() {
+			// Read before the lock goes: another request may drop it then.
+			m.liveChanged()
+			read(lr)
+			m.mu.Unlock()
+			return nil
 		}
 		m.mu.Unlock()
 		if m.betweenChunks != nil {
 			m.betweenChunks()
-		}
-		if err := ctx.Err(); err != nil {
-			m.mu.Lock()
-			if !lr.done() && m.findLive(key) == lr {
-				m.dropLive(lr) // abandoned: another request for it starts it again
-			}
-			m.mu.Unlock()
-			return err
 		}
 	}
 }

@@ -44,7 +44,7 @@ func TestLiveResultsMatchAPass(t *testing.T) {
 	m := newMirror(s, func() time.Time { return now })
 	d := &Dashboard{mir: m}
 	defer func(n int) { liveChunk = n }(liveChunk)
-	liveChunk = 1 + rng.IntN(40) // several chunks a build, with feed reads between them
+	liveChunk = 8 + rng.IntN(40) // several chunks a build, with feed reads between them (fewer new rows a read than a chunk scans: a build must catch up)
 
 	const slots = 200
 	pick := func(vs ...string) string { return vs[rng.IntN(len(vs))] }
@@ -59,9 +59,6 @@ func TestLiveResultsMatchAPass(t *testing.T) {
 	change := func(tr *coordinator.TaskRow) {
 		tr.Status = coordinator.Status(rng.IntN(7))
 		tr.Attempts, tr.Runs, tr.Priority = rng.IntN(4), rng.IntN(3), rng.IntN(5)-2
-		if rng.IntN(8) == 0 {
-			tr.Pool, tr.Key = pick("", "p1", "p2"), pick("", "k1", "k2")
-		}
 		tr.Err = nil
 		if tr.Status == coordinator.Failed || rng.IntN(5) == 0 {
 			tr.Err = errors.New(pick("boom", "Boom again", "timeout"))
@@ -297,4 +294,42 @@ func liveMirror(t *testing.T, chunk int) (*mirror, *Dashboard) {
 	liveChunk = chunk
 	t.Cleanup(func() { liveChunk = saved })
 	return m, &Dashboard{mir: m}
+}
+
+// A build that several requests drive goes on when one of them goes
+// away: it is dropped only once none drives it (a client repeating a
+// query with a timeout shorter than its build kept every other client
+// of it from an answer).
+func TestLiveResultsSharedBuildOutlivesARequest(t *testing.T) {
+	m, d := liveMirror(t, 100)
+	const rows = 10_000
+	page := coordinator.FeedPage{At: time.Now()}
+	for i := range rows {
+		page.Rows = append(page.Rows, coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1 + i%3})
+	}
+	m.apply(page)
+	tq := taskQuery{Pool: anyPool, Sort: "id", Page: 1, Size: 10}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	chunks, inB := 0, false
+	m.betweenChunks = func() {
+		chunks++
+		switch {
+		case inB:
+			cancel() // the second request goes away after one chunk of its own
+		case chunks == rows/liveChunk/2:
+			inB = true
+			if _, err := d.query(ctx, tq); !errors.Is(err, context.Canceled) {
+				t.Errorf("the request that went away: %v; want context.Canceled", err)
+			}
+			inB = false
+		}
+	}
+	if _, err := d.query(t.Context(), tq); err != nil {
+		t.Fatal(err)
+	}
+	if want := rows/liveChunk + 2; chunks > want {
+		t.Errorf("%d chunks built; want at most %d: the build started again when one of its requests went away", chunks, want)
+	}
+	checkPage(t, "after the build", d, tq)
 }
