@@ -36,22 +36,13 @@ const (
 	resultIdle  = time.Minute
 )
 
-// rent is a row in a live result: its sort key inline (a number or a
-// text, by column), so that the tree compares without reading the rows.
-type rent struct {
-	n   int64
-	s   string
-	seq uint64
-	r   *row
-}
-
-// liveResult is one query's rows. Guarded by mirror.mu (changed under
-// its write lock), but for used; key, q, needle and text are immutable.
+// liveResult is one query's rows, by sortEntry. Guarded by mirror.mu
+// (changed under its write lock), but for used; key, q and needle are
+// immutable.
 type liveResult struct {
 	key      string    // the query without its page (taskQuery.values)
 	q        taskQuery // its filters and sort
 	needle   string    // the error-text filter, lower-cased
-	text     bool      // the sort column is a text (rent.s), else a number (rent.n)
 	rows     *btree.BTreeG[rent]
 	counts   statusCounts // rows matching every filter but the statuses, by status
 	cursor   uint64       // the rows of seq up to it are in (built so far); math.MaxUint64 once built
@@ -62,49 +53,9 @@ type liveResult struct {
 // done reports whether every row is in.
 func (lr *liveResult) done() bool { return lr.cursor == math.MaxUint64 }
 
-// textColumns are the sortKeys columns that sort as text.
-var textColumns = map[string]bool{"id": true, "pool": true, "key": true}
-
 func newLiveResult(key string, tq taskQuery) *liveResult {
-	lr := &liveResult{key: key, q: tq, needle: strings.ToLower(tq.ErrText), text: textColumns[tq.Sort]}
-	less := func(a, b rent) bool {
-		if a.n != b.n {
-			return a.n < b.n
-		}
-		return a.seq < b.seq
-	}
-	if lr.text {
-		less = func(a, b rent) bool {
-			if a.s != b.s {
-				return a.s < b.s
-			}
-			return a.seq < b.seq
-		}
-	}
-	lr.rows = btree.NewBTreeGOptions(less, btree.Options{NoLocks: true})
-	return lr
-}
-
-// entry is r's place in the result's order; compareBy is the same order.
-func (lr *liveResult) entry(r *row) rent {
-	e := rent{seq: r.seq, r: r}
-	switch lr.q.Sort {
-	case "id":
-		e.s = r.ID
-	case "pool":
-		e.s = r.Pool
-	case "key":
-		e.s = r.Key
-	case "status":
-		e.n = int64(r.Status)
-	case "priority":
-		e.n = int64(r.Priority)
-	case "attempts":
-		e.n = int64(r.Attempts)
-	case "runs":
-		e.n = int64(r.Runs)
-	}
-	return e
+	return &liveResult{key: key, q: tq, needle: strings.ToLower(tq.ErrText),
+		rows: btree.NewBTreeGOptions(func(a, b rent) bool { return compareEntries(a, b) < 0 }, btree.Options{NoLocks: true})}
 }
 
 // place is where a row stands in a result: whether it matches the
@@ -119,31 +70,20 @@ func (lr *liveResult) placeOf(r *row) place {
 	if r.seq > lr.cursor || !lr.q.matches(r, lr.needle) { // not scanned yet, or no match
 		return place{}
 	}
-	return place{match: true, st: r.Status, e: lr.entry(r)}
+	return place{match: true, st: r.Status, e: sortEntry(lr.q.Sort, r)}
 }
 
 // move takes a row from where it stood (from) to where it stands now.
 func (lr *liveResult) move(from place, r *row) {
 	to := lr.placeOf(r)
-	if from == to {
-		return
-	}
-	if from.match {
-		lr.counts[from.st]--
-	}
-	if to.match {
-		lr.counts[to.st]++
-	}
-	was, is := from.match && lr.q.hasStatus(from.st), to.match && lr.q.hasStatus(to.st)
 	switch {
-	case was && is && from.e == to.e: // its status changed, not its place
+	case from == to:
+	case from.match && to.match && from.e == to.e && lr.q.hasStatus(from.st) && lr.q.hasStatus(to.st):
+		lr.counts[from.st]-- // its status changed, not its place
+		lr.counts[to.st]++
 	default:
-		if was {
-			lr.rows.Delete(from.e)
-		}
-		if is {
-			lr.rows.Set(to.e)
-		}
+		lr.leave(from)
+		lr.enter(to)
 	}
 }
 
@@ -322,27 +262,5 @@ func (m *mirror) dropIdle(now time.Time) {
 		if lr := m.live[i]; lr.done() && lr.used.Load() < cutoff {
 			m.dropLive(lr)
 		}
-	}
-}
-
-// page reads rows [offset, offset+size) of the result, in its order or
-// (desc) the reverse. Guarded by mu (read).
-func (lr *liveResult) page(offset, size int, desc bool, take func(*row)) {
-	total := lr.rows.Len()
-	if offset >= total {
-		return
-	}
-	n := 0
-	each := func(e rent) bool {
-		take(e.r)
-		n++
-		return n < size
-	}
-	if desc {
-		pivot, _ := lr.rows.GetAt(total - 1 - offset)
-		lr.rows.Descend(pivot, each)
-	} else {
-		pivot, _ := lr.rows.GetAt(offset)
-		lr.rows.Ascend(pivot, each)
 	}
 }

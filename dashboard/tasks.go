@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/coordinator"
+	"github.com/tidwall/btree"
 )
 
 // taskRow is one row of the tasks table: a copy of the mirror's row.
@@ -83,27 +84,14 @@ func (d *Dashboard) query(ctx context.Context, tq taskQuery) (*taskPage, error) 
 		}
 		page.Total = tree.Len()
 		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
-		if offset >= page.Total {
-			return page, nil
-		}
-		take := func(e ent) bool {
-			page.Rows = append(page.Rows, e.r.copyOut())
-			return len(page.Rows) < tq.Size
-		}
-		if tq.Desc {
-			pivot, _ := tree.GetAt(page.Total - 1 - offset)
-			tree.Descend(pivot, take)
-		} else {
-			pivot, _ := tree.GetAt(offset)
-			tree.Ascend(pivot, take)
-		}
+		pageOf(tree, offset, tq.Size, tq.Desc, func(e ent) { page.Rows = append(page.Rows, e.r.copyOut()) })
 		return page, nil
 	}
 	page := &taskPage{}
 	return page, m.readLive(ctx, tq, func(lr *liveResult) {
 		page.Total, page.Counts, page.Loading, page.AsOf = lr.rows.Len(), lr.counts, !m.synced, m.lastRead
 		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
-		lr.page(offset, tq.Size, tq.Desc, func(r *row) { page.Rows = append(page.Rows, r.copyOut()) })
+		pageOf(lr.rows, offset, tq.Size, tq.Desc, func(e rent) { page.Rows = append(page.Rows, e.r.copyOut()) })
 	})
 }
 
@@ -129,35 +117,80 @@ func (d *Dashboard) matching(tq taskQuery) []string {
 	return ids
 }
 
+// rent is a row's place in the order of a sortKeys column (sortEntry):
+// the column's value inline, a number (n) or a text (s), the other left
+// zero, then the order the tasks came in (seq), so that one comparison
+// serves every column and a tree compares without reading the rows.
+type rent struct {
+	n   int64
+	s   string
+	seq uint64
+	r   *row
+}
+
+// sortEntry is r's place in the order of column key ("submitted": the
+// order the tasks came in alone).
+func sortEntry(key string, r *row) rent {
+	e := rent{seq: r.seq, r: r}
+	switch key {
+	case "id":
+		e.s = r.ID
+	case "pool":
+		e.s = r.Pool
+	case "key":
+		e.s = r.Key
+	case "status":
+		e.n = int64(r.Status)
+	case "priority":
+		e.n = int64(r.Priority)
+	case "attempts":
+		e.n = int64(r.Attempts)
+	case "runs":
+		e.n = int64(r.Runs)
+	}
+	return e
+}
+
+// compareEntries orders the entries of one column.
+func compareEntries(a, b rent) int {
+	if c := cmp.Compare(a.n, b.n); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.s, b.s); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
 // compareBy orders rows by a sortKeys column, ties by the order they came.
 func compareBy(key string, desc bool) func(a, b *row) int {
-	by := func(a, b *row) int {
-		switch key {
-		case "id":
-			return cmp.Compare(a.ID, b.ID)
-		case "status":
-			return cmp.Compare(a.Status, b.Status)
-		case "pool":
-			return cmp.Compare(a.Pool, b.Pool)
-		case "key":
-			return cmp.Compare(a.Key, b.Key)
-		case "priority":
-			return cmp.Compare(a.Priority, b.Priority)
-		case "attempts":
-			return cmp.Compare(a.Attempts, b.Attempts)
-		case "runs":
-			return cmp.Compare(a.Runs, b.Runs)
-		}
-		return 0
-	}
 	return func(a, b *row) int {
-		c := by(a, b)
-		if c == 0 {
-			c = cmp.Compare(a.seq, b.seq)
-		}
+		c := compareEntries(sortEntry(key, a), sortEntry(key, b))
 		if desc {
 			c = -c
 		}
 		return c
+	}
+}
+
+// pageOf reads entries [offset, offset+size) of tree, in its order or
+// (desc) the reverse, into take.
+func pageOf[T any](tree *btree.BTreeG[T], offset, size int, desc bool, take func(T)) {
+	total := tree.Len()
+	if offset >= total {
+		return
+	}
+	n := 0
+	each := func(e T) bool {
+		take(e)
+		n++
+		return n < size
+	}
+	if desc {
+		pivot, _ := tree.GetAt(total - 1 - offset)
+		tree.Descend(pivot, each)
+	} else {
+		pivot, _ := tree.GetAt(offset)
+		tree.Ascend(pivot, each)
 	}
 }
