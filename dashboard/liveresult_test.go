@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -151,18 +152,56 @@ func checkPage(t *testing.T, at string, d *Dashboard, tq taskQuery) {
 	if err != nil {
 		t.Fatalf("%s: query = %v", at, err)
 	}
-	all := d.matching(tq)
 	m := d.mir
 	var counts statusCounts
+	var rows []*row
 	needle := strings.ToLower(tq.ErrText)
 	m.mu.RLock()
 	m.all.Scan(func(e ent) bool {
 		if tq.matches(e.r, needle) {
 			counts[e.r.Status]++
+			if tq.hasStatus(e.r.Status) {
+				rows = append(rows, e.r)
+			}
 		}
 		return true
 	})
+	// The order, written here again on purpose: the code under test
+	// (sortEntry) must not be its own reference.
+	slices.SortFunc(rows, func(a, b *row) int {
+		var c int
+		switch tq.Sort {
+		case "id":
+			c = cmp.Compare(a.ID, b.ID)
+		case "status":
+			c = cmp.Compare(a.Status, b.Status)
+		case "pool":
+			c = cmp.Compare(a.Pool, b.Pool)
+		case "key":
+			c = cmp.Compare(a.Key, b.Key)
+		case "priority":
+			c = cmp.Compare(a.Priority, b.Priority)
+		case "attempts":
+			c = cmp.Compare(a.Attempts, b.Attempts)
+		case "runs":
+			c = cmp.Compare(a.Runs, b.Runs)
+		}
+		if c == 0 {
+			c = cmp.Compare(a.seq, b.seq)
+		}
+		if tq.Desc {
+			c = -c
+		}
+		return c
+	})
+	all := make([]string, len(rows))
+	for i, r := range rows {
+		all[i] = r.ID
+	}
 	m.mu.RUnlock()
+	if bulk := d.matching(tq); !slices.Equal(bulk, all) {
+		t.Errorf("%s: %s: a bulk action's tasks %v; a pass gives %v", at, tq.values(tq.Page).Encode(), bulk, all)
+	}
 	from := min(len(all), (tq.Page-1)*tq.Size)
 	want := all[from:min(len(all), from+tq.Size)]
 	var ids []string
