@@ -25,15 +25,11 @@ func chromiumCPU(dir string) time.Duration {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
+		ppid, ticks, ok := parseStat(string(b))
+		if !ok {
 			continue
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		procs[pid] = proc{ppid, ut + st}
+		procs[pid] = proc{ppid, ticks}
 		if cmd, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline")); err == nil {
 			c := string(cmd)
 			if strings.Contains(c, "--user-data-dir="+dir) && !strings.Contains(c, "--type=") {
@@ -63,12 +59,19 @@ func selfCPU() time.Duration {
 	if err != nil {
 		return 0
 	}
-	s := string(b)
+	_, ticks, _ := parseStat(string(b))
+	return time.Duration(ticks) * (time.Second / 100)
+}
+
+// parseStat reads a process's parent and the processor ticks it used
+// (user and system) from its /proc/PID/stat.
+func parseStat(s string) (ppid int, ticks int64, ok bool) {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0
+		return 0, 0, false
 	}
+	ppid, _ = strconv.Atoi(f[1])
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return ppid, ut + st, true
 }
