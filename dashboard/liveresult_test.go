@@ -283,11 +283,9 @@ func TestLiveResultsConcurrent(t *testing.T) {
 func TestLiveResultsMoreThanKept(t *testing.T) {
 	m, d := liveMirror(t, 100)
 	const rows = 20_000
-	page := coordinator.FeedPage{At: time.Now()}
-	for i := range rows {
-		page.Rows = append(page.Rows, coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1 + i%3})
-	}
-	m.apply(page)
+	fill(m, rows, func(i int) coordinator.TaskRow {
+		return coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1 + i%3}
+	})
 	var chunks atomic.Int64
 	m.betweenChunks = func() { chunks.Add(1) }
 	const requests = 3 * resultsKept
@@ -323,12 +321,7 @@ func TestLiveResultsMoreThanKept(t *testing.T) {
 // liveMirror is an empty copy of a scheduler's tasks, read by d, whose
 // live results are built chunk rows at a time until the test ends.
 func liveMirror(t *testing.T, chunk int) (*mirror, *Dashboard) {
-	s, err := coordinator.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	m := newMirror(s, time.Now)
+	m := testMirror(t)
 	saved := liveChunk
 	liveChunk = chunk
 	t.Cleanup(func() { liveChunk = saved })
@@ -342,11 +335,9 @@ func liveMirror(t *testing.T, chunk int) (*mirror, *Dashboard) {
 func TestLiveResultsSharedBuildOutlivesARequest(t *testing.T) {
 	m, d := liveMirror(t, 100)
 	const rows = 10_000
-	page := coordinator.FeedPage{At: time.Now()}
-	for i := range rows {
-		page.Rows = append(page.Rows, coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1 + i%3})
-	}
-	m.apply(page)
+	fill(m, rows, func(i int) coordinator.TaskRow {
+		return coordinator.TaskRow{Slot: i, ID: fmt.Sprint("held", i), Status: coordinator.Succeeded, Attempts: 1 + i%3}
+	})
 	tq := taskQuery{Pool: anyPool, Sort: "id", Page: 1, Size: 10}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -73,18 +73,28 @@ const held = 1_000_000
 
 // heldMirror is a mirror holding held rows, row(i) in slot i.
 func heldMirror(b *testing.B, row func(i int) coordinator.TaskRow) *mirror {
+	m := testMirror(b)
+	fill(m, held, row)
+	return m
+}
+
+// testMirror is an empty copy of a new scheduler's tasks.
+func testMirror(tb testing.TB) *mirror {
 	s, err := coordinator.New()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { s.Shutdown(context.Background()) })
-	m := newMirror(s, time.Now)
+	tb.Cleanup(func() { s.Shutdown(context.Background()) })
+	return newMirror(s, time.Now)
+}
+
+// fill applies n rows to m in one feed read, row(i) in slot i.
+func fill(m *mirror, n int, row func(i int) coordinator.TaskRow) {
 	page := coordinator.FeedPage{At: time.Now()}
-	for i := range held {
+	for i := range n {
 		page.Rows = append(page.Rows, row(i))
 	}
 	m.apply(page)
-	return m
 }
 
 // statusChanges times the copy applying changes of status (and
