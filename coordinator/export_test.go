@@ -87,6 +87,12 @@ func (s *state) queueViolation() string {
 			return fmt.Sprintf("key queue %d: live %d, live entries %d", qi, q.live, n)
 		}
 	}
+	if s.retain && (len(s.finalized) > 0 || len(s.settledEnds) > 0) && !(s.closing && s.dur != nil) {
+		// An iteration answers its watches (Batch.Wait, Wait) after settling
+		// every end it applied: with WithRetention(0) a batch's tasks are
+		// forgotten by then, and their IDs may be submitted again.
+		return fmt.Sprintf("retention: %d final tasks and %d ends not settled at the end of an iteration", len(s.finalized), len(s.settledEnds))
+	}
 	for t := range s.hot {
 		if c := live[int32(t)]; c > 1 || s.hot[t].status == Ready && c != 1 {
 			return fmt.Sprintf("task %q (%v) has %d live ready entries", s.key(int32(t)), s.hot[t].status, c)

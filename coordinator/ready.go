@@ -172,6 +172,11 @@ func (s *state) iterate(now time.Time) outbox {
 		s.settle(now)
 		s.dispatch(now)
 	}
+	// Dispatching harvests the lanes it fills: the ends it applied settle
+	// now, before the watches are answered, so that a batch whose Wait
+	// returns is forgotten already under WithRetention(0) and its IDs may
+	// be submitted again at once.
+	s.settle(now)
 	s.answerWatches() // after every cascade of the iteration: the causes they report are as bad as they got
 	for i := range s.lanes {
 		if ls := &s.lanes[i]; ls.pub != ls.shown {

@@ -161,3 +161,57 @@ func TestManyRecurring(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionZeroForgetsBeforeWait: under WithRetention(0) a batch whose
+// Wait has returned is forgotten already, so that a service may submit the
+// same IDs again at once, even while other work keeps the coordinator
+// dispatching (which applies ends as it fills lanes: they were settled
+// only at the next iteration, after the batch's Wait was answered, and
+// the next Submit of the same IDs failed with ErrDuplicateID).
+func TestRetentionZeroForgetsBeforeWait(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithRetention(0))
+	ctx := context.Background()
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { // other work, so that the coordinator keeps dispatching
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			tasks := make([]coordinator.Task, 64)
+			for i := range tasks {
+				tasks[i] = coordinator.Task{ID: fmt.Sprintf("bg-%d-%d", n, i), Run: ok}
+			}
+			b, err := s.SubmitBatch(ctx, tasks...)
+			if err == nil {
+				err = b.Wait(ctx)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	tasks := make([]coordinator.Task, 8)
+	for i := range tasks {
+		tasks[i] = coordinator.Task{ID: fmt.Sprintf("fg-%d", i), Run: ok}
+	}
+	for round := range 3000 {
+		b, err := s.SubmitBatch(ctx, tasks...)
+		if err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("round %d: SubmitBatch of the IDs a batch waited before = %v; want nil", round, err)
+		}
+		if err := b.Wait(ctx); err != nil {
+			t.Fatalf("round %d: Wait = %v", round, err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("other work: %v", err)
+	}
+}
