@@ -342,12 +342,13 @@ func (s *Scheduler) check(b *submission, inherit string) error {
 		return err
 	}
 	now := s.clk.Now()
+	var facts poolFacts
 	for i := range b.tasks {
 		pool := b.tasks[i].Pool
 		if pool == "" {
 			pool = inherit
 		}
-		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, pool, s.workers, s.sizes)
+		sched, err := validateTask(&b.tasks[i], len(b.places(i)) > 0, facts.of(pool, s.workers, s.sizes))
 		if err != nil {
 			return err
 		}

@@ -9,12 +9,40 @@ import (
 	"github.com/batonhq/baton/worker"
 )
 
+// poolFacts is what validateTask needs of a task's pool, looked up once
+// for a run of tasks of the same pool (most batches have one): two map
+// lookups and two type assertions were an eighth of a plain task's check.
+type poolFacts struct {
+	name      string
+	known     bool // name is a pool of the scheduler
+	looked    bool // the fields hold name's facts
+	size      int
+	plain     bool             // its worker is worker.Func: a task needs Run
+	validator worker.Validator // nil: none, or worker.Func's (plain checks what it would, without a deferred recover a task)
+}
+
+// of returns the facts of pool, looking them up if f holds another's.
+func (f *poolFacts) of(pool string, pools map[string]worker.Worker, sizes map[string]int) *poolFacts {
+	if f.looked && f.name == pool {
+		return f
+	}
+	w, ok := pools[pool]
+	*f = poolFacts{name: pool, known: ok, looked: true, size: sizes[pool]}
+	if ok {
+		if _, f.plain = w.(worker.Func); !f.plain {
+			f.validator, _ = w.(worker.Validator)
+		}
+	}
+	return f
+}
+
 // validateTask checks what can be checked without the scheduler's state.
 // It runs on the caller's goroutine, so a pool's Validator (user code)
 // never runs on the coordinator's. handles says whether the task has
 // dependencies by Graph handle; pool is the pool it runs in (its own,
-// or its spawner's). It returns the task's parsed Cron, or its Schedule.
-func validateTask(t *Task, handles bool, pool string, pools map[string]worker.Worker, sizes map[string]int) (Schedule, error) {
+// or its spawner's), whose facts p holds. It returns the task's parsed
+// Cron, or its Schedule.
+func validateTask(t *Task, handles bool, pool *poolFacts) (Schedule, error) {
 	bad := func(format string, args ...any) error {
 		return &TaskError{ID: t.ID, Err: ErrInvalidTask, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -60,21 +88,20 @@ func validateTask(t *Task, handles bool, pool string, pools map[string]worker.Wo
 			return nil, bad("empty dependency ID")
 		}
 	}
-	w, ok := pools[pool]
-	if !ok {
-		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(pool)}
+	if !pool.known {
+		return nil, &TaskError{ID: t.ID, Err: ErrUnknownPool, Detail: quoteID(pool.name)}
 	}
 	if t.Slots < 0 {
 		return nil, bad("negative Slots %d", t.Slots)
 	}
-	if t.Slots > sizes[pool] {
-		return nil, bad("Slots %d: its pool %s has %d workers", t.Slots, quoteID(pool), sizes[pool])
+	if t.Slots > pool.size {
+		return nil, bad("Slots %d: its pool %s has %d workers", t.Slots, quoteID(pool.name), pool.size)
 	}
-	if _, plain := w.(worker.Func); plain && t.Run == nil {
+	if pool.plain && t.Run == nil {
 		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, worker.ErrNilRun),
 			Detail: "set Run, or Func to the name of a function registered with WithFunc"}
 	}
-	if v, ok := w.(worker.Validator); ok {
+	if v := pool.validator; v != nil {
 		if err := safeValidate(v, worker.Job{ID: t.ID, Run: t.Run, Payload: t.Payload}); err != nil {
 			return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("%w: %w", ErrInvalidTask, err)}
 		}
