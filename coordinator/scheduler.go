@@ -341,7 +341,7 @@ func (s *Scheduler) check(b *submission, inherit string) error {
 	if err := s.prepare(b); err != nil {
 		return err
 	}
-	now := s.clk.Now()
+	var now time.Time // read for the first schedule: most batches have none
 	var facts poolFacts
 	for i := range b.tasks {
 		pool := b.tasks[i].Pool
@@ -357,6 +357,9 @@ func (s *Scheduler) check(b *submission, inherit string) error {
 		}
 		if b.tasks[i].Schedule != nil {
 			sched = safeSchedule{sched}
+		}
+		if now.IsZero() {
+			now = s.clk.Now()
 		}
 		if sched.Next(now.Add(b.tasks[i].Delay)).IsZero() {
 			return &TaskError{ID: b.tasks[i].ID, Err: ErrInvalidTask, Detail: "its schedule has no start after submission"}

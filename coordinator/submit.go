@@ -110,13 +110,15 @@ type batchBuild struct {
 	sstart  []int32  // task i's successors in the batch are arena[nd+sstart[i]:nd+sstart[i+1]]
 	spawner int32    // Spawn: the task whose attempt spawns the batch (noTask: Submit)
 	held    bool     // retention holds its dependencies already (a reserved batch): wireEarlier does not count them again
+	pool    string   // the pool name record looked up last (a map lookup a task otherwise)
+	poolIdx int      // its index; -1: none looked up yet
 }
 
 // newBatchBuild gives the batch its records, freed ones first, and their
 // specs.
 func (s *state) newBatchBuild(b *submission) *batchBuild {
 	n := len(b.tasks)
-	sb := &batchBuild{s: s, b: b, reused: min(s.recFree.n, n), base: int32(len(s.tasks)), idx: make([]int32, n), spawner: noTask}
+	sb := &batchBuild{s: s, b: b, reused: min(s.recFree.n, n), base: int32(len(s.tasks)), idx: make([]int32, n), spawner: noTask, poolIdx: -1}
 	s.recFree.lowest(sb.idx[:sb.reused])
 	for i := sb.reused; i < n; i++ {
 		sb.idx[i] = sb.base + int32(i-sb.reused)
@@ -320,7 +322,10 @@ func (sb *batchBuild) storeRecords(now time.Time) {
 // record builds task i's record, its hot part and its spec.
 func (sb *batchBuild) record(i int, a int32, now time.Time) (rec, hot) {
 	s, b, t := sb.s, sb.b, &sb.b.tasks[i]
-	pool, prio := s.byName[t.Pool], int32(t.Priority)
+	if sb.poolIdx < 0 || sb.pool != t.Pool {
+		sb.pool, sb.poolIdx = t.Pool, s.byName[t.Pool]
+	}
+	pool, prio := sb.poolIdx, int32(t.Priority)
 	if sb.spawner != noTask { // a child: its spawner's pool and priority unless set
 		if t.Pool == "" {
 			pool = int(s.hot[sb.spawner].pool)
