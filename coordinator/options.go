@@ -114,14 +114,15 @@ func WithPool(name string, size int, w worker.Worker) Option {
 }
 
 // WithRetention makes the scheduler forget a final task once it has been
-// final for d and nothing still refers to it (a predecessor that is not
-// final yet, or a retained task it caused to be skipped). Without it, every
-// task is kept until Shutdown, which suits batch jobs; a scheduler that runs
-// for months needs it. A forgotten task is unknown: Info returns false,
-// Cancel false, a Submit that depends on it fails with ErrUnknownDependency,
-// and its ID may be submitted again. d may be 0: forget as soon as possible,
-// which is before Wait or a batch's Wait returns for it: a service may
-// submit the same IDs again at once.
+// final for d and nothing still refers to it: a dependency that is not
+// final yet, a task that depends on it and is not forgotten yet, or a
+// retained task it caused to be skipped. Without it, every task is kept
+// until Shutdown, which suits batch jobs; a scheduler that runs for months
+// needs it. A forgotten task is unknown: Info returns false, Cancel false,
+// a Submit that depends on it fails with ErrUnknownDependency, and its ID
+// may be submitted again. d may be 0: forget as soon as possible, which is
+// before Wait, or a batch's Wait, returns for it, unless something above
+// still refers to it: a service may then submit the same IDs again at once.
 // On a durable scheduler (WithStore) forgetting a task deletes its records,
 // and nothing is forgotten once Shutdown has begun, so that the tasks
 // Shutdown ends are resumed by the next scheduler on the store.
