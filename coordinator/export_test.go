@@ -93,6 +93,27 @@ func (s *state) queueViolation() string {
 		// forgotten by then, and their IDs may be submitted again.
 		return fmt.Sprintf("retention: %d final tasks and %d ends not settled at the end of an iteration", len(s.finalized), len(s.settledEnds))
 	}
+	for pi := range s.pools {
+		p, idle := &s.pools[pi], 0
+		for _, li := range p.lanes {
+			if ls := &s.lanes[li]; !ls.open && ls.holder == 0 {
+				idle++
+			}
+		}
+		if idle != p.idle {
+			return fmt.Sprintf("pool %d: idle %d, lanes closed and not held %d", pi, p.idle, idle)
+		}
+	}
+	for t := range s.hot {
+		if s.hot[t].status != dispatched {
+			continue
+		}
+		ls, seq := s.locate(s.tasks[t].link)
+		if int32(seq-ls.applied) < 0 || int32(ls.n-seq) <= 0 || ls.l.Task(seq) != int32(t) {
+			return fmt.Sprintf("task %q is dispatched at lane %d item %d, which holds task %d (applied %d, n %d)",
+				s.key(int32(t)), ls.l.ID, seq, ls.l.Task(seq), ls.applied, ls.n)
+		}
+	}
 	for t := range s.hot {
 		if c := live[int32(t)]; c > 1 || s.hot[t].status == Ready && c != 1 {
 			return fmt.Sprintf("task %q (%v) has %d live ready entries", s.key(int32(t)), s.hot[t].status, c)
