@@ -56,7 +56,9 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 // backoff of its RetryPolicy: the attempt fails as any other, counts,
 // and is retried only if the policy allows (attempts left, RetryIf); then
 // after d, capped by the policy's MaxDelay if set (a d below 0 counts as
-// 0). Event.Wait and the history say the wait chosen. A nil err is a
+// 0). EventRetrying's Wait says the wait applied (capped); the history
+// keeps the attempt's error as returned, which says the wait asked for
+// ("... (retry after 1h0m0s)"). A nil err is a
 // failure too (its error says "retry after"). A function that panics with
 // it, or returns it after its Timeout, chooses no wait: its retry waits
 // the policy's backoff. RetryAfter does not block.
