@@ -544,7 +544,9 @@ func (s *state) history(t int32, now time.Time) History {
 			a.Worker = s.workerName(r.lane)
 			if r.detail {
 				if d := s.details[sr]; d != nil {
-					a.Err, a.Logs, a.LogsDropped = d.err, d.logs, d.logsDropped
+					// A copy: the caller may change it, and the kept lines
+					// are written to a durable store as later attempts end.
+					a.Err, a.Logs, a.LogsDropped = d.err, slices.Clone(d.logs), d.logsDropped
 					if d.worker != "" {
 						a.Worker = d.worker
 					}
@@ -682,7 +684,7 @@ func (s *Scheduler) History(id string) (History, bool) {
 // use.
 func SetWorker(ctx context.Context, name string) error {
 	c, ok := lane.Of(ctx)
-	if !ok || !c.SetWorker(name) {
+	if !ok || !c.SetWorker(strings.Clone(name)) { // its own copy: name may be cut from a larger string
 		return ErrNoAttempt
 	}
 	return nil

@@ -60,7 +60,12 @@ const (
 // others). Default DefaultTaskLogLines and DefaultTaskLogBytes;
 // WithTaskLogs(0, 0) keeps none (Logger's records still reach WithLogger's
 // logger). Lines are kept with the attempt's history (WithHistory), so
-// WithHistory(0, 0) keeps none either.
+// WithHistory(0, 0) keeps none either, and the text kept in all is bounded
+// by WithHistory's total times bytes: at the defaults (100,000 attempts of
+// 16 KiB) up to about 1.6 GB if every attempt logs its fill, so a
+// scheduler of many chatty tasks wants a smaller bound of either. A line
+// kept is a copy of what was logged, never a part of a larger string.
+// (An attempt's error and worker name are kept as given, beside these.)
 func WithTaskLogs(lines, bytes int) Option {
 	return func(c *config) error {
 		if lines < 0 || bytes < 0 || (lines == 0) != (bytes == 0) {
@@ -85,7 +90,16 @@ type attemptLog struct {
 
 func lineSize(l *LogLine) int { return len(l.Message) + len(l.Attrs) }
 
-func (a *attemptLog) add(l LogLine) {
+func (a *attemptLog) add(l LogLine) { a.keep(l, false) }
+
+// addCopy is add for a line whose strings the caller gave (AppendLog): the
+// line kept is a copy, so that it keeps no larger string it was cut from
+// alive.
+func (a *attemptLog) addCopy(l LogLine) { a.keep(l, true) }
+
+// keep adds l, cut to fit; the strings of a line cut are new ones, and
+// copy makes those of a line kept whole new too.
+func (a *attemptLog) keep(l LogLine, copy bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.maxLines == 0 {
@@ -98,8 +112,12 @@ func (a *attemptLog) add(l LogLine) {
 		if len(l.Message) > room {
 			l.Message, l.Attrs = cutUTF8(l.Message, room)+mark, ""
 		} else {
-			l.Attrs = cutUTF8(l.Attrs, room-len(l.Message)) + mark
+			// Both new strings: the message shares its string with the
+			// attributes cut here (attrWriter.write).
+			l.Message, l.Attrs = strings.Clone(l.Message), cutUTF8(l.Attrs, room-len(l.Message))+mark
 		}
+	} else if copy {
+		l.Message, l.Attrs = strings.Clone(l.Message), strings.Clone(l.Attrs)
 	}
 	a.lines = append(a.lines, l)
 	a.bytes += lineSize(&l)
@@ -161,7 +179,12 @@ func Logger(ctx context.Context) *slog.Logger {
 	var id string
 	if ok {
 		var owner any
-		id, owner, ok = c.TaskID()
+		if id, owner, ok = c.TaskID(); !ok {
+			// Over: a function that touched ctx returned, and a goroutine
+			// it left behind logs. Its lines go to the scheduler's logger
+			// with the task's attributes, and are not kept (keepLines).
+			id, owner, ok = c.EndedTaskID()
+		}
 		s, _ = owner.(*Scheduler)
 	}
 	if !ok || s == nil {
@@ -199,7 +222,11 @@ func AppendLog(ctx context.Context, lines ...LogLine) error {
 	if err != nil {
 		return err
 	}
-	if !keepLines(c, s, lines...) {
+	if !keepInLog(c, s, func(l *attemptLog) {
+		for _, line := range lines {
+			l.addCopy(line)
+		}
+	}) {
 		return ErrNoAttempt
 	}
 	return nil
@@ -331,7 +358,8 @@ type handlerOp struct {
 func (h *taskHandler) Enabled(context.Context, slog.Level) bool { return true } // kept whatever the scheduler's logger enables
 
 func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.add(LogLine{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: h.attrs(ctx, r)})
+	msg, attrs := h.attrs(ctx, r)
+	h.add(LogLine{Time: r.Time, Level: r.Level, Message: msg, Attrs: attrs})
 	if h.next.Enabled(ctx, r.Level) {
 		return h.next.Handle(ctx, r)
 	}
@@ -344,7 +372,7 @@ func (h *taskHandler) Handle(ctx context.Context, r slog.Record) error {
 // line being written (a LogValuer may log through the same logger while
 // its line is written): the plain handlers' pool, or the handler's own,
 // whose writers have its WithAttrs and WithGroup replayed once.
-func (h *taskHandler) attrs(ctx context.Context, r slog.Record) string {
+func (h *taskHandler) attrs(ctx context.Context, r slog.Record) (msg, attrs string) {
 	pool := &plainWriters
 	if h.writers != nil {
 		pool = h.writers
@@ -405,16 +433,25 @@ func (w *attrWriter) Write(p []byte) (int, error) {
 
 // write returns r's line as the text handler writes it, without its time,
 // level and message.
-func (w *attrWriter) write(ctx context.Context, r slog.Record) string {
+//
+// It returns r's message and the attributes in one new string: the line
+// kept is its own, whatever string the message was cut from (a kept
+// substring of a large string would keep all of it).
+func (w *attrWriter) write(ctx context.Context, r slog.Record) (msg, attrs string) {
 	w.buf, w.handling, w.builtins = w.buf[:0], true, 2
 	r.Time, r.PC = time.Time{}, 0 // r is a copy: its attributes are shared, not changed
 	_ = w.th.Handle(ctx, r)
 	w.handling = false
-	line := string(bytes.TrimSuffix(w.buf, []byte("\n")))
+	a := bytes.TrimSuffix(w.buf, []byte("\n"))
+	var b strings.Builder
+	b.Grow(len(r.Message) + len(a))
+	b.WriteString(r.Message)
+	b.Write(a)
+	line := b.String()
 	if cap(w.buf) > 64<<10 {
 		w.buf = nil // a pooled writer keeps no large buffer
 	}
-	return line
+	return line[:len(r.Message)], line[len(r.Message):]
 }
 
 func (h *taskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -332,6 +333,55 @@ func TestLineLoggedAfterTheFunctionReturnedIsNotKept(t *testing.T) {
 	}
 }
 
+// A logger first asked for after the function returned, by a goroutine it
+// left running, reaches the scheduler's logger with the task's attributes
+// (not slog.Default) if the function had touched its context, even once
+// retention forgot the task and another task took its record; the line is
+// not kept with the attempt.
+func TestLoggerAskedForAfterTheFunctionReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out, dflt logBuffer
+		old := slog.Default()
+		slog.SetDefault(dflt.logger())
+		defer slog.SetDefault(old)
+		s, err := coordinator.New(coordinator.WithWorkers(1), coordinator.WithLogger(out.logger()), coordinator.WithRetention(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown(context.Background())
+		late, logged := make(chan struct{}), make(chan struct{})
+		if err := s.Submit(coordinator.Task{ID: "late-a", Run: func(ctx context.Context) error {
+			_ = ctx.Err() // touched: its context is never reused
+			go func() {
+				<-late
+				coordinator.Logger(ctx).Info("logged late")
+				close(logged)
+			}()
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// Forgotten; its record goes to the next task.
+		if err := s.Submit(coordinator.Task{ID: "other", Run: func(context.Context) error { return nil }}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		close(late)
+		<-logged
+		if !out.contains("logged late") || !out.contains("task=late-a") {
+			t.Errorf("the scheduler's logger got:\n%s\nwant the late line with task=late-a", out.String())
+		}
+		if dflt.contains("logged late") {
+			t.Errorf("slog.Default got the late line:\n%s", dflt.String())
+		}
+	})
+}
+
 // LogLine.Attrs is what slog's text handler writes for the line's
 // attributes (its time, level and message left out): times, durations,
 // byte slices, errors, keys that need quoting, groups and inline groups,
@@ -539,4 +589,72 @@ func TestTaskLoggerLogValuers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A line kept is a copy of what was logged: a short line cut from a large
+// string (a file read whole, then split), by Logger or AppendLog, or a
+// line whose large attribute is cut to fit, keeps no more than its own
+// bytes alive.
+func TestKeptLinesHoldNoLargerString(t *testing.T) {
+	const tasks, size = 8, 4 << 20
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, how := range []string{"Logger", "AppendLog", "cut attribute"} {
+		t.Run(how, func(t *testing.T) {
+			s := newScheduler(t, coordinator.WithWorkers(1), coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+			before := heap()
+			for i := range tasks {
+				err := s.Submit(coordinator.Task{ID: fmt.Sprint(how, i), Run: func(ctx context.Context) error {
+					big := strings.Repeat("x", size)
+					switch how {
+					case "Logger":
+						coordinator.Logger(ctx).Info(big[:10])
+					case "AppendLog":
+						return coordinator.AppendLog(ctx, coordinator.LogLine{Message: big[:10], Attrs: big[size-10:]})
+					default:
+						coordinator.Logger(ctx).Info("m", "k", big)
+					}
+					return nil
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := s.History(fmt.Sprint(how, 0)); len(h.Attempts) != 1 || len(h.Attempts[0].Logs) != 1 {
+				t.Fatalf("History = %+v; want one attempt with its line", h)
+			}
+			if grown := int64(heap()) - int64(before); grown > tasks*size/4 {
+				t.Errorf("the heap grew %d bytes for %d kept lines of at most 16 KiB; want no %d-byte string kept alive by each", grown, tasks, size)
+			}
+		})
+	}
+}
+
+// History's lines are the caller's own: changing them changes neither a
+// later History nor what a durable scheduler writes.
+func TestHistoryLinesAreACopy(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(1))
+	if err := s.Submit(coordinator.Task{ID: "a", Run: func(ctx context.Context) error {
+		coordinator.Logger(ctx).Info("secret=hunter2")
+		return errors.New("failed")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Wait(context.Background())
+	h, _ := s.History("a")
+	if len(h.Attempts) != 1 || len(h.Attempts[0].Logs) != 1 {
+		t.Fatalf("History(a) = %+v; want one attempt with one line", h)
+	}
+	h.Attempts[0].Logs[0].Message = "changed by the caller"
+	again, _ := s.History("a")
+	if got := again.Attempts[0].Logs[0].Message; got != "secret=hunter2" {
+		t.Errorf("History(a) after the caller changed its copy: line %q; want %q", got, "secret=hunter2")
+	}
 }

@@ -48,6 +48,7 @@ type Context struct {
 	result    any         // guarded by resultMu
 	hasResult bool        // guarded by resultMu
 	worker    string      // guarded by resultMu: which worker ran it (SetWorker)
+	endedID   string      // guarded by resultMu: the task's ID, read by Finish while the worker owned the item (EndedTaskID)
 	extra     any         // guarded by resultMu: the owner's per-attempt data (Extra), made on first use
 	over      atomic.Bool // the attempt returned: SetResult is ignored
 
@@ -384,8 +385,27 @@ func (c *Context) Worker() string {
 // attempt is under way or to come.
 func (c *Context) Finish() {
 	c.resultMu.Lock()
+	if c.lane != nil {
+		// The spec is the task's until the coordinator applies the
+		// attempt's end: after that a retention may hand it to another.
+		c.endedID = c.lane.env.Specs.At(c.task.Load()).ID
+	}
 	c.over.Store(true)
 	c.resultMu.Unlock()
+}
+
+// EndedTaskID is TaskID for an attempt that is over: the ID and owner of
+// the task whose function, having touched c, has returned (or was
+// abandoned); ok is false while the attempt runs and for a context of no
+// lane. It does not mark c touched: an untouched Context is reused, and
+// is not over.
+func (c *Context) EndedTaskID() (id string, owner any, ok bool) {
+	if c.lane == nil || !c.over.Load() {
+		return "", nil, false
+	}
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	return c.endedID, c.lane.env.Owner, true
 }
 
 // Keep runs f, which records something of the attempt's outcome where the
