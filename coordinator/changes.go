@@ -144,7 +144,9 @@ func (f *Feed) Next(ctx context.Context, max int) (FeedPage, error) {
 	}
 	select {
 	case <-f.s.loopDone:
-		return f.s.final.changes(f.cs, max, f.s.clk.Now()), nil
+		st, unlock := f.s.finalState()
+		defer unlock()
+		return st.changes(f.cs, max, f.s.clk.Now()), nil
 	default:
 	}
 	r, err := actor.Call(ctx, f.s.mailbox, func(reply chan<- FeedPage) request {
@@ -152,7 +154,9 @@ func (f *Feed) Next(ctx context.Context, max int) (FeedPage, error) {
 	})
 	if errors.Is(err, actor.ErrStopped) {
 		<-f.s.loopDone
-		return f.s.final.changes(f.cs, max, f.s.clk.Now()), nil
+		st, unlock := f.s.finalState()
+		defer unlock()
+		return st.changes(f.cs, max, f.s.clk.Now()), nil
 	}
 	return r, err
 }

@@ -104,7 +104,9 @@ type census struct {
 func (s *Scheduler) census(f func(*state, time.Time) census) census {
 	select {
 	case <-s.loopDone:
-		return f(s.final, s.clk.Now())
+		st, unlock := s.finalState()
+		defer unlock()
+		return f(st, s.clk.Now())
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- census) request {
@@ -112,7 +114,9 @@ func (s *Scheduler) census(f func(*state, time.Time) census) census {
 	})
 	if err != nil {
 		<-s.loopDone
-		return f(s.final, s.clk.Now())
+		st, unlock := s.finalState()
+		defer unlock()
+		return f(st, s.clk.Now())
 	}
 	return r
 }

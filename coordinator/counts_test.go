@@ -3,8 +3,10 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -139,5 +141,57 @@ func TestPoolSizes(t *testing.T) {
 	}
 	if got := s.PoolSizes(); !maps.Equal(got, want) {
 		t.Errorf("PoolSizes() after Shutdown = %v; want %v", got, want)
+	}
+}
+
+// After Shutdown every query answers from the final state, and is safe
+// for concurrent use there too: scans of every task (Counts, Tasks,
+// Snapshot, a Feed's read) write the state's scratch as they did on the
+// loop, and took no turns (the race detector found them racing).
+func TestQueriesAfterShutdownAreSafeForConcurrentUse(t *testing.T) {
+	s, err := coordinator.New(coordinator.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := s.Submit(coordinator.Task{ID: fmt.Sprint(i), Run: ok}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queries := []func(){
+		func() { s.Counts() },
+		func() { s.CountsByPool() },
+		func() { s.Tasks(coordinator.Succeeded, 0) },
+		func() { _, _ = s.Snapshot(ctx, coordinator.SnapshotFilter{}) },
+		func() { s.Info("7") },
+		func() { s.History("7") },
+		func() { s.Detail("7") },
+		func() { s.Totals() },
+		func() {
+			f := s.Feed()
+			defer f.Close()
+			_, _ = f.Next(ctx, 1000)
+		},
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		for _, q := range queries {
+			wg.Go(func() {
+				for range 20 {
+					q()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if c := s.Counts(); c.Succeeded != 100 || c.Total() != 100 {
+		t.Errorf("Counts after Shutdown = %+v; want 100 succeeded", c)
 	}
 }

@@ -29,7 +29,9 @@ type TaskDetail struct {
 func (s *Scheduler) Detail(id string) (TaskDetail, bool) {
 	select {
 	case <-s.loopDone:
-		return s.final.detail(id)
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.detail(id)
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- detailReply) request {
@@ -37,7 +39,9 @@ func (s *Scheduler) Detail(id string) (TaskDetail, bool) {
 	})
 	if err != nil {
 		<-s.loopDone
-		return s.final.detail(id)
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.detail(id)
 	}
 	return r.d, r.ok
 }

@@ -663,7 +663,9 @@ func (s *state) historyOf(id string, now time.Time) (History, bool) {
 func (s *Scheduler) History(id string) (History, bool) {
 	select {
 	case <-s.loopDone:
-		return s.final.historyOf(id, s.clk.Now())
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.historyOf(id, s.clk.Now())
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- historyReply) request {
@@ -671,7 +673,9 @@ func (s *Scheduler) History(id string) (History, bool) {
 	})
 	if err != nil {
 		<-s.loopDone
-		return s.final.historyOf(id, s.clk.Now())
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.historyOf(id, s.clk.Now())
 	}
 	return r.h, r.ok
 }

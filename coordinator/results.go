@@ -148,13 +148,17 @@ func resultOf(ctx context.Context, dep string) (any, error) {
 func (s *Scheduler) ask(req func(chan<- depsReply) request, local func(*state) depsReply) (depsReply, error) {
 	select {
 	case <-s.loopDone:
-		return local(s.final), nil
+		st, unlock := s.finalState()
+		defer unlock()
+		return local(st), nil
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, req)
 	if err != nil {
 		<-s.loopDone
-		return local(s.final), nil
+		st, unlock := s.finalState()
+		defer unlock()
+		return local(st), nil
 	}
 	return r, nil
 }

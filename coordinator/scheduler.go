@@ -50,7 +50,8 @@ type Scheduler struct {
 	g         *errgroup.Group              // the coordinator, the timer and the workers
 	detached  lane.Detached                // attempts running on their own goroutine (timeouts)
 	loopDone  chan struct{}                // closed when the loop has exited and final is set
-	final     *state                       // written by the loop before loopDone closes; read-only after
+	final     *state                       // written by the loop before loopDone closes; then read under finalMu (finalState)
+	finalMu   sync.Mutex                   // taken by each reader of final in turn
 	done      chan struct{}                // closed when the group has exited and no detached attempt runs
 	subsMu    sync.Mutex                   // guards subs
 	subs      []*subscriber                // guarded by subsMu: subscribers whose goroutines may still run
@@ -372,6 +373,16 @@ func (s *Scheduler) check(b *submission, inherit string) error {
 	return nil
 }
 
+// finalState returns the state the loop handed over as it ended, for a
+// call made after its end, and the function that ends the call's turn:
+// callers take turns, since a scan of every task writes the state's
+// scratch (freeze's frontier) as it did on the loop, and a Feed's read
+// its marks.
+func (s *Scheduler) finalState() (st *state, unlock func()) {
+	s.finalMu.Lock()
+	return s.final, s.finalMu.Unlock
+}
+
 // closedErr is what a call refused after Shutdown returns: ErrClosed,
 // and, on a durable scheduler whose commit failed, that failure too
 // (errors.Is holds for ErrClosed and ErrStoreFailed).
@@ -424,7 +435,9 @@ type infoReply struct {
 func (s *Scheduler) Info(id string) (TaskInfo, bool) {
 	select {
 	case <-s.loopDone:
-		return s.final.info(id)
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.info(id)
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- infoReply) request {
@@ -432,7 +445,9 @@ func (s *Scheduler) Info(id string) (TaskInfo, bool) {
 	})
 	if err != nil {
 		<-s.loopDone
-		return s.final.info(id)
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.info(id)
 	}
 	return r.info, r.ok
 }

@@ -94,7 +94,9 @@ type Edge struct {
 func (s *Scheduler) Snapshot(ctx context.Context, f SnapshotFilter) (*Snapshot, error) {
 	select {
 	case <-s.loopDone:
-		return s.final.snapshot(&f, s.clk.Now())
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.snapshot(&f, s.clk.Now())
 	default:
 	}
 	if err := ctx.Err(); err != nil {
@@ -105,7 +107,9 @@ func (s *Scheduler) Snapshot(ctx context.Context, f SnapshotFilter) (*Snapshot, 
 	})
 	if errors.Is(err, actor.ErrStopped) {
 		<-s.loopDone
-		return s.final.snapshot(&f, s.clk.Now())
+		st, unlock := s.finalState()
+		defer unlock()
+		return st.snapshot(&f, s.clk.Now())
 	}
 	if err != nil {
 		return nil, err

@@ -59,7 +59,9 @@ func (s *Scheduler) Totals() map[string]Totals {
 	}
 	select {
 	case <-s.loopDone:
-		return f(s.final)
+		st, unlock := s.finalState()
+		defer unlock()
+		return f(st)
 	default:
 	}
 	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- map[string]Totals) request {
@@ -67,7 +69,9 @@ func (s *Scheduler) Totals() map[string]Totals {
 	})
 	if err != nil {
 		<-s.loopDone
-		return f(s.final)
+		st, unlock := s.finalState()
+		defer unlock()
+		return f(st)
 	}
 	return r
 }

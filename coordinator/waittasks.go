@@ -85,7 +85,9 @@ func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
 	if err := s.mailbox.Send(ctx, watchReq{id: id, ids: ids, reply: reply}); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
 			<-s.loopDone
-			return s.final.watchNow(ids)
+			st, unlock := s.finalState()
+			defer unlock()
+			return st.watchNow(ids)
 		}
 		return err
 	}
