@@ -517,3 +517,36 @@ func TestRetryIfThatExitsOrPanicsSaysNo(t *testing.T) {
 		}
 	})
 }
+
+// A Subscribe once Shutdown has begun is never called, even while the
+// scheduler still waits for a function that ignores its context (its end
+// is an event), and its unsubscribe does nothing.
+func TestSubscribeAfterShutdownIsNeverCalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New(coordinator.WithWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		if err := s.Submit(coordinator.Task{ID: "stubborn", Run: func(context.Context) error { <-release; return nil }}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err == nil {
+			t.Fatal("Shutdown with a function that ignores its context = nil; want its context's end")
+		}
+		var calls atomic.Int32
+		unsubscribe := s.Subscribe(func(coordinator.Event) { calls.Add(1) })
+		close(release)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("second Shutdown = %v", err)
+		}
+		synctest.Wait()
+		unsubscribe()
+		if n := calls.Load(); n != 0 {
+			t.Errorf("a Subscribe made after Shutdown began was called %d times; want never", n)
+		}
+	})
+}
