@@ -88,7 +88,9 @@
 // Roots and a Limit, which visits what it returns); the graph reads the
 // nearest tasks, at most WithGraphLimit. So no request holds the
 // coordinator for more than about a millisecond, however many tasks it
-// holds, and any number of viewers cost it what the feed's reads cost.
+// holds. Viewers of the other pages cost it what the feed's reads cost,
+// however many; each open task page costs it its task's calls (three
+// round trips) at each update of its stream, at most one per interval.
 //
 // The failures, the chart and each task's attempts come from the
 // scheduler's history (coordinator.WithHistory), which a durable

@@ -63,6 +63,24 @@ func (d *Dashboard) endStreams(closing bool) {
 	}
 }
 
+// armWrite gives the stream's next write its deadline, and reports false
+// if the stream has ended (or the deadline cannot be set): under
+// streamMu, so that endStreams, which moves a blocked write's deadline to
+// the past, never runs between a check of st.end and the deadline set
+// after it, which would have put the deadline back in the future. st is
+// nil for the one update a closed dashboard sends.
+func (d *Dashboard) armWrite(st *stream, rc *http.ResponseController) bool {
+	if st != nil {
+		d.streamMu.Lock()
+		defer d.streamMu.Unlock()
+		if st.once {
+			return false
+		}
+	}
+	err := rc.SetWriteDeadline(d.wall.Now().Add(d.cfg.writeTimeout))
+	return err == nil || errors.Is(err, http.ErrNotSupported)
+}
+
 // serveEvents is the live stream: server-sent events, each a whole state,
 // so that a page that missed some (asleep, reconnected) is right at the
 // next one. It sends one at once, then one per change of the dashboard's
@@ -83,6 +101,13 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if st != nil {
 		defer d.closeStream(st)
 	}
+	if r.Method == http.MethodHead {
+		// No body: net/http discards what a HEAD response writes, so a
+		// write would never block for its deadline to end it, and the
+		// stream would look its task up at every change for as long as
+		// the client held the connection.
+		return
+	}
 	ctx := r.Context()
 	var buf bytes.Buffer
 	for {
@@ -98,7 +123,7 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		rc := http.NewResponseController(w)
-		if err := rc.SetWriteDeadline(d.wall.Now().Add(d.cfg.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		if !d.armWrite(st, rc) {
 			return
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {

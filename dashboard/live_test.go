@@ -246,3 +246,34 @@ func TestUnknownTaskSentOnce(t *testing.T) {
 		<-done
 	})
 }
+
+// A HEAD of the live stream answers its headers and ends: net/http
+// discards a HEAD response's body, so that its writes never block for a
+// write deadline to end them, and the stream went on for as long as the
+// client held the connection, looking its task up at every update.
+func TestHeadOfTheStreamEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := coordinator.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown(context.Background())
+		d := dashboard.New(s)
+		defer d.Close()
+		w := newStreamWriter()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d.ServeHTTP(w, httptest.NewRequest(http.MethodHead, "/events?task=x", nil))
+		}()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("HEAD /events still served once every goroutine waits; want it ended after its headers")
+		}
+		if ct := w.h.Get("Content-Type"); ct != "text/event-stream" {
+			t.Errorf("HEAD /events Content-Type %q; want text/event-stream", ct)
+		}
+	})
+}
