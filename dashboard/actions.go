@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -93,6 +94,9 @@ type bulkData struct {
 	Count        int // tasks it touches
 	Skipped      int // of those chosen, the tasks it leaves alone (not in a status it applies to)
 	Shown        []string
+	Back         template.URL // the table's query, which the handler encoded (html/template must not escape its = and &)
+	Changed      bool         // "all matching" was confirmed for another count (Confirmed; -1: none given): asked again
+	Confirmed    int
 }
 
 var bulkVerbs = map[string]string{
@@ -120,7 +124,14 @@ func (d *Dashboard) serveBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bd := bulkData{Action: action, Verb: verb, All: r.PostForm.Get("all") == "1"}
-	var chosen []string
+	applies := func(st coordinator.Status) bool {
+		if action == "cancel" {
+			return !st.Final()
+		}
+		return st == coordinator.Failed || st == coordinator.Cancelled || st == coordinator.Skipped
+	}
+	var ids []string
+	chosen := 0
 	if bd.All {
 		q, err := url.ParseQuery(r.PostForm.Get("q"))
 		if err != nil {
@@ -133,37 +144,56 @@ func (d *Dashboard) serveBulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		bd.Query = tq.values(1).Encode()
-		chosen = d.matching(tq)
+		bd.Back = template.URL(bd.Query)
+		if ids, chosen, err = d.matching(r.Context(), tq, applies); err != nil {
+			return // the client went away
+		}
 	} else {
-		bd.IDs = r.PostForm["ids"]
-		chosen = bd.IDs
-		if len(chosen) == 0 {
+		bd.IDs = uniqueIDs(r.PostForm["ids"])
+		chosen = len(bd.IDs)
+		if chosen == 0 {
 			d.fail(w, r, http.StatusBadRequest, "dashboard: which tasks? select rows, or all matching")
 			return
 		}
-	}
-	applies := func(st coordinator.Status) bool {
-		if action == "cancel" {
-			return !st.Final()
+		d.mir.mu.RLock()
+		for _, id := range bd.IDs {
+			if row := d.mir.byID[id]; row != nil && applies(row.Status) {
+				ids = append(ids, id)
+			}
 		}
-		return st == coordinator.Failed || st == coordinator.Cancelled || st == coordinator.Skipped
+		d.mir.mu.RUnlock()
 	}
-	var ids []string
-	d.mir.mu.RLock()
-	for _, id := range chosen {
-		if row := d.mir.byID[id]; row != nil && applies(row.Status) {
-			ids = append(ids, id)
+	bd.Count, bd.Skipped = len(ids), chosen-len(ids)
+	confirm := r.PostForm.Get("confirm") == "yes"
+	if confirm && bd.All {
+		// "All matching" is confirmed for a count: if the tasks matching
+		// changed since, the user confirms again what it is now, rather
+		// than the action reaching tasks the confirmation never counted.
+		if n, err := strconv.Atoi(r.PostForm.Get("count")); err != nil || n != bd.Count {
+			confirm, bd.Changed, bd.Confirmed = false, true, n
+			if err != nil || n < 0 {
+				bd.Confirmed = -1
+			}
 		}
 	}
-	d.mir.mu.RUnlock()
-	bd.Count, bd.Skipped = len(ids), len(chosen)-len(ids)
-	if r.PostForm.Get("confirm") != "yes" {
+	if !confirm {
 		bd.Shown = ids[:min(len(ids), 20)]
 		if wantsJSON(r) {
-			writeJSON(w, http.StatusOK, map[string]any{"action": action, "count": bd.Count, "leftAlone": bd.Skipped, "confirm": "post again with confirm=yes"})
+			status, answer := http.StatusOK, map[string]any{"action": action, "count": bd.Count, "leftAlone": bd.Skipped, "confirm": "post again with confirm=yes"}
+			if bd.All {
+				answer["confirm"] = "post again with confirm=yes and count=" + strconv.Itoa(bd.Count)
+			}
+			if bd.Changed {
+				status, answer["error"] = http.StatusConflict, "dashboard: the tasks matching changed since the count confirmed: confirm the new count"
+			}
+			writeJSON(w, status, answer)
 			return
 		}
-		d.render(w, http.StatusOK, "bulk", pageData{Title: "Confirm: " + verb, Nav: "tasks", Data: bd})
+		status := http.StatusOK
+		if bd.Changed {
+			status = http.StatusConflict
+		}
+		d.render(w, status, "bulk", pageData{Title: "Confirm: " + verb, Nav: "tasks", Data: bd})
 		return
 	}
 	done, refused := 0, 0
@@ -230,4 +260,18 @@ func actionFlash(q url.Values) string {
 		s += fmt.Sprintf(" %d were refused: their status had changed.", refused)
 	}
 	return s
+}
+
+// uniqueIDs is ids without repeats, in their first order: a form that
+// names a task twice acts on it once, and counts it once.
+func uniqueIDs(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -66,7 +67,10 @@ func TestBulk(t *testing.T) {
 	if info, _ := sc.s.Info("lint"); info.Reruns != 0 {
 		t.Fatalf("lint re-run before the confirmation")
 	}
-	w = sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}, "confirm": {"yes"}})
+	if !strings.Contains(w.Body.String(), `name="count" value="2"`) {
+		t.Fatalf("bulk without confirm: %s; want the count confirmed in the form", w.Body.String())
+	}
+	w = sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}, "confirm": {"yes"}, "count": {"2"}})
 	if w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "n=2") {
 		t.Fatalf("bulk confirmed = %d %s; want 303 with n=2", w.Code, w.Header().Get("Location"))
 	}
@@ -89,6 +93,48 @@ func TestBulk(t *testing.T) {
 	ro := newScene(t, dashboard.WithReadOnly())
 	if w := ro.post(t, "/tasks/bulk", url.Values{"action": {"cancel"}, "ids": {"waiter"}}); w.Code != http.StatusForbidden {
 		t.Errorf("read-only bulk = %d; want 403", w.Code)
+	}
+}
+
+// "All matching" acts only on the count confirmed: when the tasks
+// matching changed since, nothing is done and the new count is asked for
+// (409), in HTML and JSON, and a confirmation without a count is asked
+// again too. Rows named twice count and act once. The confirmation's
+// Back link keeps the table's filter.
+func TestBulkActsOnWhatWasConfirmed(t *testing.T) {
+	sc := newScene(t)
+	q := url.Values{"status": {"failed", "skipped"}, "pool": {""}}.Encode()
+	for _, c := range []struct {
+		form url.Values
+		json bool
+	}{
+		{url.Values{"count": {"3"}}, false},
+		{url.Values{"count": {"1"}}, true},
+		{url.Values{}, false},
+		{url.Values{"count": {"-7"}}, true},
+	} {
+		form := url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}, "confirm": {"yes"}}
+		maps.Copy(form, c.form)
+		var w *httptest.ResponseRecorder
+		if c.json {
+			w = sc.post(t, "/tasks/bulk", form, "Accept", "application/json")
+		} else {
+			w = sc.post(t, "/tasks/bulk", form)
+		}
+		if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "2") {
+			t.Errorf("bulk confirmed with %v (json %v) = %d %s; want 409 asking again for 2 tasks", c.form, c.json, w.Code, w.Body.String())
+		}
+		if info, _ := sc.s.Info("lint"); info.Reruns != 0 {
+			t.Fatalf("lint re-run by a confirmation of another count (%v)", c.form)
+		}
+	}
+	w := sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}})
+	if !strings.Contains(w.Body.String(), `href="/tasks?pool=&amp;status=failed&amp;status=skipped"`) {
+		t.Errorf("confirmation's Back link: %s; want the filter kept", w.Body.String())
+	}
+	w = sc.post(t, "/tasks/bulk", url.Values{"action": {"cancel"}, "ids": {"waiter", "waiter", "waiter"}, "confirm": {"yes"}}, "Accept", "application/json")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"done":1`) || !strings.Contains(w.Body.String(), `"refused":0`) {
+		t.Errorf("bulk cancel of one row named three times = %d %s; want done 1, refused 0", w.Code, w.Body.String())
 	}
 }
 

@@ -199,8 +199,8 @@ func checkPage(t *testing.T, at string, d *Dashboard, tq taskQuery) {
 		all[i] = r.ID
 	}
 	m.mu.RUnlock()
-	if bulk := d.matching(tq); !slices.Equal(bulk, all) {
-		t.Errorf("%s: %s: a bulk action's tasks %v; a pass gives %v", at, tq.values(tq.Page).Encode(), bulk, all)
+	if bulk, total, err := d.matching(context.Background(), tq, func(coordinator.Status) bool { return true }); err != nil || total != len(all) || !slices.Equal(bulk, all) {
+		t.Errorf("%s: %s: a bulk action's tasks %v of %d (%v); a pass gives %v", at, tq.values(tq.Page).Encode(), bulk, total, err, all)
 	}
 	from := min(len(all), (tq.Page-1)*tq.Size)
 	want := all[from:min(len(all), from+tq.Size)]

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"cmp"
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -95,26 +94,34 @@ func (d *Dashboard) query(ctx context.Context, tq taskQuery) (*taskPage, error) 
 	})
 }
 
-// matching returns the IDs of every task matching tq, in its order: one
-// pass over the copy and a sort, for a bulk action (actions.go).
-func (d *Dashboard) matching(tq taskQuery) []string {
+// matching returns the IDs of the tasks matching tq that want takes (a
+// bulk action's: those in a status it applies to), in tq's order, and how
+// many match in all. It reads the copy's own index, or tq's live result
+// (built if need be, as for a page): never a pass over the copy and a
+// sort under its lock, which stalled the copy's reads and every page for
+// seconds on a large copy. It returns ctx's error if ctx ends first.
+func (d *Dashboard) matching(ctx context.Context, tq taskQuery, want func(coordinator.Status) bool) (ids []string, total int, err error) {
 	m := d.mir
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	needle := strings.ToLower(tq.ErrText)
-	var rows []*row
-	m.all.Scan(func(e ent) bool {
-		if r := e.r; tq.matches(r, needle) && tq.hasStatus(r.Status) {
-			rows = append(rows, r)
+	take := func(r *row) {
+		total++
+		if want(r.Status) {
+			ids = append(ids, r.ID)
 		}
-		return true
-	})
-	slices.SortFunc(rows, compareBy(tq.Sort, tq.Desc))
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
 	}
-	return ids
+	if tq.cheap() {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		tree := m.all
+		if len(tq.Statuses) == 1 {
+			tree = m.byStatus[tq.Statuses[0]]
+		}
+		pageOf(tree, 0, tree.Len(), tq.Desc, func(e ent) { take(e.r) })
+		return ids, total, nil
+	}
+	err = m.readLive(ctx, tq, func(lr *liveResult) {
+		pageOf(lr.rows, 0, lr.rows.Len(), tq.Desc, func(e rent) { take(e.r) })
+	})
+	return ids, total, err
 }
 
 // rent is a row's place in the order of a sortKeys column (sortEntry):
