@@ -109,7 +109,8 @@ var bulkVerbs = map[string]string{
 // (retry, rerun: with downstream, or cancel) on its ids (the rows
 // selected) or, with all=1, every task matching its q (the table's
 // filter). Without confirm=yes it answers a page that says how many tasks
-// the action touches and asks to confirm; with it, it acts, bulkChunk
+// the action touches and asks to confirm (for all=1, with that count as
+// count: confirmed for another count, it asks again, 409); with it, it acts, bulkChunk
 // tasks per coordinator turn, and sends the browser back to the table
 // with a notice of how many it changed (JSON: the counts). 403 when
 // read-only, 400 for an unknown action, no task, or a bad filter.
