@@ -482,8 +482,10 @@ func (s *Scheduler) startSubscriber(sub *subscriber) {
 // coordinator decided them, on a goroutine of its own: a slow fn never
 // stalls the scheduler and loses nothing (events queue for it without
 // bound). fn is never called concurrently with itself. Call unsubscribe to
-// stop: fn is not called after unsubscribe returns, except for a call
-// already under way, and queued events are dropped. unsubscribe is
+// stop: queued events are dropped, and fn is not called after
+// unsubscribe returns, except for one call already under way or just
+// beginning (its event was taken before unsubscribe; unsubscribe does not
+// wait for it, so that it never blocks). unsubscribe is
 // idempotent, never blocks, and may be called from fn. A fn that panics
 // is unsubscribed and the panic, with its stack, is logged at Error
 // (WithLogger); the scheduler goes on. fn may call every method of the
