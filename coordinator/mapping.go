@@ -171,12 +171,12 @@ func spawnMap[E, R, T any](ctx context.Context, id string, in []E, each func(con
 // depErrs returns how each direct dependency of the task whose attempt
 // runs with ctx ended, in order: nil for a success.
 func depErrs(ctx context.Context) ([]error, error) {
-	s, task, err := attemptOf(ctx)
+	s, c, task, err := attemptOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.ask(func(reply chan<- depsReply) request {
-		return depsReq{task: task, errs: true, reply: reply}
+	r, err := s.ask(c, task, func(reply chan<- depsReply) request {
+		return depsReq{task: task, ctx: c, errs: true, reply: reply}
 	}, func(st *state) depsReply { return st.depErrs(task) })
 	if err != nil {
 		return nil, err

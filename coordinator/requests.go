@@ -10,6 +10,7 @@ package coordinator
 // WaitTasks).
 
 import (
+	"github.com/batonhq/baton/internal/lane"
 	"time"
 )
 
@@ -120,6 +121,7 @@ func (r snapshotReq) apply(l *loop, now time.Time) {
 
 type depsReq struct {
 	task  int32
+	ctx   *lane.Context // the attempt's context: the task must still run with it (runsWith)
 	dep   string
 	all   bool
 	errs  bool // how each dependency ended, as an error (Map's reducer)
@@ -127,6 +129,10 @@ type depsReq struct {
 }
 
 func (r depsReq) apply(l *loop, now time.Time) {
+	if !l.st.runsWith(r.task, r.ctx) {
+		r.reply <- depsReply{err: ErrNoAttempt}
+		return
+	}
 	if r.errs {
 		r.reply <- l.st.depErrs(r.task)
 		return

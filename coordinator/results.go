@@ -103,12 +103,12 @@ func Result[T any](ctx context.Context, dep string) (T, error) {
 // Upstream asks the coordinator, so it blocks for a round trip to it; it
 // is safe for concurrent use.
 func Upstream(ctx context.Context) ([]TaskInfo, error) {
-	s, task, err := attemptOf(ctx)
+	s, c, task, err := attemptOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.ask(func(reply chan<- depsReply) request {
-		return depsReq{task: task, all: true, reply: reply}
+	r, err := s.ask(c, task, func(reply chan<- depsReply) request {
+		return depsReq{task: task, ctx: c, all: true, reply: reply}
 	}, func(st *state) depsReply { return st.deps(task, "", true) })
 	if err != nil {
 		return nil, err
@@ -116,26 +116,39 @@ func Upstream(ctx context.Context) ([]TaskInfo, error) {
 	return r.infos, r.err
 }
 
-func attemptOf(ctx context.Context) (*Scheduler, int32, error) {
+func attemptOf(ctx context.Context) (*Scheduler, *lane.Context, int32, error) {
 	c, ok := lane.Of(ctx)
 	if !ok {
-		return nil, 0, ErrNoAttempt
+		return nil, nil, 0, ErrNoAttempt
 	}
 	task, owner, ok := c.Attempt()
 	s, _ := owner.(*Scheduler)
 	if !ok || s == nil {
-		return nil, 0, ErrNoAttempt
+		return nil, nil, 0, ErrNoAttempt
 	}
-	return s, task, nil
+	return s, c, task, nil
+}
+
+// runsWith reports whether task t's attempt runs with context c now. A
+// request of a goroutine the function left behind (attemptOf said it
+// ran, and then it returned) may come after the task ended, was
+// forgotten, and its record went to another task: it is refused, not
+// answered for that task.
+func (s *state) runsWith(t int32, c *lane.Context) bool {
+	if int(t) >= len(s.hot) || s.hot[t].status != dispatched || s.tasks[t].link == noTask {
+		return false
+	}
+	ls, seq := s.locate(s.tasks[t].link)
+	return ls.l.Ctx(seq) == c
 }
 
 func resultOf(ctx context.Context, dep string) (any, error) {
-	s, task, err := attemptOf(ctx)
+	s, c, task, err := attemptOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.ask(func(reply chan<- depsReply) request {
-		return depsReq{task: task, dep: dep, reply: reply}
+	r, err := s.ask(c, task, func(reply chan<- depsReply) request {
+		return depsReq{task: task, ctx: c, dep: dep, reply: reply}
 	}, func(st *state) depsReply { return st.deps(task, dep, false) })
 	if err != nil {
 		return nil, err
@@ -144,8 +157,16 @@ func resultOf(ctx context.Context, dep string) (any, error) {
 }
 
 // ask sends a request to the coordinator, or, once its loop has ended,
-// answers from the final state with local.
-func (s *Scheduler) ask(req func(chan<- depsReply) request, local func(*state) depsReply) (depsReply, error) {
+// answers from the final state with local, for task t's attempt running
+// with c (runsWith: ErrNoAttempt otherwise).
+func (s *Scheduler) ask(c *lane.Context, t int32, req func(chan<- depsReply) request, local func(*state) depsReply) (depsReply, error) {
+	local0 := local
+	local = func(st *state) depsReply {
+		if !st.runsWith(t, c) {
+			return depsReply{err: ErrNoAttempt}
+		}
+		return local0(st)
+	}
 	select {
 	case <-s.loopDone:
 		st, unlock := s.finalState()

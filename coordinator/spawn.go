@@ -235,7 +235,7 @@ func graphAttempt(ctx context.Context) (attempt, error) {
 	if !ok {
 		return attempt{}, errNotLocal
 	}
-	s, task, err := attemptOf(ctx)
+	s, _, task, err := attemptOf(ctx)
 	if err != nil {
 		return attempt{}, err
 	}

@@ -658,3 +658,37 @@ func TestHistoryLinesAreACopy(t *testing.T) {
 		t.Errorf("History(a) after the caller changed its copy: line %q; want %q", got, "secret=hunter2")
 	}
 }
+
+// Goroutines a function left behind may ask for Logger while the function
+// returns and retention gives the task's record to another task: the
+// logger reads the task's ID only while the attempt runs (the race
+// detector found it reading the spec the coordinator was writing).
+func TestLoggerFromGoroutinesLeftBehindWhileRecordsAreReused(t *testing.T) {
+	s := newScheduler(t, coordinator.WithWorkers(2), coordinator.WithRetention(0), coordinator.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := context.Background()
+	var left sync.WaitGroup
+	for round := range 200 {
+		tasks := make([]coordinator.Task, 4)
+		for i := range tasks {
+			tasks[i] = coordinator.Task{ID: fmt.Sprintf("r%d-%d", round, i), Run: func(ctx context.Context) error {
+				_ = ctx.Err() // touched: its context outlives the attempt
+				if i == 0 {
+					left.Go(func() {
+						for range 200 {
+							_ = coordinator.Logger(ctx)
+						}
+					})
+				}
+				return nil
+			}}
+		}
+		b, err := s.SubmitBatch(ctx, tasks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left.Wait()
+}

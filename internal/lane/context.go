@@ -133,13 +133,21 @@ func (c *Context) Attempt() (task int32, owner any, ok bool) {
 	return c.task.Load(), c.lane.env.Owner, true
 }
 
-// TaskID is Attempt with the task's ID instead of its index.
+// TaskID is Attempt with the task's ID instead of its index. It reads
+// the ID under resultMu, as Finish sets over: once the function returns,
+// the coordinator may forget the task and give its spec to another, so
+// a goroutine the function left behind must not read it after that.
 func (c *Context) TaskID() (id string, owner any, ok bool) {
-	t, owner, ok := c.Attempt()
-	if !ok {
+	c.touch()
+	if c.lane == nil {
 		return "", nil, false
 	}
-	return c.lane.env.Specs.At(t).ID, owner, true
+	c.resultMu.Lock()
+	defer c.resultMu.Unlock()
+	if c.over.Load() {
+		return "", nil, false
+	}
+	return c.lane.env.Specs.At(c.task.Load()).ID, c.lane.env.Owner, true
 }
 
 // Item reports the lane and slot of the attempt c belongs to (the lane's
