@@ -65,7 +65,7 @@ const (
 // 16 KiB) up to about 1.6 GB if every attempt logs its fill, so a
 // scheduler of many chatty tasks wants a smaller bound of either. A line
 // kept is a copy of what was logged, never a part of a larger string.
-// (An attempt's error and worker name are kept as given, beside these.)
+// (An attempt's error is kept as given, beside these.)
 func WithTaskLogs(lines, bytes int) Option {
 	return func(c *config) error {
 		if lines < 0 || bytes < 0 || (lines == 0) != (bytes == 0) {

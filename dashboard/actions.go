@@ -95,6 +95,7 @@ type bulkData struct {
 	Skipped      int // of those chosen, the tasks it leaves alone (not in a status it applies to)
 	Shown        []string
 	Back         template.URL // the table's query, which the handler encoded (html/template must not escape its = and &)
+	Set          string       // "all matching": setDigest of the tasks it touches, confirmed with Count
 	Changed      bool         // "all matching" was confirmed for another count (Confirmed; -1: none given): asked again
 	Confirmed    int
 }
@@ -110,7 +111,8 @@ var bulkVerbs = map[string]string{
 // selected) or, with all=1, every task matching its q (the table's
 // filter). Without confirm=yes it answers a page that says how many tasks
 // the action touches and asks to confirm (for all=1, with that count as
-// count: confirmed for another count, it asks again, 409); with it, it acts, bulkChunk
+// count and a digest of those tasks as set: confirmed for other tasks, it
+// asks again, 409); with it, it acts, bulkChunk
 // tasks per coordinator turn, and sends the browser back to the table
 // with a notice of how many it changed (JSON: the counts). 403 when
 // read-only, 400 for an unknown action, no task, or a bad filter.
@@ -166,11 +168,17 @@ func (d *Dashboard) serveBulk(w http.ResponseWriter, r *http.Request) {
 	}
 	bd.Count, bd.Skipped = len(ids), chosen-len(ids)
 	confirm := r.PostForm.Get("confirm") == "yes"
+	if bd.All {
+		bd.Set = setDigest(ids)
+	}
 	if confirm && bd.All {
-		// "All matching" is confirmed for a count: if the tasks matching
-		// changed since, the user confirms again what it is now, rather
-		// than the action reaching tasks the confirmation never counted.
-		if n, err := strconv.Atoi(r.PostForm.Get("count")); err != nil || n != bd.Count {
+		// "All matching" is confirmed for the tasks it would touch then,
+		// their count and a digest of their IDs: if they changed since
+		// (more, fewer, or others in their place), nothing is done and the
+		// user confirms again what they are now, so that the action never
+		// reaches a task the confirmation did not count.
+		n, err := strconv.Atoi(r.PostForm.Get("count"))
+		if err != nil || n != bd.Count || r.PostForm.Get("set") != bd.Set {
 			confirm, bd.Changed, bd.Confirmed = false, true, n
 			if err != nil || n < 0 {
 				bd.Confirmed = -1
@@ -182,7 +190,8 @@ func (d *Dashboard) serveBulk(w http.ResponseWriter, r *http.Request) {
 		if wantsJSON(r) {
 			status, answer := http.StatusOK, map[string]any{"action": action, "count": bd.Count, "leftAlone": bd.Skipped, "confirm": "post again with confirm=yes"}
 			if bd.All {
-				answer["confirm"] = "post again with confirm=yes and count=" + strconv.Itoa(bd.Count)
+				answer["set"] = bd.Set
+				answer["confirm"] = "post again with confirm=yes, count=" + strconv.Itoa(bd.Count) + " and set=" + bd.Set
 			}
 			if bd.Changed {
 				status, answer["error"] = http.StatusConflict, "dashboard: the tasks matching changed since the count confirmed: confirm the new count"
@@ -275,4 +284,21 @@ func uniqueIDs(ids []string) []string {
 		}
 	}
 	return out
+}
+
+// setDigest is a digest of a set of IDs, whatever their order (a sort by
+// attempts may reorder the same tasks): the sum of their FNV-1a hashes,
+// in hex. The same on every dashboard process, so that a confirmation
+// served by one is checked by another behind a load balancer.
+func setDigest(ids []string) string {
+	const offset, prime = 14695981039346656037, 1099511628211 // FNV-1a, 64 bits (hash/fnv's, without an allocation an ID)
+	var sum uint64
+	for _, id := range ids {
+		h := uint64(offset)
+		for i := range len(id) {
+			h = (h ^ uint64(id[i])) * prime
+		}
+		sum += h
+	}
+	return strconv.FormatUint(sum, 16)
 }

@@ -2,12 +2,14 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,10 +69,11 @@ func TestBulk(t *testing.T) {
 	if info, _ := sc.s.Info("lint"); info.Reruns != 0 {
 		t.Fatalf("lint re-run before the confirmation")
 	}
-	if !strings.Contains(w.Body.String(), `name="count" value="2"`) {
-		t.Fatalf("bulk without confirm: %s; want the count confirmed in the form", w.Body.String())
+	set := regexp.MustCompile(`name="set" value="([0-9a-f]+)"`).FindStringSubmatch(w.Body.String())
+	if !strings.Contains(w.Body.String(), `name="count" value="2"`) || set == nil {
+		t.Fatalf("bulk without confirm: %s; want the count and set confirmed in the form", w.Body.String())
 	}
-	w = sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}, "confirm": {"yes"}, "count": {"2"}})
+	w = sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}, "confirm": {"yes"}, "count": {"2"}, "set": {set[1]}})
 	if w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "n=2") {
 		t.Fatalf("bulk confirmed = %d %s; want 303 with n=2", w.Code, w.Header().Get("Location"))
 	}
@@ -96,20 +99,27 @@ func TestBulk(t *testing.T) {
 	}
 }
 
-// "All matching" acts only on the count confirmed: when the tasks
-// matching changed since, nothing is done and the new count is asked for
-// (409), in HTML and JSON, and a confirmation without a count is asked
-// again too. Rows named twice count and act once. The confirmation's
+// "All matching" acts only on the tasks confirmed (their count and a
+// digest of their IDs): when the tasks matching changed since, nothing is
+// done and the new count is asked for (409), in HTML and JSON, and a
+// confirmation without a count or set is asked again too. Rows named twice count and act once. The confirmation's
 // Back link keeps the table's filter.
 func TestBulkActsOnWhatWasConfirmed(t *testing.T) {
 	sc := newScene(t)
 	q := url.Values{"status": {"failed", "skipped"}, "pool": {""}}.Encode()
+	var asked struct{ Set string }
+	w := sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}}, "Accept", "application/json")
+	if err := json.Unmarshal(w.Body.Bytes(), &asked); err != nil || asked.Set == "" {
+		t.Fatalf("bulk without confirm, JSON: %s; want the set to confirm", w.Body.String())
+	}
 	for _, c := range []struct {
 		form url.Values
 		json bool
 	}{
-		{url.Values{"count": {"3"}}, false},
-		{url.Values{"count": {"1"}}, true},
+		{url.Values{"count": {"3"}, "set": {asked.Set}}, false},
+		{url.Values{"count": {"1"}, "set": {asked.Set}}, true},
+		{url.Values{"count": {"2"}, "set": {"1234abcd"}}, false}, // as many, others
+		{url.Values{"count": {"2"}}, true},
 		{url.Values{}, false},
 		{url.Values{"count": {"-7"}}, true},
 	} {
@@ -128,7 +138,7 @@ func TestBulkActsOnWhatWasConfirmed(t *testing.T) {
 			t.Fatalf("lint re-run by a confirmation of another count (%v)", c.form)
 		}
 	}
-	w := sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}})
+	w = sc.post(t, "/tasks/bulk", url.Values{"action": {"retry"}, "all": {"1"}, "q": {q}})
 	if !strings.Contains(w.Body.String(), `href="/tasks?pool=&amp;status=failed&amp;status=skipped"`) {
 		t.Errorf("confirmation's Back link: %s; want the filter kept", w.Body.String())
 	}

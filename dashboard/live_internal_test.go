@@ -2,8 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"hash/fnv"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +53,26 @@ func TestEndedStreamGetsNoNewDeadline(t *testing.T) {
 	}
 	if len(w.deadlines) != 2 {
 		t.Errorf("armWrite after Close set deadline %v; want none", w.deadlines[2:])
+	}
+}
+
+// setDigest is hash/fnv's FNV-1a summed over the IDs, whatever their
+// order.
+func TestSetDigest(t *testing.T) {
+	ids := []string{"a", "lint", "", "ü-ß", strings.Repeat("x", 300)}
+	var sum uint64
+	for _, id := range ids {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(id))
+		sum += h.Sum64()
+	}
+	if got, want := setDigest(ids), strconv.FormatUint(sum, 16); got != want {
+		t.Errorf("setDigest = %s; want %s", got, want)
+	}
+	if setDigest(ids) != setDigest([]string{ids[3], ids[0], ids[4], ids[2], ids[1]}) {
+		t.Errorf("setDigest depends on the order")
+	}
+	if setDigest(ids) == setDigest(ids[1:]) {
+		t.Errorf("setDigest of a set with one ID fewer is the same")
 	}
 }

@@ -96,10 +96,12 @@ func (d *Dashboard) query(ctx context.Context, tq taskQuery) (*taskPage, error) 
 
 // matching returns the IDs of the tasks matching tq that want takes (a
 // bulk action's: those in a status it applies to), in tq's order, and how
-// many match in all. It reads the copy's own index, or tq's live result
-// (built if need be, as for a page): never a pass over the copy and a
-// sort under its lock, which stalled the copy's reads and every page for
-// seconds on a large copy. It returns ctx's error if ctx ends first.
+// many match in all. It walks the matching rows alone, in the copy's own
+// index or tq's live result (built if need be, in chunks, as for a page),
+// under the copy's read lock (its write lock if this call finishes the
+// build): no pass over the whole copy and sort, which stalled the copy's
+// reads and every page for seconds on a large copy. It returns ctx's error
+// if ctx ends first.
 func (d *Dashboard) matching(ctx context.Context, tq taskQuery, want func(coordinator.Status) bool) (ids []string, total int, err error) {
 	m := d.mir
 	take := func(r *row) {
