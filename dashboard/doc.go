@@ -39,7 +39,8 @@
 // (the same data as JSON, the same query parameters), /events (the live
 // stream), POST /task/cancel and /task/rerun (form field id; downstream=1
 // to re-run what is downstream too), POST /tasks/bulk (form fields
-// action, ids or all and q, confirm), POST /pools/pause and /pools/resume
+// action, ids or all and q, confirm; with all, the count and set its
+// confirmation gave), POST /pools/pause and /pools/resume
 // (form field pool, empty for the default pool).
 //
 // The caller's duties:
