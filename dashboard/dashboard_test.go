@@ -471,13 +471,7 @@ func TestMiddleware(t *testing.T) {
 // An empty scheduler's overview has empty lists, not nulls, for the
 // page's script.
 func TestOverviewJSONEmpty(t *testing.T) {
-	s, err := coordinator.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
-	d := dashboard.New(s)
-	defer d.Close()
+	_, d := bareDashboard(t)
 	w := httptest.NewRecorder()
 	d.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/overview.json", nil))
 	for _, want := range []string{`"running":[]`, `"failures":[]`} {

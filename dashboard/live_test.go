@@ -216,13 +216,7 @@ func TestLiveTaskCancel(t *testing.T) {
 // (however long it is), and goes on with overviews only.
 func TestUnknownTaskSentOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := coordinator.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Shutdown(context.Background())
-		d := dashboard.New(s)
-		defer d.Close()
+		_, d := bareDashboard(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newStreamWriter()
 		done := make(chan struct{})
@@ -253,13 +247,7 @@ func TestUnknownTaskSentOnce(t *testing.T) {
 // client held the connection, looking its task up at every update.
 func TestHeadOfTheStreamEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := coordinator.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Shutdown(context.Background())
-		d := dashboard.New(s)
-		defer d.Close()
+		_, d := bareDashboard(t)
 		w := newStreamWriter()
 		done := make(chan struct{})
 		go func() {
@@ -276,4 +264,20 @@ func TestHeadOfTheStreamEnds(t *testing.T) {
 			t.Errorf("HEAD /events Content-Type %q; want text/event-stream", ct)
 		}
 	})
+}
+
+// bareDashboard is a dashboard of a scheduler with no task, both ended
+// when the test does.
+func bareDashboard(t *testing.T) (*coordinator.Scheduler, *dashboard.Dashboard) {
+	t.Helper()
+	s, err := coordinator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dashboard.New(s)
+	t.Cleanup(func() {
+		d.Close()
+		_ = s.Shutdown(context.Background())
+	})
+	return s, d
 }
