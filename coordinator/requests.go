@@ -10,8 +10,9 @@ package coordinator
 // WaitTasks).
 
 import (
-	"github.com/batonhq/baton/internal/lane"
 	"time"
+
+	"github.com/batonhq/baton/internal/lane"
 )
 
 // request is a message to the loop. apply runs on the loop's goroutine.
