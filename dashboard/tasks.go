@@ -171,17 +171,6 @@ func compareEntries(a, b rent) int {
 	return cmp.Compare(a.seq, b.seq)
 }
 
-// compareBy orders rows by a sortKeys column, ties by the order they came.
-func compareBy(key string, desc bool) func(a, b *row) int {
-	return func(a, b *row) int {
-		c := compareEntries(sortEntry(key, a), sortEntry(key, b))
-		if desc {
-			c = -c
-		}
-		return c
-	}
-}
-
 // pageOf reads entries [offset, offset+size) of tree, in its order or
 // (desc) the reverse, into take.
 func pageOf[T any](tree *btree.BTreeG[T], offset, size int, desc bool, take func(T)) {
