@@ -140,25 +140,11 @@ func (f *Feed) Next(ctx context.Context, max int) (FeedPage, error) {
 		return FeedPage{}, ErrFeedClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return FeedPage{}, err
+		return FeedPage{}, err // before the final state too: a Feed's read after Shutdown with an ended ctx reads nothing
 	}
-	select {
-	case <-f.s.loopDone:
-		st, unlock := f.s.finalState()
-		defer unlock()
-		return st.changes(f.cs, max, f.s.clk.Now()), nil
-	default:
-	}
-	r, err := actor.Call(ctx, f.s.mailbox, func(reply chan<- FeedPage) request {
+	return query(ctx, f.s, func(reply chan<- FeedPage) request {
 		return changesReq{cs: f.cs, max: max, reply: reply}
-	})
-	if errors.Is(err, actor.ErrStopped) {
-		<-f.s.loopDone
-		st, unlock := f.s.finalState()
-		defer unlock()
-		return st.changes(f.cs, max, f.s.clk.Now()), nil
-	}
-	return r, err
+	}, func(st *state) FeedPage { return st.changes(f.cs, max, f.s.clk.Now()) })
 }
 
 // Close ends the feed: the coordinator stops marking for it. It blocks

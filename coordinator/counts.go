@@ -4,8 +4,6 @@ import (
 	"context"
 	"maps"
 	"time"
-
-	"github.com/batonhq/baton/actor"
 )
 
 // Counts is how many tasks are in each status.
@@ -102,22 +100,9 @@ type census struct {
 }
 
 func (s *Scheduler) census(f func(*state, time.Time) census) census {
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return f(st, s.clk.Now())
-	default:
-	}
-	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- census) request {
+	r, _ := query(context.Background(), s, func(reply chan<- census) request {
 		return censusReq{f: f, reply: reply}
-	})
-	if err != nil {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return f(st, s.clk.Now())
-	}
+	}, func(st *state) census { return f(st, s.clk.Now()) })
 	return r
 }
 

@@ -3,8 +3,6 @@ package coordinator
 import (
 	"context"
 	"time"
-
-	"github.com/batonhq/baton/actor"
 )
 
 // TaskDetail is what a task's page shows beyond TaskInfo: how it was
@@ -27,22 +25,12 @@ type TaskDetail struct {
 // record alone. Safe for concurrent use; after Shutdown it reports the
 // final state.
 func (s *Scheduler) Detail(id string) (TaskDetail, bool) {
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.detail(id)
-	default:
-	}
-	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- detailReply) request {
+	r, _ := query(context.Background(), s, func(reply chan<- detailReply) request {
 		return detailReq{id: id, reply: reply}
+	}, func(st *state) detailReply {
+		d, ok := st.detail(id)
+		return detailReply{d, ok}
 	})
-	if err != nil {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.detail(id)
-	}
 	return r.d, r.ok
 }
 

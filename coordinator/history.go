@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/actor"
 	"github.com/batonhq/baton/internal/lane"
 	"github.com/batonhq/baton/internal/record"
 )
@@ -661,22 +660,12 @@ func (s *state) historyOf(id string, now time.Time) (History, bool) {
 // coordinator answers (as Info does), is safe for concurrent use, and
 // after Shutdown reports what the scheduler remembered when it stopped.
 func (s *Scheduler) History(id string) (History, bool) {
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.historyOf(id, s.clk.Now())
-	default:
-	}
-	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- historyReply) request {
+	r, _ := query(context.Background(), s, func(reply chan<- historyReply) request {
 		return historyReq{id: id, reply: reply}
+	}, func(st *state) historyReply {
+		h, ok := st.historyOf(id, s.clk.Now())
+		return historyReply{h, ok}
 	})
-	if err != nil {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.historyOf(id, s.clk.Now())
-	}
 	return r.h, r.ok
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/batonhq/baton/actor"
 	"github.com/batonhq/baton/internal/lane"
 )
 
@@ -160,28 +159,12 @@ func resultOf(ctx context.Context, dep string) (any, error) {
 // answers from the final state with local, for task t's attempt running
 // with c (runsWith: ErrNoAttempt otherwise).
 func (s *Scheduler) ask(c *lane.Context, t int32, req func(chan<- depsReply) request, local func(*state) depsReply) (depsReply, error) {
-	local0 := local
-	local = func(st *state) depsReply {
+	return query(context.Background(), s, req, func(st *state) depsReply {
 		if !st.runsWith(t, c) {
 			return depsReply{err: ErrNoAttempt}
 		}
-		return local0(st)
-	}
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return local(st), nil
-	default:
-	}
-	r, err := actor.Call(context.Background(), s.mailbox, req)
-	if err != nil {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return local(st), nil
-	}
-	return r, nil
+		return local(st)
+	})
 }
 
 type depsReply struct {

@@ -50,8 +50,8 @@ type Scheduler struct {
 	g         *errgroup.Group              // the coordinator, the timer and the workers
 	detached  lane.Detached                // attempts running on their own goroutine (timeouts)
 	loopDone  chan struct{}                // closed when the loop has exited and final is set
-	final     *state                       // written by the loop before loopDone closes; then read under finalMu (finalState)
-	finalMu   sync.Mutex                   // taken by each reader of final in turn
+	final     *state                       // written by the loop before loopDone closes; then read under finalMu (onFinal)
+	finalMu   sync.Mutex                   // taken by each reader of final in turn (onFinal)
 	done      chan struct{}                // closed when the group has exited and no detached attempt runs
 	subsMu    sync.Mutex                   // guards subs
 	subs      []*subscriber                // guarded by subsMu: subscribers whose goroutines may still run
@@ -373,14 +373,36 @@ func (s *Scheduler) check(b *submission, inherit string) error {
 	return nil
 }
 
-// finalState returns the state the loop handed over as it ended, for a
-// call made after its end, and the function that ends the call's turn:
-// callers take turns, since a scan of every task writes the state's
-// scratch (freeze's frontier) as it did on the loop, and a Feed's read
-// its marks.
-func (s *Scheduler) finalState() (st *state, unlock func()) {
+// onFinal runs f on the state the loop handed over as it ended, for a
+// call made after its end. Callers take turns: a scan of every task
+// writes the state's scratch (freeze's frontier) as it did on the loop,
+// and a Feed's read its marks.
+func onFinal[T any](s *Scheduler, f func(*state) T) T {
 	s.finalMu.Lock()
-	return s.final, s.finalMu.Unlock
+	defer s.finalMu.Unlock()
+	return f(s.final)
+}
+
+// query asks the coordinator with the request build makes and returns its
+// answer. Once the loop has ended, before the call or while it waited, it
+// answers with local on the final state instead (onFinal). It returns
+// ctx's error if ctx has ended, or ends before the coordinator answers.
+func query[T any](ctx context.Context, s *Scheduler, build func(reply chan<- T) request, local func(*state) T) (T, error) {
+	select {
+	case <-s.loopDone:
+		return onFinal(s, local), nil
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	r, err := actor.Call(ctx, s.mailbox, build)
+	if errors.Is(err, actor.ErrStopped) {
+		<-s.loopDone
+		return onFinal(s, local), nil
+	}
+	return r, err
 }
 
 // closedErr is what a call refused after Shutdown returns: ErrClosed,
@@ -433,22 +455,12 @@ type infoReply struct {
 // answers. Safe for concurrent use. After Shutdown it reports the final
 // state.
 func (s *Scheduler) Info(id string) (TaskInfo, bool) {
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.info(id)
-	default:
-	}
-	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- infoReply) request {
+	r, _ := query(context.Background(), s, func(reply chan<- infoReply) request {
 		return infoReq{id: id, reply: reply}
+	}, func(st *state) infoReply {
+		info, ok := st.info(id)
+		return infoReply{info, ok}
 	})
-	if err != nil {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.info(id)
-	}
 	return r.info, r.ok
 }
 

@@ -2,13 +2,10 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
 	"time"
-
-	"github.com/batonhq/baton/actor"
 )
 
 // SnapshotFilter chooses the tasks of a Snapshot. The zero value takes
@@ -92,25 +89,12 @@ type Edge struct {
 // returns an error wrapping ErrUnknownTask, naming it, for an unknown root.
 // Safe for concurrent use; after Shutdown it answers from the final state.
 func (s *Scheduler) Snapshot(ctx context.Context, f SnapshotFilter) (*Snapshot, error) {
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.snapshot(&f, s.clk.Now())
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r, err := actor.Call(ctx, s.mailbox, func(reply chan<- snapshotReply) request {
+	r, err := query(ctx, s, func(reply chan<- snapshotReply) request {
 		return snapshotReq{f: &f, reply: reply}
+	}, func(st *state) snapshotReply {
+		snap, err := st.snapshot(&f, s.clk.Now())
+		return snapshotReply{snap, err}
 	})
-	if errors.Is(err, actor.ErrStopped) {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return st.snapshot(&f, s.clk.Now())
-	}
 	if err != nil {
 		return nil, err
 	}

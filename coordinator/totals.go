@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"context"
-
-	"github.com/batonhq/baton/actor"
 )
 
 // Totals counts what happened in one pool since New: the tasks that
@@ -57,21 +55,8 @@ func (s *Scheduler) Totals() map[string]Totals {
 		}
 		return m
 	}
-	select {
-	case <-s.loopDone:
-		st, unlock := s.finalState()
-		defer unlock()
-		return f(st)
-	default:
-	}
-	r, err := actor.Call(context.Background(), s.mailbox, func(reply chan<- map[string]Totals) request {
+	r, _ := query(context.Background(), s, func(reply chan<- map[string]Totals) request {
 		return totalsReq{f: f, reply: reply}
-	})
-	if err != nil {
-		<-s.loopDone
-		st, unlock := s.finalState()
-		defer unlock()
-		return f(st)
-	}
+	}, f)
 	return r
 }

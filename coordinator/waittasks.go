@@ -85,9 +85,7 @@ func (s *Scheduler) WaitTasks(ctx context.Context, ids ...string) error {
 	if err := s.mailbox.Send(ctx, watchReq{id: id, ids: ids, reply: reply}); err != nil {
 		if errors.Is(err, actor.ErrStopped) {
 			<-s.loopDone
-			st, unlock := s.finalState()
-			defer unlock()
-			return st.watchNow(ids)
+			return onFinal(s, func(st *state) error { return st.watchNow(ids) })
 		}
 		return err
 	}
