@@ -77,10 +77,7 @@ func (d *Dashboard) query(ctx context.Context, tq taskQuery) (*taskPage, error) 
 				page.Counts[i] += c[i]
 			}
 		}
-		tree := m.all
-		if len(tq.Statuses) == 1 {
-			tree = m.byStatus[tq.Statuses[0]]
-		}
+		tree := m.indexOf(tq)
 		page.Total = tree.Len()
 		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
 		pageOf(tree, offset, tq.Size, tq.Desc, func(e ent) { page.Rows = append(page.Rows, e.r.copyOut()) })
@@ -92,6 +89,16 @@ func (d *Dashboard) query(ctx context.Context, tq taskQuery) (*taskPage, error) 
 		page.Pages = max(1, (page.Total+tq.Size-1)/tq.Size)
 		pageOf(lr.rows, offset, tq.Size, tq.Desc, func(e rent) { page.Rows = append(page.Rows, e.r.copyOut()) })
 	})
+}
+
+// indexOf is the copy's own index that answers cheap query tq: every task,
+// or those of its one status, in the order they came. The caller holds
+// m.mu.
+func (m *mirror) indexOf(tq taskQuery) *btree.BTreeG[ent] {
+	if len(tq.Statuses) == 1 {
+		return m.byStatus[tq.Statuses[0]]
+	}
+	return m.all
 }
 
 // matching returns the IDs of the tasks matching tq that want takes (a
@@ -113,10 +120,7 @@ func (d *Dashboard) matching(ctx context.Context, tq taskQuery, want func(coordi
 	if tq.cheap() {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		tree := m.all
-		if len(tq.Statuses) == 1 {
-			tree = m.byStatus[tq.Statuses[0]]
-		}
+		tree := m.indexOf(tq)
 		pageOf(tree, 0, tree.Len(), tq.Desc, func(e ent) { take(e.r) })
 		return ids, total, nil
 	}
