@@ -512,8 +512,8 @@ func (s *Scheduler) startSubscriber(sub *subscriber) {
 // Subscribe blocks until the coordinator has registered fn; it panics if
 // fn is nil (a programming error, as a nil func given to sort.Slice).
 // Safe for concurrent use. Once Shutdown has begun, a new fn is never
-// called and its unsubscribe does nothing. Events decided during Shutdown are delivered before Shutdown
-// returns: a fn that blocks (on a buffered channel read only after
+// called and its unsubscribe does nothing. Events decided during Shutdown
+// are delivered to earlier subscribers before Shutdown returns: a fn that blocks (on a buffered channel read only after
 // Shutdown, once it is full) holds Shutdown up until its context ends,
 // and the *ShutdownError names the subscriber, where it was subscribed.
 func (s *Scheduler) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {

@@ -98,8 +98,8 @@ func (a *attemptLog) add(l LogLine) { a.keep(l, false) }
 func (a *attemptLog) addCopy(l LogLine) { a.keep(l, true) }
 
 // keep adds l, cut to fit; the strings of a line cut are new ones, and
-// copy makes those of a line kept whole new too.
-func (a *attemptLog) keep(l LogLine, copy bool) {
+// own makes those of a line kept whole new too.
+func (a *attemptLog) keep(l LogLine, own bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.maxLines == 0 {
@@ -116,7 +116,7 @@ func (a *attemptLog) keep(l LogLine, copy bool) {
 			// attributes cut here (attrWriter.write).
 			l.Message, l.Attrs = strings.Clone(l.Message), cutUTF8(l.Attrs, room-len(l.Message))+mark
 		}
-	} else if copy {
+	} else if own {
 		l.Message, l.Attrs = strings.Clone(l.Message), strings.Clone(l.Attrs)
 	}
 	a.lines = append(a.lines, l)
