@@ -14,6 +14,7 @@ import (
 func (s *state) report(r lane.Report, now time.Time) {
 	ls := &s.lanes[r.Lane.ID]
 	p := &s.pools[ls.pool]
+	s.endsAt(now)
 	for ; int32(r.Upto-ls.applied) > 0; ls.applied++ { // the harvest may have gone further
 		s.applyItem(ls, ls.applied, now)
 	}
@@ -40,6 +41,7 @@ func (s *state) report(r lane.Report, now time.Time) {
 // is written, so the word alone says it may be read.
 func (s *state) harvest(ls *laneState, now time.Time) bool {
 	at := ls.applied
+	s.endsAt(now)
 	for ls.applied != ls.n {
 		st := ls.l.State(ls.applied)
 		if st == lane.Free || lane.Running(st) {
@@ -135,7 +137,7 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 		s.emit(EventStarted, t, now)
 	}
 	h.status = Running
-	if s.historyOn() {
+	if s.historyOn() && !(st == lane.Sealed && r.attempts == 1 && r.runs == 0 && r.x == nil && s.joinPlain(ls, seq, t)) {
 		o, err := OutcomeSucceeded, error(nil)
 		switch {
 		case st == lane.Sealed:
@@ -150,7 +152,7 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 				o, err = OutcomeSnoozed, nil
 			}
 		}
-		s.rememberEnd(ls, seq, t, o, err, now)
+		s.rememberEnd(ls, seq, t, o, err)
 	}
 	switch {
 	case st == lane.Sealed:

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,6 +195,53 @@ func benchState(b *testing.B, shape string) {
 		}
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*n**runReps), "ns/task")
+}
+
+// BenchmarkStateHistory is BenchmarkStateFlat with the attempt history
+// on and off side by side: each op runs a graph of each, in turn (the
+// order alternates), and the median over the ops of on's time against
+// off's is reported, which the machine's drift between runs does not move.
+func BenchmarkStateHistory(b *testing.B) {
+	const n = 1_000_000
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = Task{ID: "t" + itoa(i), Run: noop}
+	}
+	b.ReportAllocs()
+	var ratios []float64
+	var on, off time.Duration
+	for i := 0; b.Loop(); i++ {
+		var took [2]time.Duration
+		for k := range 2 {
+			hist := (k+i)%2 == 0
+			r := newRig(2)
+			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
+			if hist {
+				r.s.startHistory(DefaultHistoryPerTask, DefaultHistoryTotal)
+			}
+			if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			start := time.Now()
+			r.runAll(b, 10*n)
+			d := time.Since(start)
+			if r.s.open != 0 {
+				b.Fatalf("%d tasks open", r.s.open)
+			}
+			if hist {
+				took[0] = d
+			} else {
+				took[1] = d
+			}
+		}
+		on, off = on+took[0], off+took[1]
+		ratios = append(ratios, float64(took[0])/float64(took[1]))
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(float64(on.Nanoseconds())/float64(b.N*n), "on-ns/task")
+	b.ReportMetric(float64(off.Nanoseconds())/float64(b.N*n), "off-ns/task")
+	b.ReportMetric(100*(ratios[len(ratios)/2]-1), "median-%")
 }
 
 var runReps = flag.Int("baton.runreps", 1, "graphs run per iteration of BenchmarkState*")

@@ -184,6 +184,8 @@ type historyTable struct {
 	recN        int            // records in the ring
 	ringPos     int            // where the next record goes: (nextSerial-1) % histCap
 	nextSerial  uint64         // the serial of the next record
+	endNano     int64          // the clock's reading (UnixNano) for the report or harvest being applied: an unstamped attempt's end (endsAt)
+	noJoin      bool           // tests only: rememberEnd records every end (joinPlain never joins), to compare with
 	histHead    []uint64       // per task: the link to its newest record (0: none; deadLink: none kept, some dropped)
 	histCount   []int32        // per task: attempts recorded since it was submitted (History's Dropped); 0 with a shared link for a head: 1 (histN)
 	details     map[uint64]*attemptDetail
@@ -405,8 +407,9 @@ func (s *state) trimHistory(t int32) {
 }
 
 // rememberEnd records the end of the attempt of t at item seq of ls,
-// whose function was called, as ended applies it.
-func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err error, now time.Time) {
+// whose function was called, as ended applies it; an end its worker did
+// not stamp is the reading of the report or harvest applying it (endsAt).
+func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err error) {
 	r := &s.tasks[t]
 	handed, seen := ls.attemptTimes(seq)
 	started, ended, touched := ls.l.Ending(seq)
@@ -417,7 +420,7 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		}
 	}
 	if ended == 0 {
-		ended = now.UnixNano()
+		ended = s.endNano
 	}
 	if started > ended {
 		// Inferred from the end of a timed item before it, which its
@@ -439,10 +442,45 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		} else {
 			s.rememberShared(t, lane, handed, started, ended)
 		}
+		if started == ended && ended == s.endNano && seen == 0 && !s.noJoin {
+			// The lane's next plain successes of this report end and
+			// start at this reading too (behind this one): joinPlain.
+			ls.join, ls.joinSer = s.openRec, s.openShared
+		}
 		s.historyChanged(t)
 		return
 	}
 	s.rememberOther(ls, seq, t, o, err, touched, handed, started, ended)
+}
+
+// endsAt sets the clock's reading for the items a report or a harvest
+// applies (endNano).
+func (s *state) endsAt(now time.Time) {
+	if s.historyOn() {
+		s.endNano = now.UnixNano()
+	}
+}
+
+// joinPlain records the end of the item at seq of ls, a plain first
+// success of t (the caller checked its record: first attempt, first run,
+// no extra), if it can join the shared record its lane's last plain
+// success of this same report joined or opened (ls.join): its hand-out
+// time is that record's, nothing stamped or touched it, and it started
+// behind that item, at this reading (ls.lastEnd is that record's end: any
+// other end since recorded another record). It is rememberEnd's common case
+// without the times computed: a report of n plain items computes them
+// once. It reports whether it recorded the end.
+func (s *state) joinPlain(ls *laneState, seq uint32, t int32) bool {
+	j := ls.join
+	if j == nil || ls.joinSer != s.openShared || ls.joinSer != s.nextSerial-1 || j.ended != s.endNano ||
+		j.shared == math.MaxUint8 || s.histHead[t] != 0 || ls.seen != nil || j.handed != ls.handed[seq&(lane.Size-1)] || !ls.l.Plain(seq) {
+		return false
+	}
+	j.shared++
+	s.recorded++
+	s.histHead[t] = ls.joinSer | sharedLink
+	s.historyChanged(t)
+	return true
 }
 
 // rememberOther is rememberEnd for an attempt that is not a plain first

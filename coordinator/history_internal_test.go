@@ -1,7 +1,10 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -86,12 +89,164 @@ func TestInferredStartIsNotAfterTheEnd(t *testing.T) {
 	ls := &r.s.lanes[0]
 	r.s.handedOut(ls, 0, t0)
 	ls.lastEnd = t0.Add(10 * time.Millisecond).UnixNano() // the timed item before it, by its worker's clock
-	r.s.rememberEnd(ls, 0, a, OutcomeSucceeded, nil, t0.Add(5*time.Millisecond))
+	r.s.endsAt(t0.Add(5 * time.Millisecond))              // the report's reading
+	r.s.rememberEnd(ls, 0, a, OutcomeSucceeded, nil)
 	h := r.s.history(a, t0)
 	if len(h.Attempts) != 1 {
 		t.Fatalf("History(a) = %+v; want one attempt", h)
 	}
 	if at := h.Attempts[0]; at.Started.After(at.Ended) || at.Started.Before(at.HandedOut) {
 		t.Errorf("attempt handed out %v, started %v, ended %v; want handed out <= started <= ended", at.HandedOut, at.Started, at.Ended)
+	}
+}
+
+// joinPlain is rememberEnd's common case without the times computed: a
+// run of plain first successes in one report joins the shared record the
+// first of them opened. Whatever the mix of attempts (plain, failing,
+// touched, timed), readings and feed reads, the history and the feed are
+// the ones rememberEnd alone gives.
+func TestJoinPlainRecordsWhatRememberEndWould(t *testing.T) {
+	joined := 0
+	for seed := range uint64(60) {
+		with, n := joinScenario(t, seed, false)
+		without, _ := joinScenario(t, seed, true)
+		joined += n
+		if len(with) != len(without) {
+			t.Fatalf("seed %d: %d observations with joinPlain, %d without", seed, len(with), len(without))
+		}
+		for i := range with {
+			if !reflect.DeepEqual(with[i], without[i]) {
+				t.Fatalf("seed %d, observation %d:\nwith joinPlain    %+v\nwithout joinPlain %+v", seed, i, with[i], without[i])
+			}
+		}
+	}
+	if joined == 0 {
+		t.Fatal("no report opened a join: the scenarios never reach joinPlain")
+	}
+}
+
+// joinScenario runs a random graph on a rig, reading a feed now and then,
+// and returns what the feed read and every task's history at the end, and
+// how many lanes had a join open at the end of a report.
+func joinScenario(t *testing.T, seed uint64, noJoin bool) (seen []any, joins int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	r := newRig(1 + rng.IntN(3))
+	r.cheap(0)
+	r.s.startHistory(1+rng.IntN(4), 8+rng.IntN(300))
+	r.s.noJoin = noJoin
+	if rng.IntN(3) == 0 {
+		r.s.setObserved(1<<EventStarted, 0) // the coordinator sees starts: an inferred start is the earlier
+	}
+	boom := errors.New("boom")
+	n := 20 + rng.IntN(200)
+	mixed := 20 // one in mixed of each kind of attempt that is not plain
+	if rng.IntN(3) == 0 {
+		mixed, n = 1000, 300+rng.IntN(400) // long runs of plain ones: more than a shared record holds
+	}
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tk := Task{ID: "t" + itoa(i), Run: noop}
+		switch k := rng.IntN(mixed); {
+		case k == 0:
+			tk.Run = func(context.Context) error { return boom }
+		case k == 1:
+			tk.Run = func(ctx context.Context) error { return SetWorker(ctx, "w") }
+		case k == 2:
+			tk.Timeout = time.Second // its worker stamps its times
+		case k == 3:
+			fails := 1
+			tk.Retry = RetryPolicy{MaxAttempts: 3}
+			tk.Run = func(context.Context) error {
+				if fails > 0 {
+					fails--
+					return boom
+				}
+				return nil
+			}
+		}
+		if i > 0 && rng.IntN(3) == 0 {
+			tk.Deps = []string{"t" + itoa(rng.IntN(i))}
+		}
+		tasks[i] = tk
+	}
+	r.submit(t, tasks...)
+	if rng.IntN(3) == 0 {
+		// Some tasks come back from a store with attempts none of which
+		// their history kept: their first success is not their first.
+		stored := make([]storedTask, n)
+		for i := range stored {
+			if rng.IntN(4) == 0 {
+				stored[i].hist = &record.History{Dropped: int32(1 + rng.IntN(3))}
+			}
+		}
+		r.s.restoreHistory(stored)
+	}
+	cs := &changeSet{}
+	r.s.chg = append(r.s.chg, cs)
+	for range 100 * n {
+		if r.s.open == 0 {
+			break
+		}
+		if rng.IntN(3) == 0 {
+			r.now = r.now.Add(time.Duration(rng.IntN(3)) * time.Millisecond)
+		}
+		// The workers' clock (a timed attempt's stamps) is at or ahead of
+		// the readings the coordinator applies ends with.
+		r.clk.Set(r.now.Add(time.Duration(rng.IntN(3)) * time.Millisecond))
+		r.step()
+		for _, li := range rng.Perm(len(r.s.lanes)) {
+			switch rng.IntN(4) {
+			case 0: // left alone
+			case 1: // a few items run, unreported: the next iteration's harvest applies them
+				for range rng.IntN(8) {
+					r.s.lanes[li].l.Step(r.env)
+				}
+			default:
+				r.drain(li)
+				if r.s.lanes[li].join != nil && r.s.lanes[li].joinSer == r.s.openShared {
+					joins++
+				}
+			}
+		}
+		if rng.IntN(5) == 0 {
+			p := r.s.changes(cs, 1+rng.IntN(40), r.now)
+			seen = append(seen, p.Ended, p.Dropped)
+		}
+	}
+	if r.s.open != 0 {
+		t.Fatalf("seed %d: %d tasks still open", seed, r.s.open)
+	}
+	for i := range n {
+		h, _ := r.s.historyOf("t"+itoa(i), r.now)
+		seen = append(seen, h)
+	}
+	return seen, joins
+}
+
+// An attempt whose start the coordinator saw does not join a shared
+// record of attempts that started at the reading their ends were applied
+// with: its start is the earlier one it saw.
+func TestJoinPlainKeepsASeenStart(t *testing.T) {
+	r := newRig(1)
+	r.cheap(0)
+	r.s.startHistory(3, 16)
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop}, Task{ID: "c", Run: noop})
+	r.step()
+	if got := r.items(0); len(got) != 3 {
+		t.Fatalf("lane 0 holds %v; want a, b and c", got)
+	}
+	ls := &r.s.lanes[0]
+	seen := t0.Add(time.Millisecond)
+	ls.sawStart(ls.applied+2, seen) // c's start, seen before its end is applied
+	r.now = t0.Add(2 * time.Millisecond)
+	r.drain(0)
+	// b started behind a at the report's reading (a shared record it
+	// opens, which c would join); c started when it was seen.
+	want := map[string]time.Time{"a": t0, "b": r.now, "c": seen}
+	for id, started := range want {
+		h, _ := r.s.historyOf(id, r.now)
+		if len(h.Attempts) != 1 || !h.Attempts[0].Started.Equal(started) {
+			t.Errorf("History(%s) = %+v; want one attempt started %v", id, h, started)
+		}
 	}
 }

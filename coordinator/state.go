@@ -256,6 +256,8 @@ type laneState struct {
 	handed  *[lane.Size]int64 // per slot: when its item was handed out (UnixNano), for the history (history.go); nil until used
 	seen    *[lane.Size]int64 // per slot: when the coordinator saw its item started (UnixNano; 0: not seen); nil until it watches starts
 	lastEnd int64             // when the history's last item of this lane ended (UnixNano): where the next one's start is inferred from
+	join    *attemptRec       // the shared record this lane's next plain first success may join at once (joinPlain), valid while joinSer is the open shared record
+	joinSer uint64            // join's serial
 }
 
 // state is all scheduling state. It has no goroutines, channels or clock;

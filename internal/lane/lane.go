@@ -430,6 +430,13 @@ func (l *Lane) Touched(seq uint32) bool {
 	return atomic.LoadUint32(&l.items[seq&mask].flags)&itemTouched != 0
 }
 
+// Plain reports whether the function of the item at seq neither called a
+// method of its context nor had its times stamped by its worker: all the
+// coordinator knows of it is its outcome. Coordinator only, once reported.
+func (l *Lane) Plain(seq uint32) bool {
+	return atomic.LoadUint32(&l.items[seq&mask].flags)&(itemTouched|itemStamped) == 0
+}
+
 // SetReport says whether the worker should report as soon as the item at
 // seq is done while a pool is hungry. The coordinator may change it after
 // publishing, as it fuses more of the item's successors; published says
