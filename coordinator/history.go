@@ -157,7 +157,8 @@ type attemptRec struct {
 // sharedLink), which is the end of its chain: a task's later attempts
 // chain records of its own before it. The record is filled while it is
 // open (state.openShared) and the ring's newest, so that the ring keeps
-// the order in which ends were recorded; a Feed's read closes it.
+// the order in which ends were recorded: any other record, or a Feed's
+// read, closes it (openShared 0).
 const sharedLink uint64 = 1 << 63
 
 // attemptDetail is what only some attempts have.
@@ -323,6 +324,7 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 // newRec takes the ring's next slot for a record of serial sr; the caller
 // fills it.
 func (s *state) newRec() (sr uint64, r *attemptRec) {
+	s.openShared = 0 // the open shared record is the ring's newest record, or none
 	sr = s.nextSerial
 	s.nextSerial++
 	idx := s.ringPos // (sr-1) % histCap, without a division
@@ -365,7 +367,7 @@ func (r *attemptRec) attempts() uint64 { return uint64(max(r.shared, 1)) }
 // measured about 2% of an empty task): change both.
 func (s *state) rememberShared(t, lane int32, handed, started, ended int64) {
 	r := s.openRec // not rec: no division an attempt
-	if r == nil || r.serial != s.openShared || s.openShared != s.nextSerial-1 || r.lane != lane || r.handed != handed || r.started != started || r.ended != ended || r.shared == math.MaxUint8 {
+	if r == nil || r.serial != s.openShared || r.lane != lane || r.handed != handed || r.started != started || r.ended != ended || r.shared == math.MaxUint8 {
 		var sr uint64
 		sr, r = s.newRec()
 		*r = attemptRec{serial: sr, task: t, lane: lane, attempt: 1, run: 1, outcome: OutcomeSucceeded,
@@ -434,7 +436,7 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		// test, written out here: this is the history's whole cost for
 		// most attempts).
 		lane := int32(ls.l.ID)
-		if o := s.openRec; o != nil && o.serial == s.openShared && s.openShared == s.nextSerial-1 && o.lane == lane &&
+		if o := s.openRec; o != nil && o.serial == s.openShared && o.lane == lane &&
 			o.handed == handed && o.started == started && o.ended == ended && o.shared < math.MaxUint8 {
 			o.shared++
 			s.recorded++
@@ -442,7 +444,7 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		} else {
 			s.rememberShared(t, lane, handed, started, ended)
 		}
-		if started == ended && ended == s.endNano && seen == 0 && !s.noJoin {
+		if started == ended && ended == s.endNano && ls.seen == nil && !s.noJoin {
 			// The lane's next plain successes of this report end and
 			// start at this reading too (behind this one): joinPlain.
 			ls.join, ls.joinSer = s.openRec, s.openShared
@@ -467,13 +469,15 @@ func (s *state) endsAt(now time.Time) {
 // success of this same report joined or opened (ls.join): its hand-out
 // time is that record's, nothing stamped or touched it, and it started
 // behind that item, at this reading (ls.lastEnd is that record's end: any
-// other end since recorded another record). It is rememberEnd's common case
-// without the times computed: a report of n plain items computes them
-// once. It reports whether it recorded the end.
+// other end since made another record, which closed it). The coordinator
+// has not seen any start on this lane (sawStart drops ls.join): an
+// inferred start is the one rememberEnd would give. It is rememberEnd's
+// common case without the times computed: a report of n plain items
+// computes them once. It reports whether it recorded the end.
 func (s *state) joinPlain(ls *laneState, seq uint32, t int32) bool {
 	j := ls.join
-	if j == nil || ls.joinSer != s.openShared || ls.joinSer != s.nextSerial-1 || j.ended != s.endNano ||
-		j.shared == math.MaxUint8 || s.histHead[t] != 0 || ls.seen != nil || j.handed != ls.handed[seq&(lane.Size-1)] || !ls.l.Plain(seq) {
+	if j == nil || ls.joinSer != s.openShared || j.ended != s.endNano ||
+		j.shared == math.MaxUint8 || s.histHead[t] != 0 || j.handed != ls.handed[seq&(lane.Size-1)] || !ls.l.Plain(seq) {
 		return false
 	}
 	j.shared++
@@ -547,6 +551,7 @@ func (ls *laneState) sawStart(seq uint32, now time.Time) {
 	}
 	if ls.seen == nil {
 		ls.seen = new([lane.Size]int64)
+		ls.join = nil // joinPlain infers every start, which a seen one is not
 	}
 	ls.seen[seq&(lane.Size-1)] = now.UnixNano()
 }

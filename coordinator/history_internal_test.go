@@ -242,7 +242,37 @@ func TestJoinPlainKeepsASeenStart(t *testing.T) {
 	r.drain(0)
 	// b started behind a at the report's reading (a shared record it
 	// opens, which c would join); c started when it was seen.
-	want := map[string]time.Time{"a": t0, "b": r.now, "c": seen}
+	r.wantStarted(t, map[string]time.Time{"a": t0, "b": r.now, "c": seen})
+
+	// The coordinator sees a start for the first time once a join is open
+	// on the lane: the same.
+	r = newRig(1)
+	r.cheap(0)
+	r.s.startHistory(3, 16)
+	r.submit(t, Task{ID: "a", Run: noop}, Task{ID: "b", Run: noop}, Task{ID: "c", Run: noop}, Task{ID: "d", Run: noop})
+	r.step()
+	ls = &r.s.lanes[0]
+	if got := r.items(0); len(got) != 4 {
+		t.Fatalf("lane 0 holds %v; want a, b, c and d", got)
+	}
+	r.now = t0.Add(2 * time.Millisecond)
+	ls.l.Step(r.env)
+	ls.l.Step(r.env)
+	r.s.harvest(ls, r.now) // a and b, unreported (as when a pool is hungry): b opens a join
+	if ls.join == nil {
+		t.Fatal("b's end opened no join: the case is not reached")
+	}
+	ls.sawStart(ls.applied+1, seen) // d's start, seen before its end is applied
+	ls.l.Step(r.env)
+	ls.l.Step(r.env)
+	r.s.harvest(ls, r.now) // c and d, at the same reading
+	r.wantStarted(t, map[string]time.Time{"a": t0, "b": r.now, "c": r.now, "d": seen})
+}
+
+// wantStarted checks that each task's history holds one attempt, which
+// started at the time given.
+func (r *rig) wantStarted(t *testing.T, want map[string]time.Time) {
+	t.Helper()
 	for id, started := range want {
 		h, _ := r.s.historyOf(id, r.now)
 		if len(h.Attempts) != 1 || !h.Attempts[0].Started.Equal(started) {
