@@ -287,7 +287,7 @@ func (s *state) changes(cs *changeSet, max int, now time.Time) FeedPage {
 			out.Dropped = s.recordedBefore(oldest) - cs.before
 			cs.serial, cs.before = oldest, s.recordedBefore(oldest)
 		}
-		s.openShared = 0 // read: plain successes that end later join a new shared record
+		s.openShared = noShared // read: plain successes that end later join a new shared record
 		for ; cs.serial < s.nextSerial && len(out.Ended) < max; cs.serial++ {
 			r := s.rec(cs.serial)
 			if r == nil {

@@ -137,7 +137,11 @@ func (s *state) ended(ls *laneState, seq uint32, t int32, st uint32, now time.Ti
 		s.emit(EventStarted, t, now)
 	}
 	h.status = Running
-	if s.historyOn() && !(st == lane.Sealed && r.attempts == 1 && r.runs == 0 && r.x == nil && s.joinPlain(ls, seq, t)) {
+	switch {
+	case !s.historyOn():
+	case st == lane.Sealed && r.attempts == 1 && r.runs == 0 && r.x == nil && s.joinsPlain(ls, seq, t):
+		s.joinPlain(ls, t) // most ends: like the one before it in its lane
+	default:
 		o, err := OutcomeSucceeded, error(nil)
 		switch {
 		case st == lane.Sealed:

@@ -158,7 +158,7 @@ type attemptRec struct {
 // chain records of its own before it. The record is filled while it is
 // open (state.openShared) and the ring's newest, so that the ring keeps
 // the order in which ends were recorded: any other record, or a Feed's
-// read, closes it (openShared 0).
+// read, closes it (openShared noShared).
 const sharedLink uint64 = 1 << 63
 
 // attemptDetail is what only some attempts have.
@@ -190,9 +190,13 @@ type historyTable struct {
 	histHead    []uint64       // per task: the link to its newest record (0: none; deadLink: none kept, some dropped)
 	histCount   []int32        // per task: attempts recorded since it was submitted (History's Dropped); 0 with a shared link for a head: 1 (histN)
 	details     map[uint64]*attemptDetail
-	openShared  uint64      // the serial of the shared record that plain successes like it join (0: none)
+	openShared  uint64      // the serial of the shared record that plain successes like it join (noShared: none)
 	openRec     *attemptRec // its slot (which holds another serial once the ring turned)
 }
+
+// noShared is openShared when no shared record is open: no serial, and
+// not a lane's joinSer either (0 when it has no join).
+const noShared = math.MaxUint64
 
 // deadLink is the head of a task whose records are all dropped (a restore
 // of a history that kept none): a serial never reached, so that the task's
@@ -216,6 +220,7 @@ func (s *state) historyOn() bool { return s.histPerTask > 0 }
 func (s *state) startHistory(perTask, total int) {
 	s.histPerTask, s.histCap = int32(perTask), total
 	s.nextSerial = 1
+	s.openShared = noShared
 	for i := range s.lanes {
 		s.lanes[i].l.StampTimed() // the workers time attempts with a Timeout themselves
 	}
@@ -324,7 +329,7 @@ func (s *state) remember(t int32, lane int32, attempt, run, rerun int32, o Outco
 // newRec takes the ring's next slot for a record of serial sr; the caller
 // fills it.
 func (s *state) newRec() (sr uint64, r *attemptRec) {
-	s.openShared = 0 // the open shared record is the ring's newest record, or none
+	s.openShared = noShared // the open shared record is the ring's newest record, or none
 	sr = s.nextSerial
 	s.nextSerial++
 	idx := s.ringPos // (sr-1) % histCap, without a division
@@ -444,7 +449,7 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 		} else {
 			s.rememberShared(t, lane, handed, started, ended)
 		}
-		if started == ended && ended == s.endNano && ls.seen == nil && !s.noJoin {
+		if started == ended && ended == s.endNano && ls.seen == nil && s.dur == nil && !s.noJoin {
 			// The lane's next plain successes of this report end and
 			// start at this reading too (behind this one): joinPlain.
 			ls.join, ls.joinSer = s.openRec, s.openShared
@@ -459,32 +464,37 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 // applies (endNano).
 func (s *state) endsAt(now time.Time) {
 	if s.historyOn() {
-		s.endNano = now.UnixNano()
+		if n := now.UnixNano(); n != s.endNano {
+			s.endNano = n
+			s.openShared = noShared // ends at this reading have other times: a new shared record
+		}
 	}
 }
 
-// joinPlain records the end of the item at seq of ls, a plain first
-// success of t (the caller checked its record: first attempt, first run,
-// no extra), if it can join the shared record its lane's last plain
-// success of this same report joined or opened (ls.join): its hand-out
-// time is that record's, nothing stamped or touched it, and it started
-// behind that item, at this reading (ls.lastEnd is that record's end: any
-// other end since made another record, which closed it). The coordinator
-// has not seen any start on this lane (sawStart drops ls.join): an
-// inferred start is the one rememberEnd would give. It is rememberEnd's
-// common case without the times computed: a report of n plain items
-// computes them once. It reports whether it recorded the end.
-func (s *state) joinPlain(ls *laneState, seq uint32, t int32) bool {
-	j := ls.join
-	if j == nil || ls.joinSer != s.openShared || j.ended != s.endNano ||
-		j.shared == math.MaxUint8 || s.histHead[t] != 0 || j.handed != ls.handed[seq&(lane.Size-1)] || !ls.l.Plain(seq) {
-		return false
-	}
-	j.shared++
+// joinsPlain reports whether the end of the item at seq of ls, a plain
+// first success of t (the caller checked its record: first attempt, first
+// run, no extra), can join the shared record its lane's last plain success
+// joined or opened at this reading (ls.join): its hand-out time is that
+// record's, nothing stamped or touched it, and it started behind that
+// item, at this reading (ls.lastEnd is that record's end: any other end,
+// or a new reading, since closed it). The coordinator has not seen any
+// start on this lane (sawStart drops ls.join), so that the start
+// rememberEnd would infer is the record's. With joinPlain, it is
+// rememberEnd's common case without the times computed: a report of n
+// plain items computes them once. Both are small enough to be inlined.
+func (s *state) joinsPlain(ls *laneState, seq uint32, t int32) bool {
+	j := ls.join // not nil if joinSer is open: openShared is never joinSer's 0
+	return ls.joinSer == s.openShared && j.shared < math.MaxUint8 && s.histHead[t] == 0 &&
+		j.handed == ls.handed[seq&(lane.Size-1)] && ls.l.Plain(seq)
+}
+
+// joinPlain records the end joinsPlain said can join ls.join. Never on a
+// durable scheduler (rememberEnd opens no join there), which would have
+// to mark the history to be written.
+func (s *state) joinPlain(ls *laneState, t int32) {
+	ls.join.shared++
 	s.recorded++
 	s.histHead[t] = ls.joinSer | sharedLink
-	s.historyChanged(t)
-	return true
 }
 
 // rememberOther is rememberEnd for an attempt that is not a plain first
@@ -551,7 +561,7 @@ func (ls *laneState) sawStart(seq uint32, now time.Time) {
 	}
 	if ls.seen == nil {
 		ls.seen = new([lane.Size]int64)
-		ls.join = nil // joinPlain infers every start, which a seen one is not
+		ls.join, ls.joinSer = nil, 0 // joinPlain infers every start, which a seen one is not
 	}
 	ls.seen[seq&(lane.Size-1)] = now.UnixNano()
 }
