@@ -464,27 +464,27 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 // applies (endNano).
 func (s *state) endsAt(now time.Time) {
 	if s.historyOn() {
-		if n := now.UnixNano(); n != s.endNano {
-			s.endNano = n
-			s.openShared = noShared // ends at this reading have other times: a new shared record
-		}
+		s.endNano = now.UnixNano()
 	}
 }
 
 // joinsPlain reports whether the end of the item at seq of ls, a plain
 // first success of t (the caller checked its record: first attempt, first
 // run, no extra), can join the shared record its lane's last plain success
-// joined or opened at this reading (ls.join): its hand-out time is that
-// record's, nothing stamped or touched it, and it started behind that
-// item, at this reading (ls.lastEnd is that record's end: any other end,
-// or a new reading, since closed it). The coordinator has not seen any
-// start on this lane (sawStart drops ls.join), so that the start
-// rememberEnd would infer is the record's. With joinPlain, it is
-// rememberEnd's common case without the times computed: a report of n
-// plain items computes them once. Both are small enough to be inlined.
+// joined or opened (ls.join): its hand-out time is that record's, nothing
+// stamped or touched it, and it started behind that item and ends at this
+// reading, the record's end. While the record is open, ls.lastEnd is its
+// end: any other end since made another record, which closed it. A new
+// reading does not close it (a timed attempt, whose worker stamps its
+// times, may still join it, as may an end at a reading that comes back on
+// a mock clock). The coordinator has seen no start on this lane (sawStart
+// drops ls.join), so that the start rememberEnd would infer is the
+// record's. With joinPlain, it is rememberEnd's common case without the
+// times computed: a report of n plain items computes them once. Both are
+// small enough to be inlined.
 func (s *state) joinsPlain(ls *laneState, seq uint32, t int32) bool {
 	j := ls.join // not nil if joinSer is open: openShared is never joinSer's 0
-	return ls.joinSer == s.openShared && j.shared < math.MaxUint8 && s.histHead[t] == 0 &&
+	return ls.joinSer == s.openShared && j.ended == s.endNano && j.shared < math.MaxUint8 && s.histHead[t] == 0 &&
 		j.handed == ls.handed[seq&(lane.Size-1)] && ls.l.Plain(seq)
 }
 

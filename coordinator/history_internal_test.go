@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -187,12 +188,20 @@ func joinScenario(t *testing.T, seed uint64, noJoin bool) (seen []any, joins int
 		if r.s.open == 0 {
 			break
 		}
-		if rng.IntN(3) == 0 {
+		switch rng.IntN(6) {
+		case 0, 1:
 			r.now = r.now.Add(time.Duration(rng.IntN(3)) * time.Millisecond)
+		case 2:
+			if r.now.After(t0) {
+				r.now = r.now.Add(-time.Millisecond) // a mock clock set back: a reading comes again
+			}
 		}
 		// The workers' clock (a timed attempt's stamps) is at or ahead of
-		// the readings the coordinator applies ends with.
-		r.clk.Set(r.now.Add(time.Duration(rng.IntN(3)) * time.Millisecond))
+		// the readings the coordinator applies ends with, and now and then
+		// stands still, so that timed attempts are stamped alike.
+		if rng.IntN(3) > 0 {
+			r.clk.Set(r.now.Add(time.Duration(rng.IntN(3)) * time.Millisecond))
+		}
 		r.step()
 		for _, li := range rng.Perm(len(r.s.lanes)) {
 			switch rng.IntN(4) {
@@ -278,5 +287,80 @@ func (r *rig) wantStarted(t *testing.T, want map[string]time.Time) {
 		if len(h.Attempts) != 1 || !h.Attempts[0].Started.Equal(started) {
 			t.Errorf("History(%s) = %+v; want one attempt started %v", id, h, started)
 		}
+	}
+}
+
+// A shared record stays open across readings of the clock: ends that
+// match it join it whenever they are applied (a review found the records
+// split once a new reading closed them, and a small ring then dropping an
+// attempt it had kept). Worker-stamped ends equal to it, an end at the
+// stamped end of the one before it, an end at a reading that came back.
+func TestSharedRecordOpenAcrossReadings(t *testing.T) {
+	type step struct {
+		clock time.Time // the workers' clock as the item runs (its stamps, if timed)
+		at    time.Time // the reading the harvest that applies it is made with
+	}
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	timed := Task{Run: noop, Timeout: time.Second}
+	plain := Task{Run: noop}
+	for _, c := range []struct {
+		name  string
+		tasks []Task
+		steps []step
+		idle  time.Time // a harvest of nothing between the last two steps (zero: none)
+		want  []int     // the tasks of each record the feed reads, in order
+	}{
+		{"stamped alike at two readings", []Task{timed, timed}, []step{{t0, ms(1)}, {t0, ms(2)}}, time.Time{}, []int{2}},
+		{"at the stamped end before it", []Task{timed, plain}, []step{{ms(5), ms(1)}, {ms(5), ms(5)}}, time.Time{}, []int{2}},
+		{"a reading that comes back", []Task{plain, plain, plain}, []step{{t0, ms(1)}, {t0, ms(1)}, {t0, ms(1)}}, ms(2), []int{1, 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(1)
+			r.cheap(0)
+			r.s.startHistory(3, 64)
+			for i := range c.tasks {
+				c.tasks[i].ID = "t" + itoa(i)
+			}
+			r.submit(t, c.tasks...)
+			r.step() // all handed out at t0
+			ls := &r.s.lanes[0]
+			if got := r.items(0); len(got) != len(c.tasks) {
+				t.Fatalf("lane 0 holds %v; want every task", got)
+			}
+			cs := &changeSet{}
+			r.s.chg = append(r.s.chg, cs)
+			for i, st := range c.steps {
+				if i == len(c.steps)-1 && !c.idle.IsZero() {
+					r.s.harvestAll(c.idle) // a request's look, say: nothing to apply
+				}
+				r.clk.Set(st.clock)
+				ls.l.Step(r.env)
+				r.s.harvest(ls, st.at)
+			}
+			var got []int
+			for _, e := range r.s.changes(cs, 100, ms(10)).Ended {
+				got = append(got, e.Tasks)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("the feed read records of %v tasks; want %v", got, c.want)
+			}
+		})
+	}
+	// With a ring of two records, a third end keeps the first two's one
+	// record: t0's attempt is still there.
+	r := newRig(1)
+	r.cheap(0)
+	r.s.startHistory(2, 2)
+	r.submit(t, Task{ID: "a", Run: noop, Timeout: time.Second}, Task{ID: "b", Run: noop, Timeout: time.Second},
+		Task{ID: "c", Run: func(context.Context) error { return errHistBoom }})
+	r.step()
+	ls := &r.s.lanes[0]
+	r.clk.Set(t0)
+	for i := range 3 {
+		ls.l.Step(r.env)
+		r.s.harvest(ls, t0.Add(time.Duration(i+1)*time.Millisecond))
+	}
+	if h, _ := r.s.historyOf("a", r.now); len(h.Attempts) != 1 || h.Dropped != 0 {
+		t.Errorf("History(a) = %+v; want its attempt, none dropped", h)
 	}
 }
