@@ -200,7 +200,8 @@ const noShared = math.MaxUint64
 
 // deadLink is the head of a task whose records are all dropped (a restore
 // of a history that kept none): a serial never reached, so that the task's
-// head is not 0, which says it has no history (rememberEnd's fast path).
+// head is not 0, which says it has no history (a plain first success:
+// joinsPlain, rememberEnd).
 const deadLink = sharedLink - 1
 
 // histN is how many attempts of t were recorded since it was submitted:
@@ -368,8 +369,8 @@ func (r *attemptRec) attempts() uint64 { return uint64(max(r.shared, 1)) }
 // rememberShared records t's first attempt, which succeeded plainly on
 // lane with these times, in the open shared record if it is the ring's
 // newest and has the same lane and times, else in a new one (see
-// sharedLink). rememberEnd writes its test out for most attempts (a call
-// measured about 2% of an empty task): change both.
+// sharedLink). Most such attempts join the record without this test
+// (joinsPlain).
 func (s *state) rememberShared(t, lane int32, handed, started, ended int64) {
 	r := s.openRec // not rec: no division an attempt
 	if r == nil || r.serial != s.openShared || r.lane != lane || r.handed != handed || r.started != started || r.ended != ended || r.shared == math.MaxUint8 {
@@ -436,19 +437,10 @@ func (s *state) rememberEnd(ls *laneState, seq uint32, t int32, o Outcome, err e
 	}
 	ls.lastEnd = ended
 	if o == OutcomeSucceeded && !touched && r.attempts == 1 && r.runs == 0 && r.x == nil && s.histHead[t] == 0 {
-		// Most attempts: a plain first success (no re-run: that needs x),
-		// most of them joining the open shared record (rememberShared's
-		// test, written out here: this is the history's whole cost for
-		// most attempts).
-		lane := int32(ls.l.ID)
-		if o := s.openRec; o != nil && o.serial == s.openShared && o.lane == lane &&
-			o.handed == handed && o.started == started && o.ended == ended && o.shared < math.MaxUint8 {
-			o.shared++
-			s.recorded++
-			s.histHead[t] = o.serial | sharedLink
-		} else {
-			s.rememberShared(t, lane, handed, started, ended)
-		}
+		// A plain first success (no re-run: that needs x) that joinsPlain
+		// did not take: the first of its lane's report, a timed one, one
+		// on a durable scheduler.
+		s.rememberShared(t, int32(ls.l.ID), handed, started, ended)
 		if started == ended && ended == s.endNano && ls.seen == nil && s.dur == nil && !s.noJoin {
 			// The lane's next plain successes of this report end and
 			// start at this reading too (behind this one): joinPlain.
