@@ -164,15 +164,7 @@ func benchState(b *testing.B, shape string) {
 		// Build every state first, then time (and profile) only their runs.
 		rigs := make([]*rig, *runReps)
 		for i := range rigs {
-			r := newRig(2)
-			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
-			if *stateHistory {
-				r.s.startHistory(DefaultHistoryPerTask, DefaultHistoryTotal)
-			}
-			if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
-				b.Fatal(err)
-			}
-			rigs[i] = r
+			rigs[i] = benchRig(b, tasks, *stateHistory)
 		}
 		runtime.GC()
 		if *runProfile != "" {
@@ -197,6 +189,20 @@ func benchState(b *testing.B, shape string) {
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*n**runReps), "ns/task")
 }
 
+// benchRig is a state of two workers with tasks submitted, for the
+// BenchmarkState* runs, with the attempt history at its defaults if hist.
+func benchRig(b *testing.B, tasks []Task, hist bool) *rig {
+	r := newRig(2)
+	r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
+	if hist {
+		r.s.startHistory(DefaultHistoryPerTask, DefaultHistoryTotal)
+	}
+	if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
 // BenchmarkStateHistory is BenchmarkStateFlat with the attempt history
 // on and off side by side: each op runs a graph of each, in turn (the
 // order alternates), and the median over the ops of on's time against
@@ -214,14 +220,7 @@ func BenchmarkStateHistory(b *testing.B) {
 		var took [2]time.Duration
 		for k := range 2 {
 			hist := (k+i)%2 == 0
-			r := newRig(2)
-			r.s.pools[0].measured, r.s.pools[0].cost = true, 30*time.Nanosecond
-			if hist {
-				r.s.startHistory(DefaultHistoryPerTask, DefaultHistoryTotal)
-			}
-			if err := r.s.submit(&submission{tasks: tasks}, r.now); err != nil {
-				b.Fatal(err)
-			}
+			r := benchRig(b, tasks, hist)
 			runtime.GC()
 			start := time.Now()
 			r.runAll(b, 10*n)
